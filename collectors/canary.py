@@ -1,0 +1,68 @@
+"""Canary and background collectors: event listeners that append each finished request to the run folder.
+
+Why: every canary completion must reach disk the moment it completes (a killed process loses
+nothing it finished), and background traffic must be counted and timed. Listeners follow Locust's
+``register()`` / ``close()`` pattern but import nothing from Locust: ``register`` takes the event
+hooks, so tests fire synthetic events with no HTTP. They count their own write failures, because
+Locust's ``EventHook.fire`` logs and swallows listener exceptions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Protocol
+
+from collectors.jsonl import JsonlWriter
+from collectors.record import CanaryRecord
+
+
+class Hook(Protocol):
+    def add_listener(self, handler: Any) -> Any: ...
+    def remove_listener(self, handler: Any) -> None: ...
+
+
+class CanaryCollector:
+    """Writes one CanaryRecord per line and keeps live per-(canary, phase, level) counts."""
+
+    def __init__(self, path: Path) -> None:
+        self.writer = JsonlWriter(path)
+        self.counts: Counter[tuple[str, str, int, str]] = Counter()  # (canary, phase, level, status)
+        self._hook: Hook | None = None
+
+    def register(self, hook: Hook) -> None:
+        hook.add_listener(self.on_record)
+        self._hook = hook
+
+    def on_record(self, record: CanaryRecord, **_: Any) -> None:
+        self.writer.write(record.to_dict())
+        self.counts[(record.canary_id, record.phase, record.level, record.status)] += 1
+
+    def close(self) -> None:
+        if self._hook is not None:
+            self._hook.remove_listener(self.on_record)
+            self._hook = None
+        self.writer.close()
+
+
+class BackgroundCollector:
+    """Writes one compact line per background request: level, timing, status, token counts."""
+
+    def __init__(self, path: Path) -> None:
+        self.writer = JsonlWriter(path)
+        self.counts: Counter[tuple[int, str]] = Counter()  # (level, status)
+        self._hook: Hook | None = None
+
+    def register(self, hook: Hook) -> None:
+        hook.add_listener(self.on_request)
+        self._hook = hook
+
+    def on_request(self, row: dict[str, Any], **_: Any) -> None:
+        self.writer.write(row)
+        self.counts[(int(row["level"]), str(row["status"]))] += 1
+
+    def close(self) -> None:
+        if self._hook is not None:
+            self._hook.remove_listener(self.on_request)
+            self._hook = None
+        self.writer.close()

@@ -1,0 +1,341 @@
+"""Read a run folder into columns: the one reader the reports, ``compare``, ``check`` and ``export`` use.
+
+Why: a run can hold a million canary records; building a million dataclasses and nested lists would
+be slow and would not fit in memory, so each line is parsed with orjson and poured straight into
+numpy columns (padded token matrices, chunk by chunk). ``CanaryRecord`` stays the one definition of
+the fields: required keys and the schema number come from it.
+
+Tolerates a torn or corrupt line (skipped and counted per file), unknown extra keys (ignored) and
+missing optional keys; raises ``RunFolderError`` (naming the file) for an unusable folder or an
+unknown schema. Must not print, and must not import Locust or anything under ``loadgen`` but errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pandas as pd  # type: ignore[import-untyped]
+
+from collectors.record import SCHEMA, CanaryRecord
+from loadgen.errors import RunFolderError
+
+MANIFEST_SCHEMA = 1
+_CHUNK_ROWS = 8192
+_REQUIRED = frozenset(
+    f.name
+    for f in dataclasses.fields(CanaryRecord)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)
+# Scalar record fields kept as frame columns (token sequences go to matrices instead).
+_SCALARS = (
+    "canary_id",
+    "request_id",
+    "phase",
+    "level",
+    "inflight_at_send",
+    "sent_at",
+    "status",
+    "latency_s",
+    "ttft_s",
+    "error_kind",
+    "http_status",
+    "finish_reason",
+    "text",
+    "engine_running",
+    "worker",
+)
+_FLOAT_COLS = ("sent_at", "latency_s", "ttft_s", "engine_running", "temperature")
+_INT_COLS = ("level", "inflight_at_send")
+
+IntMatrix = npt.NDArray[np.integer[Any]]
+FloatMatrix = npt.NDArray[np.float64]
+
+
+@dataclass
+class CanaryColumns:
+    """Canary records as columns. Row i of every matrix is row i of ``frame``.
+
+    Matrices are padded: ``-1`` past a row's length in the integer ones, NaN in the float ones; a row
+    whose record lacked the sequence has length ``-1`` in ``frame`` (``n_ids``, ``n_tokens``,
+    ``n_logprobs``). Widths may differ between matrices.
+    """
+
+    frame: Any  # pandas.DataFrame: _SCALARS plus file, temperature, request_key, n_ids, n_tokens, n_logprobs
+    token_ids: IntMatrix  # (n, w) int32 or int64
+    token_codes: IntMatrix  # (n, w) int32 codes into ``vocab``
+    vocab: npt.NDArray[np.object_]  # token strings
+    logprobs: FloatMatrix  # (n, w) chosen-token logprobs
+    top_gap: FloatMatrix  # (n, w) top-1 minus top-2 logprob at each position
+
+    @property
+    def n(self) -> int:
+        return len(self.frame)
+
+
+@dataclass
+class FileRead:
+    name: str
+    records: int
+    skipped: int
+    skipped_lines: list[int]
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    manifest: dict[str, Any]
+    canaries: CanaryColumns
+    files: list[FileRead]
+    background: Any | None = None  # pandas.DataFrame of background rows, or None when absent
+    background_files: list[FileRead] = field(default_factory=list)
+    engine_t: FloatMatrix | None = None  # engine metric sample times (epoch s), sorted
+    engine_running: FloatMatrix | None = None  # running gauge at those times (NaN where absent)
+
+    @property
+    def skipped_lines(self) -> int:
+        return sum(f.skipped for f in self.files) + sum(f.skipped for f in self.background_files)
+
+
+def load_run(run_dir: Path) -> RunData:
+    """Read ``manifest.json``, every ``canaries*.jsonl`` and, where present, background and engine files."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunFolderError(f"{run_dir}: not a directory (expected a run folder with manifest.json)")
+    manifest = read_manifest(run_dir / "manifest.json")
+    canary_paths = sorted(run_dir.glob("canaries*.jsonl"))
+    if not canary_paths:
+        raise RunFolderError(f"{run_dir}: no canaries*.jsonl file (is this a run folder?)")
+    builder = ColumnBuilder()
+    files = [builder.add_file(p) for p in canary_paths]
+    background, bg_files = _read_background(sorted(run_dir.glob("background*.jsonl")))
+    engine_t, engine_running = _read_engine(run_dir / "engine_metrics.jsonl")
+    return RunData(
+        run_dir=run_dir,
+        manifest=manifest,
+        canaries=builder.finish(),
+        files=files,
+        background=background,
+        background_files=bg_files,
+        engine_t=engine_t,
+        engine_running=engine_running,
+    )
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        raw = orjson.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise RunFolderError(f"{path}: missing (every run folder has a manifest.json)") from exc
+    except OSError as exc:
+        raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except orjson.JSONDecodeError as exc:
+        raise RunFolderError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise RunFolderError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+    if raw.get("schema") != MANIFEST_SCHEMA:
+        raise RunFolderError(
+            f"{path}: manifest schema {raw.get('schema')!r} is not supported (expected {MANIFEST_SCHEMA})"
+        )
+    return raw
+
+
+def _lines(path: Path) -> Iterable[tuple[int, bytes]]:
+    try:
+        with open(path, "rb") as fh:
+            yield from enumerate(fh, start=1)
+    except OSError as exc:
+        raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
+    rows: list[dict[str, Any]] = []
+    skipped: list[int] = []
+    for n, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            skipped.append(n)
+            continue
+        if isinstance(obj, dict):
+            rows.append(obj)
+        else:
+            skipped.append(n)
+    return rows, FileRead(path.name, len(rows), len(skipped), skipped)
+
+
+def top_gap(top: list[list[Any]] | None) -> float:
+    """Top-1 minus top-2 logprob among one position's alternatives; NaN with fewer than two."""
+    if not top or len(top) < 2:
+        return float("nan")
+    lps = sorted((float(alt[1]) for alt in top), reverse=True)
+    return lps[0] - lps[1]
+
+
+def _lengths(seqs: list[Any]) -> npt.NDArray[np.int64]:
+    return np.fromiter((-1 if s is None else len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+
+
+def pad_flat(flat: npt.NDArray[Any], lengths: npt.NDArray[np.int64], fill: float, dtype: Any) -> Any:
+    """Scatter a flat array of concatenated sequences into a padded matrix, one row per length."""
+    mat = np.full((len(lengths), int(lengths.max(initial=0))), fill, dtype=dtype)
+    mat[np.arange(mat.shape[1]) < lengths[:, None]] = flat
+    return mat
+
+
+def pad_int(seqs: list[list[int] | None]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
+    """Padded int matrix (-1 past each length) and lengths (-1 for a missing sequence)."""
+    lengths = _lengths(seqs)
+    flat = np.fromiter(chain.from_iterable(s for s in seqs if s), dtype=np.int64, count=int(lengths.clip(0).sum()))
+    dtype = np.int32 if (flat.size == 0 or int(flat.max()) < 2**31 - 1) else np.int64
+    return pad_flat(flat, lengths, -1, dtype), lengths
+
+
+def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
+    """Padded float matrix (NaN past each length and for a null value) and lengths."""
+    lengths = _lengths(seqs)
+    flat = np.fromiter(
+        (np.nan if v is None else v for v in chain.from_iterable(s for s in seqs if s)),
+        dtype=np.float64,
+        count=int(lengths.clip(0).sum()),
+    )
+    return pad_flat(flat, lengths, np.nan, np.float64), lengths
+
+
+def _widen(mats: list[Any], fill: float) -> Any:
+    w = max((m.shape[1] for m in mats), default=0)
+    dtype = np.result_type(*mats) if mats else np.int32
+    out = np.full((sum(m.shape[0] for m in mats), w), fill, dtype=dtype)
+    r = 0
+    for m in mats:
+        out[r : r + m.shape[0], : m.shape[1]] = m
+        r += m.shape[0]
+    return out
+
+
+class ColumnBuilder:
+    """Accumulates canary records chunk by chunk into ``CanaryColumns``; also used for synthetic runs."""
+
+    def __init__(self) -> None:
+        self._scalars: dict[str, list[Any]] = {k: [] for k in (*_SCALARS, "file", "temperature", "request_key")}
+        self._ids: list[IntMatrix] = []
+        self._codes: list[IntMatrix] = []
+        self._lps: list[FloatMatrix] = []
+        self._gaps: list[FloatMatrix] = []
+        self._lens: dict[str, list[npt.NDArray[np.int64]]] = {"n_ids": [], "n_tokens": [], "n_logprobs": []}
+        self._vocab: dict[str, int] = {}
+        self._pending: list[dict[str, Any]] = []
+
+    def add_file(self, path: Path) -> FileRead:
+        rows, read = _parse_rows(path)
+        for i, row in enumerate(rows):
+            self.add(row, where=f"{path} record {i + 1}", file=path.name)
+        return read
+
+    def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
+        if raw.get("schema") != SCHEMA:
+            raise RunFolderError(
+                f"{where}: canary record schema {raw.get('schema')!r} is not supported (expected {SCHEMA})"
+            )
+        missing = _REQUIRED - raw.keys()
+        if missing:
+            raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
+        for k in _SCALARS:
+            self._scalars[k].append(raw.get(k))
+        self._scalars["file"].append(file)
+        request = raw.get("request")
+        request = request if isinstance(request, dict) else {}
+        self._scalars["temperature"].append(request.get("temperature"))
+        self._scalars["request_key"].append(
+            hashlib.blake2b(orjson.dumps(request, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+        )
+        self._pending.append(raw)
+        if len(self._pending) >= _CHUNK_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
+        ids, n_ids = pad_int([r.get("token_ids") for r in rows])
+        self._ids.append(ids)
+        self._lens["n_ids"].append(n_ids)
+        self._codes.append(self._encode([r.get("tokens") for r in rows]))
+        lps, n_lps = pad_float([r.get("logprobs") for r in rows])
+        self._lps.append(lps)
+        self._lens["n_logprobs"].append(n_lps)
+        tops = [r.get("top_logprobs") for r in rows]
+        self._gaps.append(pad_float([None if t is None else [top_gap(p) for p in t] for t in tops])[0])
+
+    def _encode(self, seqs: list[list[str] | None]) -> IntMatrix:
+        lengths = _lengths(seqs)
+        self._lens["n_tokens"].append(lengths)
+        flat = np.array(list(chain.from_iterable(s for s in seqs if s)), dtype=object)
+        codes = np.zeros(0, dtype=np.int32)
+        if flat.size:
+            local_codes, uniques = pd.factorize(flat)
+            remap = np.array([self._vocab.setdefault(str(u), len(self._vocab)) for u in uniques], dtype=np.int32)
+            codes = remap[local_codes]
+        mat: IntMatrix = pad_flat(codes, lengths, -1, np.int32)
+        return mat
+
+    def finish(self) -> CanaryColumns:
+        self._flush()
+        frame = pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in self._scalars.items()})
+        for col in _FLOAT_COLS:
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(np.float64)
+        for col in _INT_COLS:
+            frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(-1).astype(np.int64)
+        for col, parts in self._lens.items():
+            frame[col] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        vocab = np.empty(len(self._vocab), dtype=object)
+        vocab[:] = list(self._vocab)
+        return CanaryColumns(
+            frame=frame,
+            token_ids=_widen(self._ids, -1) if self._ids else np.zeros((0, 0), np.int32),
+            token_codes=_widen(self._codes, -1) if self._codes else np.zeros((0, 0), np.int32),
+            vocab=vocab,
+            logprobs=_widen(self._lps, np.nan) if self._lps else np.zeros((0, 0)),
+            top_gap=_widen(self._gaps, np.nan) if self._gaps else np.zeros((0, 0)),
+        )
+
+
+def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:
+    if not paths:
+        return None, []
+    rows: list[dict[str, Any]] = []
+    reads: list[FileRead] = []
+    for p in paths:
+        got, read = _parse_rows(p)
+        rows.extend(got)
+        reads.append(read)
+    cols = ("level", "sent_at", "latency_s", "status", "error_kind", "prompt_tokens", "completion_tokens")
+    frame = pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=object) for c in cols})
+    for c in ("level", "sent_at", "latency_s", "prompt_tokens", "completion_tokens"):
+        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(np.float64)
+    return frame, reads
+
+
+def _read_engine(path: Path) -> tuple[FloatMatrix | None, FloatMatrix | None]:
+    if not path.exists():
+        return None, None
+    rows, _ = _parse_rows(path)
+    t = np.array([_num(r.get("t")) for r in rows], dtype=np.float64)
+    running = np.array([_num(r.get("running")) for r in rows], dtype=np.float64)
+    keep = ~np.isnan(t)
+    order = np.argsort(t[keep], kind="stable")
+    return t[keep][order], running[keep][order]
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else float("nan")

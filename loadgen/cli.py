@@ -1,0 +1,40 @@
+"""The ``loadgen`` command line: parse, call one library function, render errors, pick the exit code.
+
+The only place that prints errors: library code raises ``LoadgenError`` subclasses, rendered here as
+one message and exit code 2 (unusable input); a command returns its own code otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from loadgen import __version__
+from loadgen.commands import check, compare, export, report, run, serve
+from loadgen.errors import LoadgenError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loadgen", description="Does this endpoint give the same temperature-0 answer when it is busy?")
+    parser.add_argument("--version", action="version", version=f"loadgen {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (run, serve, report, compare, check, export):
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LoadgenError as exc:
+        print(f"loadgen {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"loadgen {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

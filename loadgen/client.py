@@ -1,0 +1,163 @@
+"""One OpenAI-style request over a gevent-native HTTP client, timed by our own clocks, faults as data.
+
+Why: Locust's recorded time for a streamed response is time-to-headers, and its session buffers
+streamed lines; this module reads the body line by line, feeds the pure SSE decoder, and measures
+latency and time to first token itself. It classifies every failure into an ``error_kind`` instead
+of raising, so a busy or broken endpoint is measured, not crashed on. It never retries.
+
+Runs inside gevent (a Locust process). It does not import Locust and does not print.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent
+import orjson
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+
+from loadgen.dialects import Completion, MalformedResponse, StreamAccumulator, parse_body
+from loadgen.sse import SSEDecoder
+
+_MAX_ERROR_BODY = 500
+
+
+@dataclass(slots=True)
+class Outcome:
+    sent_at: float
+    latency_s: float | None
+    ttft_s: float | None
+    error_kind: str | None = None
+    error_message: str | None = None
+    http_status: int | None = None
+    completion: Completion | None = None
+    response_bytes: int = 0
+    cancelled: bool = False  # the greenlet was killed mid-request; the caller re-raises after recording
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+class Inflight:
+    """Requests in flight from this process; one gevent thread, so plain integers are safe."""
+
+    def __init__(self) -> None:
+        self.canary = 0
+        self.background = 0
+
+    @property
+    def total(self) -> int:
+        return self.canary + self.background
+
+
+def v1_path(base_url: str, suffix: str) -> str:
+    """``http://h:8000`` or ``http://h:8000/v1`` -> ``/v1/<suffix>`` (keeping any path prefix)."""
+    path = urlsplit(base_url).path.rstrip("/")
+    if not path.endswith("/v1"):
+        path += "/v1"
+    return f"{path}/{suffix}"
+
+
+def api_path(base_url: str, kind: str) -> str:
+    return v1_path(base_url, "chat/completions" if kind == "chat" else "completions")
+
+
+def origin(base_url: str) -> str:
+    parts = urlsplit(base_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def make_client(
+    base_url: str, *, connect_timeout_s: float, read_timeout_s: float, api_key: str | None
+) -> HTTPClient:
+    """A one-connection client bound to ``base_url``'s host: the key can go nowhere else."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return HTTPClient.from_url(
+        base_url,
+        concurrency=1,
+        connection_timeout=connect_timeout_s,
+        network_timeout=read_timeout_s,
+        headers=headers,
+    )
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])[:_MAX_ERROR_BODY]
+        if isinstance(err, str):
+            return err[:_MAX_ERROR_BODY]
+    return body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
+
+
+def send(client: HTTPClient, path: str, kind: str, body: dict[str, Any]) -> Outcome:
+    """POST ``body`` and return what happened; never raises for endpoint faults."""
+    payload = orjson.dumps(body)
+    stream = bool(body.get("stream"))
+    sent_at = time.time()
+    t0 = time.perf_counter()
+    out = Outcome(sent_at=sent_at, latency_s=None, ttft_s=None)
+    headers_seen = False
+    try:
+        resp = client.request("POST", path, body=payload)
+        headers_seen = True
+        out.http_status = resp.status_code
+        if not 200 <= resp.status_code < 300:
+            raw = resp.read()
+            out.response_bytes = len(raw)
+            out.error_kind = "http_status"
+            out.error_message = f"HTTP {resp.status_code}: {_error_message(raw)}"
+        elif stream:
+            _read_stream(resp, kind, out, t0)
+        else:
+            raw = resp.read()
+            out.response_bytes = len(raw)
+            out.completion = parse_body(kind, raw)  # type: ignore[arg-type]
+    except MalformedResponse as exc:
+        out.error_kind, out.error_message = "malformed_body", str(exc)
+    except gevent.GreenletExit:
+        out.error_kind, out.error_message, out.cancelled = "cancelled", "request cut off by the end of its user", True
+    except (TimeoutError, socket.timeout, gevent.Timeout) as exc:
+        out.error_kind, out.error_message = "timeout", f"{'read' if headers_seen else 'connect or read'} timeout: {exc}"
+    except (HTTPConnectionClosed, HTTPParseError) as exc:
+        out.error_kind = "truncated_stream" if headers_seen else "connection"
+        out.error_message = f"connection closed: {exc}"
+    except OSError as exc:
+        kind_ = "truncated_stream" if headers_seen and exc.errno in (errno.ECONNRESET, errno.EPIPE) else "connection"
+        out.error_kind, out.error_message = kind_, f"{type(exc).__name__}: {exc}"
+    out.latency_s = time.perf_counter() - t0
+    return out
+
+
+def _read_stream(resp: Any, kind: str, out: Outcome, t0: float) -> None:
+    decoder = SSEDecoder()
+    acc = StreamAccumulator(kind)  # type: ignore[arg-type]
+    while True:
+        line = resp.readline(b"\n")
+        if not line:
+            break
+        out.response_bytes += len(line)
+        for event in decoder.feed(line):
+            if acc.add(event.data) and out.ttft_s is None:
+                out.ttft_s = time.perf_counter() - t0
+    for event in decoder.flush():
+        acc.add(event.data)
+    if not acc.done:
+        out.error_kind, out.error_message = "truncated_stream", "stream ended without data: [DONE]"
+        out.completion = acc.finish()
+        return
+    out.completion = acc.finish()

@@ -1,0 +1,106 @@
+"""The run's stage arithmetic: warm-up, baseline, then one stage per concurrency level.
+
+Pure: no Locust, no clocks of its own (callers pass ``now``). The Locust shape and the canary user
+both consult one ``StageTracker``: the shape asks how many background users to hold, the canary
+user asks for a ticket to send, and a stage ends when its canary quota has completed (not on a
+timer), so every level gets exactly its canaries whatever the endpoint's speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collectors.record import Phase
+from loadgen.scenario import Sweep
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    phase: Phase
+    level: int  # background users to hold
+    quota: int  # canary requests to complete in this stage
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    stage_index: int
+    phase: Phase
+    level: int
+    canary_index: int  # which of the scenario's canaries to send
+    seq: int  # 0-based position of this canary within its stage
+
+
+def build_stages(sweep: Sweep, n_canaries: int) -> list[Stage]:
+    """Warm-up and baseline run at level 0 with no background; each level sends every canary N times."""
+    stages: list[Stage] = []
+    if sweep.warmup:
+        stages.append(Stage("warmup", 0, sweep.warmup * n_canaries))
+    if sweep.baseline:
+        stages.append(Stage("baseline", 0, sweep.baseline * n_canaries))
+    stages.extend(Stage("sweep", level, sweep.canaries_per_level * n_canaries) for level in sweep.levels)
+    return stages
+
+
+def users_for(stage: Stage | None, canary_users: int) -> int | None:
+    """Total users the shape should hold for ``stage``; None ends the test."""
+    return None if stage is None else stage.level + canary_users
+
+
+class StageTracker:
+    """Which stage the run is in, how many canaries of it were issued and completed, and whether it may send."""
+
+    def __init__(self, stages: list[Stage], n_canaries: int, settle_timeout_s: float) -> None:
+        self.stages = stages
+        self.n_canaries = n_canaries
+        self.settle_timeout_s = settle_timeout_s
+        self.index = 0
+        self.issued = 0
+        self.completed = 0
+        self.stage_started_at: float | None = None
+        self.ready = False
+        self.unsettled_levels: list[int] = []  # levels whose canaries went out before all users were in flight
+
+    @property
+    def current(self) -> Stage | None:
+        return self.stages[self.index] if self.index < len(self.stages) else None
+
+    @property
+    def finished(self) -> bool:
+        return self.current is None
+
+    def check_ready(self, now: float, background_users: int, background_inflight: int) -> bool:
+        """A stage may send once its background users all exist and each has a request in flight."""
+        stage = self.current
+        if stage is None:
+            return False
+        if self.ready:
+            return True
+        if self.stage_started_at is None:
+            self.stage_started_at = now
+        if background_users == stage.level and background_inflight >= stage.level:
+            self.ready = True
+        elif now - self.stage_started_at >= self.settle_timeout_s and background_users >= stage.level:
+            self.ready = True
+            self.unsettled_levels.append(stage.level)
+        return self.ready
+
+    def take_ticket(self) -> Ticket | None:
+        stage = self.current
+        if stage is None or not self.ready or self.issued >= stage.quota:
+            return None
+        seq = self.issued
+        self.issued += 1
+        return Ticket(self.index, stage.phase, stage.level, seq % self.n_canaries, seq)
+
+    def complete(self, ticket: Ticket) -> None:
+        """Count a finished canary (ok or failed); the last one of a stage moves the run to the next."""
+        if ticket.stage_index != self.index:
+            return
+        self.completed += 1
+        stage = self.stages[self.index]
+        if self.completed >= stage.quota:
+            self.index += 1
+            self.issued = 0
+            self.completed = 0
+            self.ready = False
+            self.stage_started_at = None

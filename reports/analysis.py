@@ -1,0 +1,232 @@
+"""Per-canary analysis: reference, per-level and overall figures, forks. The heart of ``report.json``.
+
+Pure: columns in, a JSON-ready dict out; no I/O, no printing. Rows are first put in a canonical order
+(send time, then request id) so that the order records were written in changes no figure, including
+tie-breaks ("earliest first") and floating-point sums.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from collectors.runfolder import CanaryColumns
+from reports import identity as ident
+from reports.divergence import Rows, drift, first_divergence, group_rows
+from reports.stats import histogram, median, num, quantiles, ratio, spread, wilson
+
+
+def canonical_order(cols: CanaryColumns, rows: Rows) -> Rows:
+    """``rows`` sorted by send time, ties broken by request id."""
+    sent = cols.frame["sent_at"].to_numpy()[rows]
+    order = np.argsort(sent, kind="stable")
+    s = sent[order]
+    if len(s) > 1 and bool(np.any(s[1:] == s[:-1])):
+        rid = cols.frame["request_id"].to_numpy()[rows].astype(str)
+        order = np.lexsort((rid, sent))
+    return rows[order]
+
+
+class _Canary:
+    """Per-row arrays of one canary, aligned with ``rows`` (canonical order)."""
+
+    def __init__(self, cols: CanaryColumns, rows: Rows) -> None:
+        f = cols.frame
+        self.cols, self.rows = cols, rows
+        self.phase = f["phase"].to_numpy()[rows]
+        self.ok = f["status"].to_numpy()[rows] == "ok"
+        self.level = f["level"].to_numpy()[rows]
+        self.inflight = f["inflight_at_send"].to_numpy()[rows].astype(np.float64)
+        self.engine = f["engine_running"].to_numpy()[rows]
+        self.latency = f["latency_s"].to_numpy()[rows]
+        self.error_kind = f["error_kind"].to_numpy()[rows]
+        self.comp = self.ok & (self.phase != "warmup")
+        comp_rows = rows[self.comp]
+        self.identity = ident.choose(cols, comp_rows)
+        labels, firsts = group_rows(self.identity.mat, self.identity.mrows)
+        n = len(rows)
+        self.label = np.full(n, -1, np.int64)
+        self.label[self.comp] = labels
+        self.firsts = np.flatnonzero(self.comp)[firsts]  # first row (index into rows) of each label
+        self.length = np.full(n, -1, np.int64)
+        self.length[self.comp] = self.identity.lengths
+        self.mrow = np.full(n, -1, np.int64)
+        self.mrow[self.comp] = self.identity.mrows
+        self.ref = self._reference()
+        self.fd = np.full(n, -1, np.int64)
+        nanf = np.full(n, np.nan)
+        self.dmax, self.dmean, self.dbit = nanf, nanf.copy(), nanf.copy()
+        if self.ref is not None:
+            refvec = self.identity.mat[self.mrow[self.ref]]
+            self.fd[self.comp] = first_divergence(self.identity.mat, self.identity.mrows, refvec)
+            self._drift()
+
+    def _reference(self) -> int | None:
+        base = self.comp & (self.phase == "baseline")
+        pool = base if base.any() else self.comp & (self.phase == "sweep")
+        self.ref_kind = "baseline" if base.any() else "modal"
+        self.ref_pool = pool
+        if not pool.any():
+            return None
+        counts = np.bincount(self.label[pool])
+        best = np.flatnonzero(counts == counts.max())
+        pool_idx = np.flatnonzero(pool)
+        # earliest first on a tie: the first pooled row (canonical order) whose label is among the best
+        first = pool_idx[np.isin(self.label[pool_idx], best)][0]
+        return int(first)
+
+    def _drift(self) -> None:
+        if self.identity.kind == "text" or self.ref is None:
+            return
+        lp = self.cols.logprobs
+        ref_lp = lp[self.rows[self.ref]] if lp.shape[1] else np.zeros(0)
+        if lp.shape[1] == 0 or bool(np.isnan(ref_lp).all()):
+            return
+        comp = np.flatnonzero(self.comp)
+        ref_len = self.length[self.ref]
+        cmp_len = np.where(self.fd[comp] >= 0, self.fd[comp], ref_len)
+        self.dmax[comp], self.dmean[comp], self.dbit[comp] = drift(lp, self.rows[comp], ref_lp, cmp_len)
+
+
+def summarise(c: _Canary, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
+    """Figures for the selected rows (a level, or the whole sweep)."""
+    comp = sel & c.comp
+    n_comp = int(comp.sum())
+    labels = c.label[comp]
+    counts = np.bincount(labels) if n_comp else np.zeros(0, np.int64)
+    div = comp & (c.fd >= 0)
+    k = int(div.sum())
+    fds = c.fd[div]
+    ci = wilson(k, n_comp)
+    ref_label = c.label[c.ref] if c.ref is not None else -1
+    has_drift = comp & ~np.isnan(c.dmax)
+    kinds = c.error_kind[sel & ~c.ok]
+    err_kinds: dict[str, int] = {}
+    for kind in kinds:
+        err_kinds[str(kind)] = err_kinds.get(str(kind), 0) + 1
+    return {
+        "canaries": int(sel.sum()),
+        "errors": int((sel & ~c.ok).sum()),
+        "error_kinds": dict(sorted(err_kinds.items())),
+        "completions": n_comp,
+        "unique_completions": int((counts > 0).sum()),
+        "diverged": k if c.ref is not None else None,
+        "divergence_rate": ratio(k, n_comp) if c.ref is not None else None,
+        "divergence_rate_ci95": list(ci) if ci is not None and c.ref is not None else None,
+        "modal_share": ratio(int(counts.max()), n_comp) if n_comp else None,
+        "reference_share": ratio(int((labels == ref_label).sum()), n_comp) if c.ref is not None else None,
+        "earliest_divergence": num(fds.min()) if k else None,
+        "first_divergence": None if k == 0 else {**(spread(fds) or {}), "histogram": histogram(fds)},
+        "logprob_drift": None
+        if not has_drift.any()
+        else {
+            "max": float(np.max(c.dmax[has_drift])),
+            "mean": float(np.mean(c.dmean[has_drift])),
+            "bitwise_equal_share": float(np.mean(c.dbit[has_drift])),
+            "compared": int(has_drift.sum()),
+        },
+        "observed_inflight": {"median": median(c.inflight[sel])},
+        "engine_running": None if median(c.engine[sel]) is None else {"median": median(c.engine[sel])},
+        "latency_s": quantiles(c.latency[sel & c.ok]),
+    }
+
+
+def _forks(c: _Canary) -> list[dict[str, Any]]:
+    div = np.flatnonzero(c.comp & (c.phase == "sweep") & (c.fd >= 0))
+    if c.ref is None or len(div) == 0:
+        return []
+    mat, ref_m = c.identity.mat, c.mrow[c.ref]
+    pos = c.fd[div]
+    other = np.where(pos < mat.shape[1], mat[c.mrow[div], np.minimum(pos, mat.shape[1] - 1)], -1)
+    keys, inverse, counts = np.unique(np.stack([pos, other], axis=1), axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.ravel()
+    gap = c.cols.top_gap
+    ref_row = int(c.rows[c.ref])
+    out = []
+    for g, ((p, _), count) in enumerate(zip(keys.tolist(), counts.tolist(), strict=True)):
+        members = div[inverse == g]
+        first = int(members[0])
+        levels, per = np.unique(c.level[members], return_counts=True)
+        g_val = gap[ref_row, p] if p < gap.shape[1] else np.nan
+        out.append(
+            {
+                "position": int(p),
+                "reference_token": ident.display(c.cols, c.identity, ref_row, int(ref_m), int(p)),
+                "other_token": ident.display(c.cols, c.identity, int(c.rows[first]), int(c.mrow[first]), int(p)),
+                "reference_token_id": ident.id_at(c.identity, int(ref_m), int(p)),
+                "other_token_id": ident.id_at(c.identity, int(c.mrow[first]), int(p)),
+                "count": int(count),
+                "levels": {str(lv): int(n) for lv, n in zip(levels.tolist(), per.tolist(), strict=True)},
+                "first_seen_concurrency": int(levels.min()),
+                "top1_top2_gap": num(g_val),
+            }
+        )
+    out.sort(key=lambda f: (f["position"], -f["count"], str(f["other_token"])))
+    return out
+
+
+def _reference_block(c: _Canary, max_tokens: int = 2048) -> dict[str, Any]:
+    pool = c.ref_pool
+    base = c.phase == "baseline"
+    scope = base if c.ref_kind == "baseline" else (c.phase == "sweep")
+    block: dict[str, Any] = {
+        "kind": c.ref_kind,
+        "identity": c.identity.kind,
+        "unit": c.identity.unit,
+        "identity_available": c.identity.available,
+        "identity_note": ident.note(c.identity),
+        "canaries": int(scope.sum()),
+        "errors": int((scope & ~c.ok).sum()),
+        "completions": int(pool.sum()),
+        "unique_completions": len(np.unique(c.label[pool])),
+        "self_consistent": None,
+        "request_id": None,
+        "length": None,
+        "text": None,
+        "tokens": [],
+        "earliest_divergence": None,
+    }
+    if c.ref is None:
+        return block
+    ref_row, ref_m = int(c.rows[c.ref]), int(c.mrow[c.ref])
+    length = int(c.length[c.ref])
+    pool_fd = c.fd[pool]
+    block.update(
+        {
+            "self_consistent": bool(block["unique_completions"] == 1) if c.ref_kind == "baseline" else None,
+            "request_id": str(c.cols.frame["request_id"].iloc[ref_row]),
+            "length": length,
+            "text": c.cols.frame["text"].iloc[ref_row],
+            "tokens": [ident.display(c.cols, c.identity, ref_row, ref_m, p) for p in range(min(length, max_tokens))],
+            "earliest_divergence": num(pool_fd[pool_fd >= 0].min()) if bool((pool_fd >= 0).any()) else None,
+        }
+    )
+    return block
+
+
+def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = None) -> dict[str, Any]:
+    """Everything ``report.json`` says about one canary (its rows of ``cols``, any order)."""
+    c = _Canary(cols, canonical_order(cols, rows))
+    sweep = c.phase == "sweep"
+    all_levels = sorted(set(c.level[sweep].tolist()) | set(levels or []))
+    per_level = [{"concurrency": int(lv), **summarise(c, sweep & (c.level == lv))} for lv in all_levels]
+    overall = summarise(c, sweep)
+    diverged_levels = [lv["concurrency"] for lv in per_level if lv["diverged"]]
+    overall["first_divergent_concurrency"] = min(diverged_levels) if diverged_levels else None
+    return {"reference": _reference_block(c), "overall": overall, "levels": per_level, "forks": _forks(c)}
+
+
+def analyse(cols: CanaryColumns, levels: list[int] | None = None) -> list[dict[str, Any]]:
+    """One entry per canary id, sorted by id: ``{"id", "reference", "overall", "levels", "forks"}``."""
+    ids = cols.frame["canary_id"].to_numpy().astype(str)
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    if len(uniq) == 1:
+        return [{"id": str(uniq[0]), **analyse_canary(cols, np.arange(len(ids), dtype=np.int64), levels)}]
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+    return [
+        {"id": str(cid), **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels)}
+        for i, cid in enumerate(uniq)
+    ]

@@ -1,0 +1,132 @@
+"""Build the report object (the dict written as ``report.json``) from a loaded run folder.
+
+Pure: ``RunData`` in, a JSON-ready dict out (DESIGN.md contract). Shape, for one canary or many:
+``canaries: [{"id", "verdict", "reference", "overall", "levels", "forks"}]`` always; with exactly
+one canary its ``reference``/``overall``/``levels``/``forks``/``verdict`` are also copied to the top
+level, so tools written against the single-canary contract keep working. Readers (``check``,
+``compare``) always go through ``canaries``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from collectors.runfolder import CanaryColumns, RunData
+from reports.analysis import analyse
+from reports.engine_join import nearest_sample
+from reports.stats import quantiles
+
+REPORT_SCHEMA = 1
+
+
+def build_report(run: RunData) -> dict[str, Any]:
+    cols = _with_engine_join(run)
+    m = run.manifest
+    levels = [int(x) for x in m.get("levels") or [] if isinstance(x, int)]
+    canaries = analyse(cols, levels) if cols.n else []
+    for entry in canaries:
+        entry["verdict"] = verdict(entry)
+    report: dict[str, Any] = {
+        "schema": REPORT_SCHEMA,
+        "run": run_section(m),
+        "input": {
+            "files": [
+                {"name": f.name, "records": f.records, "skipped_lines": f.skipped, "skipped_line_numbers": f.skipped_lines}
+                for f in run.files + run.background_files
+            ],
+            "records": sum(f.records for f in run.files),
+            "skipped_lines": run.skipped_lines,
+            "engine_running_joined": cols is not run.canaries,
+        },
+        "canaries": canaries,
+        "background": background_section(run.background),
+        "scenario_checks": scenario_checks(run, canaries),
+    }
+    if len(canaries) == 1:
+        for key in ("verdict", "reference", "overall", "levels", "forks"):
+            report[key] = canaries[0][key]
+    return report
+
+
+def run_section(m: dict[str, Any]) -> dict[str, Any]:
+    endpoint = m.get("endpoint") or {}
+    server = m.get("server") or {}
+    return {
+        "id": m.get("run_id"),
+        "endpoint": endpoint.get("base_url"),
+        "endpoint_kind": endpoint.get("kind"),
+        "stream": endpoint.get("stream"),
+        "model": endpoint.get("model"),
+        "server_version": server.get("version"),
+        "labels": {str(k): str(v) for k, v in (m.get("labels") or {}).items()},
+        "started": m.get("started"),
+        "finished": m.get("finished"),
+        "status": m.get("status"),
+        "tool_version": (m.get("tool") or {}).get("version"),
+        "levels": m.get("levels"),
+        "canaries_per_level": m.get("canaries_per_level"),
+        "scenario_path": m.get("scenario_path"),
+    }
+
+
+def verdict(entry: dict[str, Any]) -> str:
+    o, ref = entry["overall"], entry["reference"]
+    unit = ref.get("unit", "token")
+    parts = [f"{o['unique_completions']} unique completions over {o['completions']} canaries"]
+    if o["errors"]:
+        parts[0] += f" ({o['errors']} errors)"
+    ed = o["earliest_divergence"]
+    parts.append(f"earliest divergence at {unit} {ed}" if ed is not None else "no divergence from the reference")
+    fc = o.get("first_divergent_concurrency")
+    if fc is not None:
+        parts.append(f"divergence first seen at concurrency {fc}")
+    if ref.get("self_consistent") is False:
+        parts.append(f"baseline disagrees with itself ({ref['unique_completions']} unique)")
+    return "; ".join(parts)
+
+
+def _with_engine_join(run: RunData) -> CanaryColumns:
+    cols = run.canaries
+    er = cols.frame["engine_running"].to_numpy()
+    if run.engine_t is None or run.engine_running is None or cols.n == 0 or not bool(np.isnan(er).all()):
+        return cols
+    joined = nearest_sample(run.engine_t, run.engine_running, cols.frame["sent_at"].to_numpy())
+    frame = cols.frame.assign(engine_running=joined)
+    return CanaryColumns(frame, cols.token_ids, cols.token_codes, cols.vocab, cols.logprobs, cols.top_gap)
+
+
+def background_section(bg: Any) -> list[dict[str, Any]] | None:
+    if bg is None:
+        return None
+    out = []
+    for level, group in bg.groupby("level", dropna=False, sort=True):
+        ok = group["status"].to_numpy() == "ok"
+        out.append(
+            {
+                "concurrency": None if np.isnan(level) else int(level),
+                "requests": len(group),
+                "errors": int((~ok).sum()),
+                "latency_s": quantiles(group["latency_s"].to_numpy()[ok]),
+                "completion_tokens": float(np.nansum(group["completion_tokens"].to_numpy())),
+            }
+        )
+    return out
+
+
+def scenario_checks(run: RunData, canaries: list[dict[str, Any]]) -> dict[str, Any]:
+    f = run.canaries.frame
+    live = f[f["phase"] != "warmup"]
+    temps = live["temperature"].dropna().to_numpy()
+    finish = live[live["status"] == "ok"]["finish_reason"].fillna("null").value_counts()
+    bodies = live.groupby("canary_id")["request_key"].nunique()
+    return {
+        "temperature_zero": None if temps.size == 0 else bool((temps == 0).all()),
+        "distinct_request_bodies": {str(k): int(v) for k, v in bodies.items()},
+        "finish_reasons": {str(k): int(v) for k, v in finish.items()},
+        "baseline_present": {e["id"]: e["reference"]["kind"] == "baseline" for e in canaries},
+        "baseline_self_consistent": {e["id"]: e["reference"]["self_consistent"] for e in canaries},
+        "run_finished": run.manifest.get("status") == "finished" and run.manifest.get("finished") is not None,
+        "skipped_lines": run.skipped_lines,
+    }

@@ -1,0 +1,87 @@
+"""The report's figures, built from finished report entries (one run, or several overlaid for compare).
+
+Pure: report dicts in, SVG strings out. Concurrency levels are spaced evenly (they are usually
+0, 1, 2, 4, ...), labelled with their values; runs missing a level leave a gap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports.svg import Series, chart
+
+Named = list[tuple[str, dict[str, Any]]]  # (series name, canary entry with "levels")
+
+
+def _axis(entries: Named) -> tuple[dict[int, float], list[tuple[float, str]]]:
+    levels = sorted({lv["concurrency"] for _, e in entries for lv in e["levels"]})
+    pos = {lv: float(i) for i, lv in enumerate(levels)}
+    return pos, [(pos[lv], str(lv)) for lv in levels]
+
+
+def _series(entries: Named, pick: Any, band: Any = None, dashed: bool = False) -> list[Series]:
+    pos, _ = _axis(entries)
+    out = []
+    for name, e in entries:
+        pts = [(pos[lv["concurrency"]], pick(lv)) for lv in e["levels"]]
+        bars = [] if band is None else [(pos[lv["concurrency"]], *band(lv)) for lv in e["levels"] if band(lv)]
+        out.append(Series(name, pts, bars, dashed=dashed))
+    return out
+
+
+def unique_vs_level(entries: Named) -> str:
+    _, ticks = _axis(entries)
+    series = _series(entries, lambda lv: lv["unique_completions"] if lv["completions"] else None)
+    return chart("Unique completions vs concurrency", series, ticks, "unique completions", x_label="concurrency")
+
+
+def rate_vs_level(entries: Named) -> str:
+    _, ticks = _axis(entries)
+    series = _series(entries, lambda lv: lv["divergence_rate"], lambda lv: lv["divergence_rate_ci95"])
+    return chart("Divergence rate vs concurrency (95% Wilson)", series, ticks, "share diverged", 1.0, "concurrency")
+
+
+def drift_vs_level(entries: Named) -> str:
+    _, ticks = _axis(entries)
+    series = _series(entries, lambda lv: None if lv["logprob_drift"] is None else lv["logprob_drift"]["max"])
+    series += _series(
+        entries, lambda lv: None if lv["logprob_drift"] is None else lv["logprob_drift"]["mean"], dashed=True
+    )
+    for s in series[len(entries) :]:
+        s.name += " (mean)"
+    for s in series[: len(entries)]:
+        s.name += " (max)"
+    return chart("Logprob drift before divergence vs concurrency", series, ticks, "|Δ logprob|", x_label="concurrency")
+
+
+def latency_vs_level(entries: Named) -> str:
+    _, ticks = _axis(entries)
+    series = []
+    for q in ("p50", "p90"):
+        part = _series(entries, lambda lv, q=q: None if lv["latency_s"] is None else lv["latency_s"][q])
+        for s in part:
+            s.name += f" {q}"
+            s.dashed = q == "p90"
+        series += part
+    return chart("Canary latency by concurrency (context)", series, ticks, "seconds", x_label="concurrency")
+
+
+def divergence_cdf(entry: dict[str, Any], unit: str = "token") -> str:
+    """Per level: share of the level's completions that have diverged by each position."""
+    series = []
+    max_pos = 1
+    for lv in entry["levels"]:
+        fd = lv["first_divergence"]
+        if fd is None or not lv["completions"]:
+            continue
+        total, acc, pts = lv["completions"], 0, [(0.0, 0.0)]
+        for p, count in fd["histogram"]:
+            pts.append((float(p), acc / total))
+            acc += count
+            pts.append((float(p), acc / total))
+        max_pos = max(max_pos, fd["max"])
+        series.append(Series(f"c={lv['concurrency']}", pts))
+    for s in series:
+        s.points.append((float(max_pos), s.points[-1][1]))
+    ticks = [(0.0, "0"), (max_pos / 2, f"{max_pos / 2:.0f}"), (float(max_pos), str(max_pos))]
+    return chart("First divergence: cumulative share by position", series, ticks, "share diverged", None, unit)

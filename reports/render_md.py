@@ -1,0 +1,105 @@
+"""Markdown rendering of a finished report: short enough for a CI log or a pull-request comment.
+
+Consumes the report dict only (no analysis, no I/O). Model-produced strings are put in code spans
+with backticks and newlines neutralised, so a completion cannot break the table or inject markup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def pct(v: float | None) -> str:
+    return "—" if v is None else f"{100 * v:.1f}%"
+
+
+def ci(v: list[float] | None) -> str:
+    return "—" if v is None else f"{100 * v[0]:.1f}–{100 * v[1]:.1f}%"
+
+
+def code(s: str | None) -> str:
+    """A model-produced string as an inert Markdown code span."""
+    if s is None:
+        return "*(end)*"
+    clean = s.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t").replace("|", "\\|").replace("`", "ˋ")
+    return f"`{clean}`" if clean.strip() else f"`{clean!r}`"
+
+
+def _levels_table(levels: list[dict[str, Any]]) -> list[str]:
+    rows = [
+        "| concurrency | canaries | errors | unique | diverged | rate (95% CI) | first div. min/med/max | drift max | "
+        "bitwise eq. | in-flight med. | engine running med. |",
+        "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
+    ]
+    for lv in levels:
+        fd = lv["first_divergence"]
+        dr = lv["logprob_drift"]
+        er = lv["engine_running"]
+        fd_txt = "—" if fd is None else f"{fd['min']}/{fmt(fd['median'])}/{fd['max']}"
+        rows.append(
+            f"| {lv['concurrency']} | {lv['canaries']} | {lv['errors']} | {lv['unique_completions']} | "
+            f"{fmt(lv['diverged'])} | {pct(lv['divergence_rate'])} ({ci(lv['divergence_rate_ci95'])}) | "
+            f"{fd_txt} | "
+            f"{fmt(None if dr is None else dr['max'])} | {pct(None if dr is None else dr['bitwise_equal_share'])} | "
+            f"{fmt(lv['observed_inflight']['median'])} | {fmt(None if er is None else er['median'])} |"
+        )
+    return rows
+
+
+def _forks(forks: list[dict[str, Any]], limit: int = 10) -> list[str]:
+    if not forks:
+        return ["No forks: every completion matched the reference."]
+    rows = ["| position | reference token | other token | canaries | top1−top2 gap | first at concurrency |"]
+    rows.append("|---:|---|---|---:|---:|---:|")
+    for f in forks[:limit]:
+        rows.append(
+            f"| {f['position']} | {code(f['reference_token'])} | {code(f['other_token'])} | {f['count']} | "
+            f"{fmt(f['top1_top2_gap'])} | {f['first_seen_concurrency']} |"
+        )
+    if len(forks) > limit:
+        rows.append(f"\n…and {len(forks) - limit} more forks in report.json.")
+    return rows
+
+
+def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
+    ref = entry["reference"]
+    lines = [f"{heading} Canary `{entry['id']}`", "", f"**{entry['verdict']}**", ""]
+    kind = "the baseline (sent alone before the sweep)" if ref["kind"] == "baseline" else "the modal completion"
+    lines.append(f"Reference: {kind}, compared by {ref['identity'].replace('_', ' ')}; length {fmt(ref['length'])}.")
+    if ref.get("identity_note"):
+        lines.append(f"Note: {ref['identity_note']}.")
+    if ref.get("self_consistent") is False:
+        lines.append(
+            f"⚠️ The baseline disagrees with itself: {ref['unique_completions']} unique completions over "
+            f"{ref['completions']} baseline canaries (earliest divergence {fmt(ref['earliest_divergence'])})."
+        )
+    lines += ["", *_levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    run = report["run"]
+    lines = [f"## Batch-invariance report: run `{run.get('id')}`", ""]
+    lines.append(f"Model `{run.get('model')}` at `{run.get('endpoint')}`; status {fmt(run.get('status'))}.")
+    if run.get("labels"):
+        lines.append("Labels: " + ", ".join(f"{code(k)}={code(v)}" for k, v in sorted(run["labels"].items())))
+    inp = report["input"]
+    if inp["skipped_lines"]:
+        lines.append(f"Skipped {inp['skipped_lines']} unreadable line(s) (torn or corrupt) while reading the run.")
+    lines.append("")
+    many = len(report["canaries"]) > 1
+    for entry in report["canaries"]:
+        lines += canary_section(entry, "###" if many else "####")
+    if not report["canaries"]:
+        lines.append("No canary records in this run.")
+    return "\n".join(lines) + "\n"

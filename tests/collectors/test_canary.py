@@ -1,0 +1,64 @@
+"""Collectors fed with synthetic events through Locust's real EventHook: no HTTP."""
+
+from pathlib import Path
+
+from locust.event import EventHook
+
+from collectors.canary import BackgroundCollector, CanaryCollector
+from collectors.jsonl import read_jsonl
+from collectors.record import CanaryRecord
+
+
+def rec(i: int, status: str = "ok") -> CanaryRecord:
+    return CanaryRecord(run_id="r", canary_id="c", request_id=f"q{i}", phase="sweep", level=i % 3,
+                        inflight_at_send=0, sent_at=float(i), status=status,  # type: ignore[arg-type]
+                        token_ids=[i, i + 1])
+
+
+def test_every_fired_record_is_on_disk_before_close(tmp_path: Path) -> None:
+    hook = EventHook()
+    col = CanaryCollector(tmp_path / "canaries.jsonl")
+    col.register(hook)
+    for i in range(50):
+        hook.fire(record=rec(i, "ok" if i % 7 else "error"))
+        # flushed per record: a reader sees it at once, without close()
+        assert len(read_jsonl(tmp_path / "canaries.jsonl").rows) == i + 1
+    col.close()
+    rows = read_jsonl(tmp_path / "canaries.jsonl").rows
+    assert [r["request_id"] for r in rows] == [f"q{i}" for i in range(50)]
+    assert col.counts[("c", "sweep", 0, "error")] == sum(1 for i in range(50) if i % 7 == 0 and i % 3 == 0)
+    hook.fire(record=rec(99))  # after close: unregistered, nothing written
+    assert len(read_jsonl(tmp_path / "canaries.jsonl").rows) == 50
+
+
+def test_write_failures_are_counted_not_raised(tmp_path: Path) -> None:
+    col = CanaryCollector(tmp_path / "canaries.jsonl")
+    bad = rec(1)
+    bad.usage = {"x": object()}  # not serialisable
+    col.on_record(bad)
+    col.on_record(rec(2))
+    assert col.writer.failures == 1 and col.writer.written == 1
+    col.close()
+
+
+def test_background_collector_counts_by_level(tmp_path: Path) -> None:
+    hook = EventHook()
+    col = BackgroundCollector(tmp_path / "background.jsonl")
+    col.register(hook)
+    for i in range(10):
+        hook.fire(row={"level": 4, "status": "ok" if i else "error", "latency_s": 0.1})
+    col.close()
+    assert col.counts[(4, "ok")] == 9 and col.counts[(4, "error")] == 1
+    assert len(read_jsonl(tmp_path / "background.jsonl").rows) == 10
+
+
+def test_torn_last_line_is_skipped_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "canaries.jsonl"
+    col = CanaryCollector(path)
+    for i in range(3):
+        col.on_record(rec(i))
+    col.close()
+    with open(path, "ab") as fh:
+        fh.write(b'{"schema": 1, "run_id": "r", "tok')
+    got = read_jsonl(path)
+    assert len(got.rows) == 3 and got.skipped == 1 and got.skipped_lines == [4]
