@@ -50,7 +50,7 @@ class BackgroundCollector:
 
     def __init__(self, path: Path) -> None:
         self.writer = JsonlWriter(path)
-        self.counts: Counter[tuple[int, str]] = Counter()  # (level, status)
+        self.counts: Counter[tuple[int | None, str]] = Counter()  # (level or None while draining, status)
         self._hook: Hook | None = None
 
     def register(self, hook: Hook) -> None:
@@ -59,7 +59,8 @@ class BackgroundCollector:
 
     def on_request(self, row: dict[str, Any], **_: Any) -> None:
         self.writer.write(row)
-        self.counts[(int(row["level"]), str(row["status"]))] += 1
+        level = row.get("level")
+        self.counts[(None if level is None else int(level), str(row["status"]))] += 1
 
     def close(self) -> None:
         if self._hook is not None:

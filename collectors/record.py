@@ -25,6 +25,7 @@ ERROR_KINDS = (
     "http_status",  # a non-2xx answer; ``http_status`` holds the code
     "truncated_stream",  # the stream ended without ``[DONE]`` or the connection dropped mid-body
     "malformed_body",  # a body or SSE chunk that is not the JSON an OpenAI-style server sends
+    "stream_error",  # the server reported an error inside a 200 stream (``{"error": ...}``)
     "cancelled",  # cut off by a scale-down or the end of the run
 )
 

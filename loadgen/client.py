@@ -22,7 +22,7 @@ import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-from loadgen.dialects import Completion, MalformedResponse, StreamAccumulator, parse_body
+from loadgen.dialects import Completion, MalformedResponse, StreamAccumulator, StreamError, parse_body
 from loadgen.sse import SSEDecoder
 
 _MAX_ERROR_BODY = 500
@@ -127,6 +127,8 @@ def send(client: HTTPClient, path: str, kind: str, body: dict[str, Any]) -> Outc
             raw = resp.read()
             out.response_bytes = len(raw)
             out.completion = parse_body(kind, raw)  # type: ignore[arg-type]
+    except StreamError as exc:
+        out.error_kind, out.error_message = "stream_error", exc.server_message[:_MAX_ERROR_BODY]
     except MalformedResponse as exc:
         out.error_kind, out.error_message = "malformed_body", str(exc)
     except gevent.GreenletExit:

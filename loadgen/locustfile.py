@@ -199,8 +199,8 @@ class BackgroundUser(User):
         body = build_body(self.kind, model=st.model, prompt=None if messages else req.prompt,  # type: ignore[arg-type]
                           messages=messages, max_tokens=req.max_tokens, seed=None, stream=spec.stream,
                           features=_NO_FEATURES)
-        stage = st.tracker.current
-        level = stage.level if stage else -1
+        stage = st.tracker.current  # None once the last canary is in: background drains until the shape stops
+        level = stage.level if stage else None
         st.inflight.background += 1
         try:
             out = send(self.http, self.path, self.kind, body)
@@ -208,7 +208,7 @@ class BackgroundUser(User):
             st.inflight.background -= 1
         usage = (out.completion.usage if out.completion else None) or {}
         self.environment.events.background_request.fire(row={  # type: ignore[attr-defined]
-            "level": level, "sent_at": out.sent_at, "latency_s": out.latency_s, "ttft_s": out.ttft_s,
+            "level": level, "phase": stage.phase if stage else "drain", "sent_at": out.sent_at, "latency_s": out.latency_s, "ttft_s": out.ttft_s,
             "status": "ok" if out.ok else "error", "error_kind": out.error_kind, "http_status": out.http_status,
             "shared_prefix": req.shared_prefix, "prompt_tokens": usage.get("prompt_tokens"),
             "completion_tokens": usage.get("completion_tokens"),

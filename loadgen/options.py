@@ -27,7 +27,8 @@ class RunOptions:
 
 def add_arguments(parser: Any) -> None:
     """Register the custom options on Locust's parser (they show in the web UI's form)."""
-    group = parser.add_argument_group("batch invariance")
+    # Locust's own parser, not an argument group: only it understands ``include_in_web_ui``.
+    group = parser
     group.add_argument("--scenario", type=str, default=str(path_of("quickstart")),
                        help="scenario TOML file or shipped scenario name")
     group.add_argument("--levels", type=str, default="", help="comma-separated concurrency levels (overrides)")

@@ -163,8 +163,12 @@ def _forks(c: _Canary) -> list[dict[str, Any]]:
                 "top1_top2_gap": num(g_val),
             }
         )
-    out.sort(key=lambda f: (f["position"], -f["count"], str(f["other_token"])))
+    out.sort(key=lambda f: (_int(f["position"]), -_int(f["count"]), str(f["other_token"])))
     return out
+
+
+def _int(v: Any) -> int:
+    return int(v)
 
 
 def _reference_block(c: _Canary, max_tokens: int = 2048) -> dict[str, Any]:

@@ -33,7 +33,12 @@ def build_report(run: RunData) -> dict[str, Any]:
         "run": run_section(m),
         "input": {
             "files": [
-                {"name": f.name, "records": f.records, "skipped_lines": f.skipped, "skipped_line_numbers": f.skipped_lines}
+                {
+                    "name": f.name,
+                    "records": f.records,
+                    "skipped_lines": f.skipped,
+                    "skipped_line_numbers": f.skipped_lines,
+                }
                 for f in run.files + run.background_files
             ],
             "records": sum(f.records for f in run.files),

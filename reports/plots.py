@@ -74,7 +74,8 @@ def divergence_cdf(entry: dict[str, Any], unit: str = "token") -> str:
         fd = lv["first_divergence"]
         if fd is None or not lv["completions"]:
             continue
-        total, acc, pts = lv["completions"], 0, [(0.0, 0.0)]
+        total, acc = lv["completions"], 0
+        pts: list[tuple[float, float | None]] = [(0.0, 0.0)]
         for p, count in fd["histogram"]:
             pts.append((float(p), acc / total))
             acc += count

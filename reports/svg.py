@@ -66,7 +66,10 @@ def chart(
     for i, s in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
         for x, lo, hi in s.band:
-            out.append(f'<line x1="{px(x):.1f}" y1="{py(lo):.1f}" x2="{px(x):.1f}" y2="{py(hi):.1f}" stroke="{color}" class="bar"/>')
+            out.append(
+                f'<line x1="{px(x):.1f}" y1="{py(lo):.1f}" x2="{px(x):.1f}" y2="{py(hi):.1f}" '
+                f'stroke="{color}" class="bar"/>'
+            )
         for run in _runs(s.points):
             pts: list[str] = []
             for j, (x, y) in enumerate(run):
@@ -77,7 +80,8 @@ def chart(
             out.append(f'<polyline points="{" ".join(pts)}" stroke="{color}" class="line"{dash}/>')
             out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}"/>' for x, y in run if not s.step]
         out.append(
-            f'<text x="{W - R - 4}" y="{T + 14 * i + 4}" class="legend" text-anchor="end" fill="{color}">{escape(s.name)}</text>'
+            f'<text x="{W - R - 4}" y="{T + 14 * i + 4}" class="legend" text-anchor="end" fill="{color}">'
+            f"{escape(s.name)}</text>"
         )
     out.append("</svg>")
     return "\n".join(out)

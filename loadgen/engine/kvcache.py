@@ -1,0 +1,112 @@
+"""KV storage: one fixed slot per running sequence, and a prefix cache of full 16-token blocks.
+
+Why this module exists: memory must be bounded by ``--max-num-seqs`` x context length (slots
+are preallocated once), and prefix caching must behave like vLLM's automatic prefix caching:
+blocks of 16 prompt tokens keyed by a hash chain over all tokens before them (and the request's
+``cache_salt``), reused only as a whole prefix, never covering the last prompt token, evicted
+least recently used. A hit copies the cached K/V into the slot; the engine then prefills only
+the suffix. It must not compute anything: the model writes K/V, this module stores them.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from loadgen.engine.kernels import F32
+from loadgen.engine.weights import ModelConfig
+
+BLOCK_TOKENS: Final = 16
+
+
+class SlotKV:
+    """K and V for every slot: arrays (layers, slots, heads, max_len, head_dim), float32 bf16 values."""
+
+    def __init__(self, cfg: ModelConfig, slots: int) -> None:
+        shape = (cfg.n_layers, slots, cfg.n_heads, cfg.max_model_len, cfg.head_dim)
+        self.k: F32 = np.zeros(shape, dtype=np.float32)
+        self.v: F32 = np.zeros(shape, dtype=np.float32)
+        self._free = list(range(slots - 1, -1, -1))
+
+    @property
+    def free_slots(self) -> int:
+        return len(self._free)
+
+    def acquire(self) -> int:
+        return self._free.pop()
+
+    def release(self, slot: int) -> None:
+        self._free.append(slot)
+        self._free.sort(reverse=True)
+
+
+def block_hashes(token_ids: list[int], salt: str | None) -> list[int]:
+    """Hash chain of the full blocks of ``token_ids``; block i's hash covers tokens [0, 16(i+1))."""
+    hashes: list[int] = []
+    parent = hash(("loadgen-prefix", salt))
+    for start in range(0, len(token_ids) - BLOCK_TOKENS + 1, BLOCK_TOKENS):
+        parent = hash((parent, tuple(token_ids[start : start + BLOCK_TOKENS])))
+        hashes.append(parent)
+    return hashes
+
+
+@dataclass
+class CacheStats:
+    queries_tokens: int = 0
+    hits_tokens: int = 0
+
+
+class PrefixCache:
+    """LRU map from block hash to that block's K/V (layers, heads, 16, head_dim) each."""
+
+    def __init__(self, capacity_blocks: int, enabled: bool) -> None:
+        self.capacity_blocks = capacity_blocks
+        self.enabled = enabled
+        self._blocks: OrderedDict[int, tuple[F32, F32]] = OrderedDict()
+        self.stats = CacheStats()
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def reset(self) -> None:
+        self._blocks.clear()
+
+    def match(self, hashes: list[int], prompt_len: int) -> int:
+        """Number of leading blocks available, never covering the last prompt token."""
+        if not self.enabled:
+            return 0
+        usable = min(len(hashes), (prompt_len - 1) // BLOCK_TOKENS)
+        n = 0
+        while n < usable and hashes[n] in self._blocks:
+            self._blocks.move_to_end(hashes[n])
+            n += 1
+        self.stats.queries_tokens += prompt_len
+        self.stats.hits_tokens += n * BLOCK_TOKENS
+        return n
+
+    def load(self, hashes: list[int], n_blocks: int, kv: SlotKV, slot: int) -> None:
+        """Copy the first ``n_blocks`` cached blocks into ``slot``."""
+        for i in range(n_blocks):
+            k_block, v_block = self._blocks[hashes[i]]
+            lo = i * BLOCK_TOKENS
+            kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :] = k_block
+            kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :] = v_block
+
+    def store(self, hashes: list[int], kv: SlotKV, slot: int) -> None:
+        """Cache every full block of the slot's prompt that is not cached yet; evict LRU."""
+        if not self.enabled or self.capacity_blocks <= 0:
+            return
+        for i, h in enumerate(hashes):
+            if h in self._blocks:
+                self._blocks.move_to_end(h)
+                continue
+            lo = i * BLOCK_TOKENS
+            self._blocks[h] = (
+                kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :].copy(),
+                kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :].copy(),
+            )
+            while len(self._blocks) > self.capacity_blocks:
+                self._blocks.popitem(last=False)

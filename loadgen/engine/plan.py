@@ -1,0 +1,86 @@
+"""Reduction plans: how many splits each kernel uses for a step of a given shape.
+
+Why this module exists: on a GPU the shape of a launch picks the kernel's reduction order. A
+split-K GEMM splits K more when there are too few output tiles to fill the SMs; flash-decoding
+splits the KV sequence when batch x heads is too small; an RMSNorm kernel splits rows across
+blocks when there are few rows. These functions reproduce those heuristics for a pretend GPU
+of ``NUM_SMS`` multiprocessors, so that the engine's numerics depend on batch shape for the
+same reasons. In batch-invariant mode each returns one fixed choice for every shape.
+
+Pure functions; no numpy, no state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+NUM_SMS: Final = 48
+GEMM_TILE_M: Final = 16
+GEMM_TILE_N: Final = 64
+MIN_K_PER_SPLIT: Final = 32
+MAX_K_SPLITS: Final = 8
+MAX_KV_SPLITS: Final = 8
+RMSNORM_SPLIT_BELOW_ROWS: Final = 8
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def split_k_count(rows: int, n: int, k: int, invariant: bool) -> int:
+    """Number of K splits for an (rows x k) @ (k x n) GEMM.
+
+    Output tiles = ceil(rows/16) * ceil(n/64); while tiles * splits leaves SMs idle the kernel
+    doubles the split count, up to 8 and down to 32 values of K per split. Fewer rows -> more
+    splits. Invariant mode: always 1 (one accumulation order for every shape).
+    """
+    if invariant:
+        return 1
+    tiles = -(-rows // GEMM_TILE_M) * -(-n // GEMM_TILE_N)
+    splits = 1
+    while (
+        splits * 2 <= MAX_K_SPLITS
+        and tiles * splits * 2 <= NUM_SMS
+        and k % (splits * 2) == 0
+        and k // (splits * 2) >= MIN_K_PER_SPLIT
+    ):
+        splits *= 2
+    return splits
+
+
+def kv_split_count(batch: int, heads: int, max_kv_tiles: int, invariant: bool) -> int:
+    """Number of KV splits for a decode attention launch (flash-decoding heuristic).
+
+    With batch x heads thread blocks below ~80% of the SMs, the KV sequence is split to fill
+    them, capped by the number of KV tiles of the longest context and by 8. Invariant mode:
+    always 1.
+    """
+    if invariant:
+        return 1
+    blocks = batch * heads
+    if blocks * 5 >= NUM_SMS * 4:
+        return 1
+    return max(1, min(MAX_KV_SPLITS, max_kv_tiles, _pow2_floor(NUM_SMS // blocks)))
+
+
+def rmsnorm_split(rows: int, invariant: bool) -> bool:
+    """Whether RMSNorm uses the split reduction (few rows) or the one-block-per-row order."""
+    return (not invariant) and rows < RMSNORM_SPLIT_BELOW_ROWS
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The reduction choices for one step; computed once per step and passed to the model."""
+
+    invariant: bool
+    rows: int
+    norm_split: bool
+
+    def k_splits(self, n: int, k: int, rows: int | None = None) -> int:
+        return split_k_count(self.rows if rows is None else rows, n, k, self.invariant)
+
+
+def plan_step(rows: int, invariant: bool) -> StepPlan:
+    """Plan for a step that pushes ``rows`` token rows through the linear layers."""
+    return StepPlan(invariant=invariant, rows=rows, norm_split=rmsnorm_split(rows, invariant))

@@ -1,0 +1,165 @@
+"""Put 2..N runs side by side: figures aligned by canary and concurrency level, deltas against the
+first run, overlaid plots; ``comparison.json``, ``.md`` and ``.html``.
+
+``compare_reports`` is pure (report dicts in, comparison dict out); ``write_comparison`` is the one
+writer. Works on single- and multi-canary reports alike: canaries are matched by id; a canary or a
+level missing from a run shows as ``null``, never 0.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from reports import plots
+from reports.render_html import esc, page
+from reports.render_md import code, fmt
+from reports.writer import report_json, write_text
+
+FIGURES = (
+    "canaries",
+    "errors",
+    "unique_completions",
+    "diverged",
+    "divergence_rate",
+    "earliest_divergence",
+    "modal_share",
+    "drift_max",
+    "bitwise_equal_share",
+)
+
+
+def figures(block: dict[str, Any] | None) -> dict[str, Any] | None:
+    if block is None:
+        return None
+    drift = block.get("logprob_drift")
+    out = {k: block.get(k) for k in FIGURES[:7]}
+    out["drift_max"] = None if drift is None else drift["max"]
+    out["bitwise_equal_share"] = None if drift is None else drift["bitwise_equal_share"]
+    return out
+
+
+def _deltas(rows: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
+    base = rows[0]
+    out: list[dict[str, Any] | None] = []
+    for row in rows:
+        if row is None or base is None:
+            out.append(None)
+            continue
+        out.append({k: None if row[k] is None or base[k] is None else row[k] - base[k] for k in FIGURES})
+    return out
+
+
+def run_names(reports: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    names: list[str] = []
+    for name, _ in reports:
+        candidate, i = name, 2
+        while candidate in names:
+            candidate, i = f"{name} ({i})", i + 1
+        names.append(candidate)
+    return names
+
+
+def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """``reports``: (name, report) pairs, the first being the base that deltas are taken against."""
+    names = run_names(reports)
+    ids = sorted({e["id"] for _, r in reports for e in r["canaries"]})
+    canaries = []
+    for cid in ids:
+        entries = [next((e for e in r["canaries"] if e["id"] == cid), None) for _, r in reports]
+        overall = [figures(None if e is None else e["overall"]) for e in entries]
+        levels = sorted({lv["concurrency"] for e in entries if e for lv in e["levels"]})
+        per_level = []
+        for level in levels:
+            rows = [
+                figures(None if e is None else next((x for x in e["levels"] if x["concurrency"] == level), None))
+                for e in entries
+            ]
+            per_level.append({"concurrency": level, "runs": rows, "deltas": _deltas(rows)})
+        canaries.append(
+            {
+                "id": cid,
+                "verdicts": [None if e is None else e.get("verdict") for e in entries],
+                "reference_kinds": [None if e is None else e["reference"]["kind"] for e in entries],
+                "overall": {"runs": overall, "deltas": _deltas(overall)},
+                "levels": per_level,
+            }
+        )
+    return {
+        "schema": 1,
+        "runs": [
+            {
+                "name": n,
+                "id": r["run"].get("id"),
+                "model": r["run"].get("model"),
+                "endpoint": r["run"].get("endpoint"),
+                "labels": r["run"].get("labels", {}),
+            }
+            for n, (_, r) in zip(names, reports, strict=True)
+        ],
+        "canaries": canaries,
+    }
+
+
+def _signed(v: Any) -> str:
+    if v is None:
+        return "—"
+    return f"{v:+.3g}" if isinstance(v, float) else f"{v:+d}"
+
+
+def render_markdown(cmp: dict[str, Any]) -> str:
+    names = [r["name"] for r in cmp["runs"]]
+    lines = ["## Batch-invariance comparison", ""]
+    lines += [f"- run {i + 1}: {code(r['name'])} (model {code(r['model'])})" for i, r in enumerate(cmp["runs"])]
+    keys = ("unique_completions", "divergence_rate", "earliest_divergence", "errors")
+    for c in cmp["canaries"]:
+        lines += ["", f"### Canary {code(c['id'])}", ""]
+        lines.append("| concurrency | " + " | ".join(f"{k} ({n})" for k in keys for n in names) + " |")
+        lines.append("|---:|" + "---:|" * (len(keys) * len(names)))
+        for lv in [{"concurrency": "overall", **c["overall"]}, *c["levels"]]:
+            cells = []
+            for k in keys:
+                for i, (row, delta) in enumerate(zip(lv["runs"], lv["deltas"], strict=True)):
+                    v = None if row is None else row[k]
+                    d = "" if i == 0 or delta is None else f" ({_signed(delta[k])})"
+                    cells.append(fmt(v) + d)
+            lines.append(f"| {lv['concurrency']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render_html(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) -> str:
+    names = [r["name"] for r in cmp["runs"]]
+    body = ["<h1>Batch-invariance comparison</h1><ol>"]
+    body += [f"<li><code>{escape(r['name'])}</code> · model <code>{esc(r['model'])}</code></li>" for r in cmp["runs"]]
+    body.append("</ol>")
+    for c in cmp["canaries"]:
+        named = [(n, e) for n, (_, r) in zip(names, reports, strict=True) for e in r["canaries"] if e["id"] == c["id"]]
+        body.append(f"<h2>Canary <code>{escape(c['id'])}</code></h2><ul>")
+        body += [f"<li>{escape(n)}: {esc(v)}</li>" for n, v in zip(names, c["verdicts"], strict=True)]
+        body.append("</ul><table><tr><th>concurrency</th><th>figure</th>")
+        body += [f"<th>{escape(n)}</th>" for n in names] + ["</tr>"]
+        for lv in [{"concurrency": "overall", **c["overall"]}, *c["levels"]]:
+            for k in FIGURES:
+                cells = [
+                    fmt(None if row is None else row[k]) + ("" if i == 0 or d is None else f" ({_signed(d[k])})")
+                    for i, (row, d) in enumerate(zip(lv["runs"], lv["deltas"], strict=True))
+                ]
+                body.append(
+                    f"<tr><td>{esc(lv['concurrency'])}</td><td class='l'>{k}</td>"
+                    + "".join(f"<td>{escape(x)}</td>" for x in cells)
+                    + "</tr>"
+                )
+        body.append("</table><div class='charts'>")
+        body += [plots.unique_vs_level(named), plots.rate_vs_level(named), plots.drift_vs_level(named)]
+        body += [plots.latency_vs_level(named), "</div>"]
+    return page("Batch-invariance comparison", "".join(body), cmp)
+
+
+def write_comparison(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "comparison.json", out_dir / "comparison.md", out_dir / "comparison.html"]
+    write_text(paths[0], report_json(cmp))
+    write_text(paths[1], render_markdown(cmp))
+    write_text(paths[2], render_html(cmp, reports))
+    return paths

@@ -1,0 +1,184 @@
+"""Self-contained HTML rendering of a finished report: inline CSS and SVG, no script, no network.
+
+Consumes the report dict only. Every string that came from a model, a user or a file goes through
+``html.escape``; the report itself is embedded as inert JSON (``type="application/json"``, with
+``<``, ``>`` and ``&`` escaped) for tools that want the numbers from the page.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+from reports import plots
+from reports.render_md import ci, fmt, pct
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
+padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+.verdict{font-size:16px;font-weight:600;background:#f1f5f9;border-left:4px solid #2563eb;padding:8px 12px}
+.warn{background:#fef3c7;border-left:4px solid #d97706;padding:6px 12px;margin:6px 0}
+.meta{color:#555}table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f8fafc}td.l,th.l{text-align:left}
+.charts{display:flex;flex-wrap:wrap;gap:12px}.chart{border:1px solid #eee;background:#fff}
+.chart .title{font-weight:600;font-size:13px}.chart .tick{font-size:11px;fill:#555}.chart .legend{font-size:11px}
+.chart .axis{stroke:#999}.chart .grid{stroke:#eee}.chart .line{fill:none;stroke-width:2}
+.chart .bar{stroke-width:2;opacity:.5}
+code,.tok{font-family:ui-monospace,Menlo,Consolas,monospace;background:#f1f5f9;border-radius:3px;padding:0 2px;
+white-space:pre}
+.split{font-family:ui-monospace,Menlo,Consolas,monospace}.prefix{color:#555}.fork{margin:4px 0 4px 24px}
+.ref{color:#166534}.oth{color:#b91c1c}
+"""
+
+
+def esc(v: Any) -> str:
+    return escape(fmt(v) if not isinstance(v, str) else v, quote=True)
+
+
+def tok(s: str | None) -> str:
+    if s is None:
+        return '<span class="tok">(end)</span>'
+    return (
+        f'<span class="tok">{escape(s.encode("unicode_escape").decode("ascii") if not s.isprintable() else s)}</span>'
+    )
+
+
+def embedded_json(obj: Any) -> str:
+    """JSON safe inside a <script> element: no ``</script>``, ``<!--`` or ``&`` can survive."""
+    text = json.dumps(obj, ensure_ascii=True, allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def levels_table(levels: list[dict[str, Any]]) -> str:
+    head = (
+        "<tr><th>concurrency</th><th>canaries</th><th>errors</th><th>unique</th><th>diverged</th>"
+        "<th>divergence rate</th><th>95% CI</th><th>first div. min / median / max</th><th>modal share</th>"
+        "<th>drift max</th><th>drift mean</th><th>bitwise equal</th><th>in-flight med.</th>"
+        "<th>engine running med.</th></tr>"
+    )
+    rows = []
+    for lv in levels:
+        fd, dr, er = lv["first_divergence"], lv["logprob_drift"], lv["engine_running"]
+        cells = [
+            lv["concurrency"],
+            lv["canaries"],
+            lv["errors"],
+            lv["unique_completions"],
+            fmt(lv["diverged"]),
+            pct(lv["divergence_rate"]),
+            ci(lv["divergence_rate_ci95"]),
+            "—" if fd is None else f"{fd['min']} / {fmt(fd['median'])} / {fd['max']}",
+            pct(lv["modal_share"]),
+            fmt(None if dr is None else dr["max"]),
+            fmt(None if dr is None else dr["mean"]),
+            pct(None if dr is None else dr["bitwise_equal_share"]),
+            fmt(lv["observed_inflight"]["median"]),
+            fmt(None if er is None else er["median"]),
+        ]
+        rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def split_view(entry: dict[str, Any], context: int = 24) -> str:
+    """Where the tokens split: the shared prefix, then each fork with how many canaries took each side."""
+    ref, forks = entry["reference"], entry["forks"]
+    if ref["length"] is None:
+        return "<p>No completion to show.</p>"
+    if not forks:
+        return f"<p>All completions follow the reference for its {ref['length']} {escape(ref['unit'])}s.</p>"
+    first = forks[0]["position"]
+    shown = ref["tokens"][max(0, first - context) : first]
+    lead = f"… ({first - context} earlier) " if first > context else ""
+    parts = [f'<div class="split"><div class="prefix">shared prefix ({first} {escape(ref["unit"])}s): {lead}']
+    parts += [tok(t) for t in shown]
+    parts.append("</div>")
+    for f in forks[:20]:
+        gap = f["top1_top2_gap"]
+        parts.append(
+            f'<div class="fork">at {f["position"]}: reference <span class="ref">{tok(f["reference_token"])}</span>'
+            f' → <span class="oth">{tok(f["other_token"])}</span> in {f["count"]} canaries'
+            f" (first at concurrency {f['first_seen_concurrency']}; top1−top2 gap {esc(gap)})</div>"
+        )
+    if len(forks) > 20:
+        parts.append(f'<div class="fork">…and {len(forks) - 20} more forks (see the table).</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def forks_table(forks: list[dict[str, Any]]) -> str:
+    if not forks:
+        return "<p>No forks.</p>"
+    head = (
+        '<tr><th>position</th><th class="l">reference token</th><th class="l">other token</th><th>canaries</th>'
+        '<th>top1−top2 gap</th><th>first at concurrency</th><th class="l">by concurrency</th></tr>'
+    )
+    rows = [
+        f"<tr><td>{f['position']}</td><td class='l'>{tok(f['reference_token'])}</td><td class='l'>"
+        f"{tok(f['other_token'])}</td><td>{f['count']}</td><td>{esc(f['top1_top2_gap'])}</td>"
+        f"<td>{f['first_seen_concurrency']}</td><td class='l'>"
+        f"{escape(', '.join(f'{k}: {v}' for k, v in f['levels'].items()))}</td></tr>"
+        for f in forks[:200]
+    ]
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def reference_html(ref: dict[str, Any]) -> str:
+    kind = "the baseline (canary sent alone before the sweep)" if ref["kind"] == "baseline" else "the modal completion"
+    out = [
+        f"<p>Reference: {kind}, compared by <b>{escape(ref['identity'])}</b>; {ref['completions']} completions, "
+        f"{ref['unique_completions']} unique; length {esc(ref['length'])} {escape(ref['unit'])}s.</p>"
+    ]
+    if ref.get("identity_note"):
+        out.append(f'<p class="warn">{escape(ref["identity_note"])}</p>')
+    if ref.get("self_consistent") is False:
+        out.append(
+            f'<p class="warn">The baseline disagrees with itself: {ref["unique_completions"]} unique completions '
+            f"over {ref['completions']} baseline canaries (earliest divergence {esc(ref['earliest_divergence'])}). "
+            "That alone is a finding: the endpoint is not deterministic even unloaded.</p>"
+        )
+    if ref.get("text") is not None:
+        out.append(f"<details><summary>Reference text</summary><pre>{escape(ref['text'])}</pre></details>")
+    return "".join(out)
+
+
+def canary_html(entry: dict[str, Any]) -> str:
+    named = [("this run", entry)]
+    charts = [
+        plots.unique_vs_level(named),
+        plots.rate_vs_level(named),
+        plots.divergence_cdf(entry, entry["reference"]["unit"]),
+        plots.drift_vs_level(named),
+        plots.latency_vs_level(named),
+    ]
+    return (
+        f"<h2>Canary <code>{escape(entry['id'])}</code></h2>"
+        f'<p class="verdict">{escape(entry["verdict"])}</p>{reference_html(entry["reference"])}'
+        f"{levels_table(entry['levels'])}<div class='charts'>{''.join(charts)}</div>"
+        f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{forks_table(entry['forks'])}"
+    )
+
+
+def page(title: str, body: str, data: Any) -> str:
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head>'
+        f'<body>{body}<script type="application/json" id="report-data">{embedded_json(data)}</script></body></html>\n'
+    )
+
+
+def render_html(report: dict[str, Any]) -> str:
+    run = report["run"]
+    labels = ", ".join(f"{k}={v}" for k, v in sorted(run.get("labels", {}).items()))
+    head = (
+        f"<h1>Batch-invariance report</h1><p class='meta'>run <code>{esc(run.get('id'))}</code> · model "
+        f"<code>{esc(run.get('model'))}</code> at <code>{esc(run.get('endpoint'))}</code> · status "
+        f"{esc(run.get('status'))} · {esc(run.get('started'))} → {esc(run.get('finished'))}"
+        + (f" · labels {escape(labels)}" if labels else "")
+        + "</p>"
+    )
+    if report["input"]["skipped_lines"]:
+        head += f'<p class="warn">Skipped {report["input"]["skipped_lines"]} unreadable line(s) while reading.</p>'
+    body = "".join(canary_html(e) for e in report["canaries"]) or "<p>No canary records in this run.</p>"
+    return page(f"Batch-invariance report {run.get('id')}", head + body, report)

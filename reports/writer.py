@@ -1,0 +1,65 @@
+"""Write ``report.json``, ``report.md`` and ``report.html`` into a run folder; read reports back.
+
+The edge of the reports package: file I/O only, analysis lives in ``reports.build``. Prints nothing
+(``loadgen run`` calls ``write_reports`` at the end of a run). Files are written to a temporary name
+and renamed, so a reader never sees half a report.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from collectors.runfolder import load_run
+from loadgen.errors import RunFolderError
+from reports.build import REPORT_SCHEMA, build_report
+from reports.render_html import render_html
+from reports.render_md import render_markdown
+
+
+def write_text(path: Path, text: str | bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+        tmp.replace(path)
+    except OSError as exc:
+        raise RunFolderError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
+def report_json(report: dict[str, Any]) -> bytes:
+    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+def write_report_files(report: dict[str, Any], out_dir: Path, stem: str = "report") -> list[Path]:
+    paths = [out_dir / f"{stem}.json", out_dir / f"{stem}.md", out_dir / f"{stem}.html"]
+    write_text(paths[0], report_json(report))
+    write_text(paths[1], render_markdown(report))
+    write_text(paths[2], render_html(report))
+    return paths
+
+
+def write_reports(run_dir: Path) -> dict[str, Any]:
+    """Analyse a run folder and write its three report files into it; returns the report object."""
+    report = build_report(load_run(Path(run_dir)))
+    write_report_files(report, Path(run_dir))
+    return report
+
+
+def load_report(source: Path) -> dict[str, Any]:
+    """The report for a run folder (rebuilt from its records when it has any) or a ``report.json`` file."""
+    source = Path(source)
+    if source.is_dir() and any(source.glob("canaries*.jsonl")):
+        return build_report(load_run(source))
+    path = source / "report.json" if source.is_dir() else source
+    try:
+        raw = orjson.loads(path.read_bytes())
+    except FileNotFoundError as exc:
+        raise RunFolderError(f"{path}: missing (expected a run folder or a report.json)") from exc
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise RunFolderError(f"{path}: cannot read a report ({exc})") from exc
+    if not isinstance(raw, dict) or raw.get("schema") != REPORT_SCHEMA or not isinstance(raw.get("canaries"), list):
+        raise RunFolderError(f"{path}: not a report.json of schema {REPORT_SCHEMA} with a 'canaries' list")
+    return raw
