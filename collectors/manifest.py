@@ -42,8 +42,12 @@ def create_run_dir(out_root: Path, name: str) -> Path:
 
 
 def host_info() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count()}
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:

@@ -11,18 +11,18 @@ from dataclasses import dataclass
 
 from loadgen.scenario import Background
 
-_WORDS = (
-    "time year people way day man thing woman life child world school state family student group "
-    "country problem hand part place case week company system program question work government number "
-    "night point home water room mother area money story fact month lot right study book eye job word "
-    "business issue side kind head house service friend father power hour game line end member law car "
-    "city community name president team minute idea kid body information back parent face others level "
-    "office door health person art war history party result change morning reason research girl guy "
-    "moment air teacher force education river harbour light garden market winter summer road music "
-    "paper table window morning letter voice field island mountain bridge station engine ship village "
-    "quiet small large early late bright dark warm cold green old new long short strong simple careful "
-    "walks builds finds gives tells brings holds keeps turns shows hears plays moves lives believes"
-).split()
+_WORDS = """
+time year people way day man thing woman life child world school state family student group country
+problem hand part place case week company system program question work government number night point
+home water room mother area money story fact month lot right study book eye job word business issue
+side kind head house service friend father power hour game line end member law car city community
+name president team minute idea kid body information back parent face others level office door
+health person art war history party result change morning reason research girl guy moment air
+teacher force education river harbour light garden market winter summer road music paper table
+window morning letter voice field island mountain bridge station engine ship village quiet small
+large early late bright dark warm cold green old new long short strong simple careful walks builds
+finds gives tells brings holds keeps turns shows hears plays moves lives believes
+""".split()
 
 _SHARED_PREFIX_SEED = 0x5EED
 

@@ -16,7 +16,8 @@ from loadgen.errors import LoadgenError
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="loadgen", description="Does this endpoint give the same temperature-0 answer when it is busy?")
+        prog="loadgen", description="Does this endpoint give the same temperature-0 answer when it is busy?"
+    )
     parser.add_argument("--version", action="version", version=f"loadgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (run, serve, report, compare, check, export):

@@ -11,7 +11,6 @@ Runs inside gevent (a Locust process). It does not import Locust and does not pr
 from __future__ import annotations
 
 import errno
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-from loadgen.dialects import Completion, MalformedResponse, StreamAccumulator, StreamError, parse_body
+from loadgen.dialects import Completion, Kind, MalformedResponse, StreamAccumulator, StreamError, parse_body
 from loadgen.sse import SSEDecoder
 
 _MAX_ERROR_BODY = 500
@@ -74,9 +73,7 @@ def origin(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def make_client(
-    base_url: str, *, connect_timeout_s: float, read_timeout_s: float, api_key: str | None
-) -> HTTPClient:
+def make_client(base_url: str, *, connect_timeout_s: float, read_timeout_s: float, api_key: str | None) -> HTTPClient:
     """A one-connection client bound to ``base_url``'s host: the key can go nowhere else."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if api_key:
@@ -104,7 +101,7 @@ def _error_message(body: bytes) -> str:
     return body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
 
 
-def send(client: HTTPClient, path: str, kind: str, body: dict[str, Any]) -> Outcome:
+def send(client: HTTPClient, path: str, kind: Kind, body: dict[str, Any]) -> Outcome:
     """POST ``body`` and return what happened; never raises for endpoint faults."""
     payload = orjson.dumps(body)
     stream = bool(body.get("stream"))
@@ -126,14 +123,14 @@ def send(client: HTTPClient, path: str, kind: str, body: dict[str, Any]) -> Outc
         else:
             raw = resp.read()
             out.response_bytes = len(raw)
-            out.completion = parse_body(kind, raw)  # type: ignore[arg-type]
+            out.completion = parse_body(kind, raw)
     except StreamError as exc:
         out.error_kind, out.error_message = "stream_error", exc.server_message[:_MAX_ERROR_BODY]
     except MalformedResponse as exc:
         out.error_kind, out.error_message = "malformed_body", str(exc)
     except gevent.GreenletExit:
         out.error_kind, out.error_message, out.cancelled = "cancelled", "request cut off by the end of its user", True
-    except (TimeoutError, socket.timeout, gevent.Timeout) as exc:
+    except (TimeoutError, gevent.Timeout) as exc:
         out.error_kind, out.error_message = "timeout", f"{'read' if headers_seen else 'connect or read'} timeout: {exc}"
     except (HTTPConnectionClosed, HTTPParseError) as exc:
         out.error_kind = "truncated_stream" if headers_seen else "connection"
@@ -145,9 +142,9 @@ def send(client: HTTPClient, path: str, kind: str, body: dict[str, Any]) -> Outc
     return out
 
 
-def _read_stream(resp: Any, kind: str, out: Outcome, t0: float) -> None:
+def _read_stream(resp: Any, kind: Kind, out: Outcome, t0: float) -> None:
     decoder = SSEDecoder()
-    acc = StreamAccumulator(kind)  # type: ignore[arg-type]
+    acc = StreamAccumulator(kind)
     while True:
         line = resp.readline(b"\n")
         if not line:

@@ -80,8 +80,10 @@ def start_embedded(args: list[str], *, log_path: Path, ready_timeout_s: float = 
         proc.wait()
     with open(log_path, "ab") as fh:
         fh.write(buf)
-    raise EngineError(f"engine did not become ready within {ready_timeout_s:g} s (exit code {proc.returncode})\n"
-                      f"command: {' '.join(command)}\nlog tail ({log_path}):\n{log_tail(log_path)}")
+    raise EngineError(
+        f"engine did not become ready within {ready_timeout_s:g} s (exit code {proc.returncode})\n"
+        f"command: {' '.join(command)}\nlog tail ({log_path}):\n{log_tail(log_path)}"
+    )
 
 
 def _drain_to(proc: subprocess.Popen[bytes], log_path: Path, already: bytes) -> None:

@@ -8,8 +8,6 @@ dialects in ``loadgen.dialects``, writing in ``collectors``.
 
 from __future__ import annotations
 
-import locust  # noqa: I001 - first: gevent must patch before ssl and sockets are imported
-
 import logging
 import time
 import uuid
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import locust
 from locust import LoadTestShape, User, constant, events, task
 from locust.env import Environment
 from locust.event import EventHook
@@ -38,8 +37,9 @@ log = logging.getLogger("loadgen")
 _STATE: RunState | None = None
 _CANARY_USERS = 1
 _POLL_S = 0.005
-_NO_FEATURES = Features(return_token_ids=False, logprobs=False, top_logprobs=0, tokens_as_ids=False,
-                        include_usage=False)
+_NO_FEATURES = Features(
+    return_token_ids=False, logprobs=False, top_logprobs=0, tokens_as_ids=False, include_usage=False
+)
 
 assert locust  # imported for its monkey-patching side effect
 
@@ -61,8 +61,13 @@ def _prepare(environment: Environment) -> Path:
     if opts.run_dir and read_manifest(Path(opts.run_dir)).get("status") == "prepared":
         return Path(opts.run_dir)
     source = str(path_of(opts.scenario))
-    scenario = with_overrides(load_scenario(Path(source)), base_url=opts.host or environment.host or None,
-                              levels=opts.levels, canaries_per_level=opts.canaries_per_level, labels=opts.labels)
+    scenario = with_overrides(
+        load_scenario(Path(source)),
+        base_url=opts.host or environment.host or None,
+        levels=opts.levels,
+        canaries_per_level=opts.canaries_per_level,
+        labels=opts.labels,
+    )
     return prepare_run(scenario, source=source, out_dir=Path(opts.out_dir))
 
 
@@ -90,17 +95,25 @@ def _finish(environment: Environment, **_: Any) -> None:
     st.close()
     status = "finished" if st.tracker.finished else "interrupted"
     update_manifest(
-        st.run_dir, status=status, finished=now_iso(),
-        counts={"canaries_written": st.canaries.writer.written, "canary_write_failures": st.canaries.writer.failures,
-                "background_written": st.background.writer.written},
+        st.run_dir,
+        status=status,
+        finished=now_iso(),
+        counts={
+            "canaries_written": st.canaries.writer.written,
+            "canary_write_failures": st.canaries.writer.failures,
+            "background_written": st.background.writer.written,
+        },
         unsettled_levels=st.tracker.unsettled_levels,
     )
 
 
 def _fire_stats(environment: Environment, name: str, out: Outcome) -> None:
     environment.events.request.fire(
-        request_type="POST", name=name, response_time=(out.latency_s or 0.0) * 1000.0,
-        response_length=out.response_bytes, context={},
+        request_type="POST",
+        name=name,
+        response_time=(out.latency_s or 0.0) * 1000.0,
+        response_length=out.response_bytes,
+        context={},
         exception=None if out.ok else RuntimeError(f"{out.error_kind}: {out.error_message}"),
     )
 
@@ -114,8 +127,9 @@ class CanaryUser(User):
     def on_start(self) -> None:
         st = state(self.environment)
         ep = st.scenario.endpoint
-        self.http = make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s,
-                                read_timeout_s=ep.read_timeout_s, api_key=st.api_key)
+        self.http = make_client(
+            st.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s, api_key=st.api_key
+        )
 
     def on_stop(self) -> None:
         self.http.close()
@@ -141,11 +155,21 @@ class CanaryUser(User):
         kind = st.scenario.canary_kind(canary)
         messages = None
         if kind == "chat":
-            messages = ([m.model_dump() for m in canary.messages] if canary.messages
-                        else [{"role": "user", "content": canary.prompt or ""}])
-        body = build_body(kind, model=st.model, prompt=canary.prompt if kind == "completions" else None,
-                          messages=messages, max_tokens=canary.max_tokens, seed=canary.seed, stream=canary.stream,
-                          features=st.canary_body_features(ticket.canary_index))
+            messages = (
+                [m.model_dump() for m in canary.messages]
+                if canary.messages
+                else [{"role": "user", "content": canary.prompt or ""}]
+            )
+        body = build_body(
+            kind,
+            model=st.model,
+            prompt=canary.prompt if kind == "completions" else None,
+            messages=messages,
+            max_tokens=canary.max_tokens,
+            seed=canary.seed,
+            stream=canary.stream,
+            features=st.canary_body_features(ticket.canary_index),
+        )
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
@@ -154,16 +178,32 @@ class CanaryUser(User):
             st.inflight.canary -= 1
         c = out.completion
         record = CanaryRecord(
-            run_id=st.run_dir.name, canary_id=canary.id, request_id=uuid.uuid4().hex, phase=ticket.phase,
-            level=ticket.level, inflight_at_send=inflight_at_send, sent_at=out.sent_at,
-            status="ok" if out.ok else "error", latency_s=out.latency_s, ttft_s=out.ttft_s,
-            error_kind=out.error_kind, error_message=out.error_message, http_status=out.http_status,
-            endpoint=kind, stream=canary.stream, request=body, worker=st.worker,
-            token_ids=c.token_ids if c else None, tokens=c.tokens if c else None,
-            logprobs=c.logprobs if c else None, top_logprobs=c.top_logprobs if c else None,
-            text=c.text if c else None, finish_reason=c.finish_reason if c else None, usage=c.usage if c else None,
+            run_id=st.run_dir.name,
+            canary_id=canary.id,
+            request_id=uuid.uuid4().hex,
+            phase=ticket.phase,
+            level=ticket.level,
+            inflight_at_send=inflight_at_send,
+            sent_at=out.sent_at,
+            status="ok" if out.ok else "error",
+            latency_s=out.latency_s,
+            ttft_s=out.ttft_s,
+            error_kind=out.error_kind,
+            error_message=out.error_message,
+            http_status=out.http_status,
+            endpoint=kind,
+            stream=canary.stream,
+            request=body,
+            worker=st.worker,
+            token_ids=c.token_ids if c else None,
+            tokens=c.tokens if c else None,
+            logprobs=c.logprobs if c else None,
+            top_logprobs=c.top_logprobs if c else None,
+            text=c.text if c else None,
+            finish_reason=c.finish_reason if c else None,
+            usage=c.usage if c else None,
         )
-        self.environment.events.canary_record.fire(record=record)  # type: ignore[attr-defined]
+        self.environment.events.canary_record.fire(record=record)
         _fire_stats(self.environment, f"canary:{canary.id}", out)
         st.tracker.complete(ticket)
         if out.cancelled:
@@ -178,8 +218,9 @@ class BackgroundUser(User):
     def on_start(self) -> None:
         st = state(self.environment)
         ep = st.scenario.endpoint
-        self.http = make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s,
-                                read_timeout_s=ep.read_timeout_s, api_key=st.api_key)
+        self.http = make_client(
+            st.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s, api_key=st.api_key
+        )
         self.prompts = BackgroundPrompts(st.scenario.background, st.next_user_index())
         self.kind = st.scenario.background.kind or st.scenario.endpoint.kind
         self.path = api_path(st.base_url, self.kind)
@@ -196,9 +237,16 @@ class BackgroundUser(User):
         spec = st.scenario.background
         req = self.prompts.next()
         messages = [{"role": "user", "content": req.prompt}] if self.kind == "chat" else None
-        body = build_body(self.kind, model=st.model, prompt=None if messages else req.prompt,  # type: ignore[arg-type]
-                          messages=messages, max_tokens=req.max_tokens, seed=None, stream=spec.stream,
-                          features=_NO_FEATURES)
+        body = build_body(
+            self.kind,
+            model=st.model,
+            prompt=None if messages else req.prompt,
+            messages=messages,
+            max_tokens=req.max_tokens,
+            seed=None,
+            stream=spec.stream,
+            features=_NO_FEATURES,
+        )
         stage = st.tracker.current  # None once the last canary is in: background drains until the shape stops
         level = stage.level if stage else None
         st.inflight.background += 1
@@ -207,12 +255,21 @@ class BackgroundUser(User):
         finally:
             st.inflight.background -= 1
         usage = (out.completion.usage if out.completion else None) or {}
-        self.environment.events.background_request.fire(row={  # type: ignore[attr-defined]
-            "level": level, "phase": stage.phase if stage else "drain", "sent_at": out.sent_at, "latency_s": out.latency_s, "ttft_s": out.ttft_s,
-            "status": "ok" if out.ok else "error", "error_kind": out.error_kind, "http_status": out.http_status,
-            "shared_prefix": req.shared_prefix, "prompt_tokens": usage.get("prompt_tokens"),
-            "completion_tokens": usage.get("completion_tokens"),
-        })
+        self.environment.events.background_request.fire(
+            row={
+                "level": level,
+                "phase": stage.phase if stage else "drain",
+                "sent_at": out.sent_at,
+                "latency_s": out.latency_s,
+                "ttft_s": out.ttft_s,
+                "status": "ok" if out.ok else "error",
+                "error_kind": out.error_kind,
+                "http_status": out.http_status,
+                "shared_prefix": req.shared_prefix,
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
+            }
+        )
         _fire_stats(self.environment, "background", out)
         if out.cancelled:
             raise gevent.GreenletExit

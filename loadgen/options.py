@@ -29,14 +29,20 @@ def add_arguments(parser: Any) -> None:
     """Register the custom options on Locust's parser (they show in the web UI's form)."""
     # Locust's own parser, not an argument group: only it understands ``include_in_web_ui``.
     group = parser
-    group.add_argument("--scenario", type=str, default=str(path_of("quickstart")),
-                       help="scenario TOML file or shipped scenario name")
+    group.add_argument(
+        "--scenario", type=str, default=str(path_of("quickstart")), help="scenario TOML file or shipped scenario name"
+    )
     group.add_argument("--levels", type=str, default="", help="comma-separated concurrency levels (overrides)")
     group.add_argument("--canaries-per-level", type=int, default=0, help="canaries per level (0: the scenario's)")
     group.add_argument("--labels", type=str, default="", help="k=v,k=v labels recorded in the manifest")
     group.add_argument("--out-dir", type=str, default="runs", help="where run folders are created")
-    group.add_argument("--run-dir", type=str, default="", include_in_web_ui=False,
-                       help="a run folder already prepared by 'loadgen run' (internal)")
+    group.add_argument(
+        "--run-dir",
+        type=str,
+        default="",
+        include_in_web_ui=False,
+        help="a run folder already prepared by 'loadgen run' (internal)",
+    )
 
 
 def parse_levels(value: Any) -> list[int] | None:

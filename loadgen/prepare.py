@@ -14,7 +14,7 @@ from typing import Any
 
 from collectors.manifest import MANIFEST_SCHEMA, create_run_dir, host_info, now_iso, write_manifest
 from loadgen import __version__
-from loadgen.dialects import Features
+from loadgen.dialects import Features, Kind
 from loadgen.errors import ScenarioError
 from loadgen.probe import probe
 from loadgen.scenario import Canary, Scenario
@@ -32,8 +32,13 @@ def api_key_of(scenario: Scenario, source: str) -> str | None:
 
 def wanted_features(scenario: Scenario) -> Features:
     top = max((c.top_logprobs for c in scenario.canaries if c.logprobs), default=0)
-    return Features(return_token_ids=True, logprobs=any(c.logprobs for c in scenario.canaries),
-                    top_logprobs=top, tokens_as_ids=False, include_usage=True)
+    return Features(
+        return_token_ids=True,
+        logprobs=any(c.logprobs for c in scenario.canaries),
+        top_logprobs=top,
+        tokens_as_ids=False,
+        include_usage=True,
+    )
 
 
 def canary_features(probed: Features, canary: Canary) -> Features:
@@ -43,7 +48,7 @@ def canary_features(probed: Features, canary: Canary) -> Features:
     return replace(probed, top_logprobs=min(probed.top_logprobs, canary.top_logprobs))
 
 
-def endpoint_kinds(scenario: Scenario) -> set[str]:
+def endpoint_kinds(scenario: Scenario) -> set[Kind]:
     kinds = {scenario.canary_kind(c) for c in scenario.canaries}
     kinds.add(scenario.background.kind or scenario.endpoint.kind)
     return kinds
@@ -55,9 +60,14 @@ def prepare_run(scenario: Scenario, *, source: str, out_dir: Path, extra: dict[s
     if base_url is None:
         raise ScenarioError(f"{source}: field endpoint.base_url: no endpoint given (set it, or pass --host)")
     api_key = api_key_of(scenario, source)
-    info = probe(base_url, model=scenario.endpoint.model, kinds=endpoint_kinds(scenario),
-                 wanted=wanted_features(scenario), api_key=api_key,
-                 timeout_s=min(scenario.endpoint.connect_timeout_s, 10.0))
+    info = probe(
+        base_url,
+        model=scenario.endpoint.model,
+        kinds=endpoint_kinds(scenario),
+        wanted=wanted_features(scenario),
+        api_key=api_key,
+        timeout_s=min(scenario.endpoint.connect_timeout_s, 10.0),
+    )
     run_dir = create_run_dir(out_dir, scenario.name)
     resolved = scenario.model_dump(mode="json")
     resolved["endpoint"]["model"] = info.model
@@ -67,8 +77,12 @@ def prepare_run(scenario: Scenario, *, source: str, out_dir: Path, extra: dict[s
         "run_id": run_dir.name,
         "scenario_path": source,
         "scenario": resolved,
-        "endpoint": {"base_url": base_url, "kind": scenario.endpoint.kind, "model": info.model,
-                     "api_key_env": scenario.endpoint.api_key_env},
+        "endpoint": {
+            "base_url": base_url,
+            "kind": scenario.endpoint.kind,
+            "model": info.model,
+            "api_key_env": scenario.endpoint.api_key_env,
+        },
         "server": {"models": info.models, "version": info.version},
         "features": info.features_json(),
         "labels": dict(scenario.labels),

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from loadgen.client import api_path, origin, v1_path
-from loadgen.dialects import Features, MalformedResponse, build_body, parse_body
+from loadgen.dialects import Features, Kind, MalformedResponse, build_body, parse_body
 from loadgen.errors import EndpointError
 
 PROBE_PROMPT = "Reply with one word: ready"
@@ -37,15 +37,18 @@ class ServerInfo:
     model: str
     models: Any  # the /v1/models body
     version: str | None
-    kinds: dict[str, KindProbe]
+    kinds: dict[Kind, KindProbe]
 
     def features_json(self) -> dict[str, Any]:
-        return {k: {"features": asdict(p.features), "identity": p.identity, "attempts": p.attempts}
-                for k, p in self.kinds.items()}
+        return {
+            k: {"features": asdict(p.features), "identity": p.identity, "attempts": p.attempts}
+            for k, p in self.kinds.items()
+        }
 
 
-def _request(url: str, *, api_key: str | None, timeout_s: float, body: dict[str, Any] | None = None
-             ) -> tuple[int, bytes]:
+def _request(
+    url: str, *, api_key: str | None, timeout_s: float, body: dict[str, Any] | None = None
+) -> tuple[int, bytes]:
     headers = {"Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -76,14 +79,19 @@ def read_models(base_url: str, *, api_key: str | None, timeout_s: float) -> tupl
         body = json.loads(raw)
         ids = [str(m["id"]) for m in body["data"]]
     except (ValueError, KeyError, TypeError):
-        raise EndpointError(f"{url}: answered, but not with an OpenAI model list ({{'data': [{{'id': ...}}]}})"
-                            ) from None
+        raise EndpointError(
+            f"{url}: answered, but not with an OpenAI model list ({{'data': [{{'id': ...}}]}})"
+        ) from None
     return ids, body
 
 
 def read_version(base_url: str, *, api_key: str | None, timeout_s: float) -> str | None:
     try:
-        status, raw = _request(origin(base_url) + v1_path(base_url, "").removesuffix("/v1/") + "/version", api_key=api_key, timeout_s=timeout_s)
+        status, raw = _request(
+            origin(base_url) + v1_path(base_url, "").removesuffix("/v1/") + "/version",
+            api_key=api_key,
+            timeout_s=timeout_s,
+        )
     except EndpointError:
         return None
     if status != 200:
@@ -95,8 +103,9 @@ def read_version(base_url: str, *, api_key: str | None, timeout_s: float) -> str
     return str(body.get("version")) if isinstance(body, dict) and body.get("version") is not None else None
 
 
-def probe_kind(base_url: str, kind: str, model: str, wanted: Features, *, api_key: str | None,
-               timeout_s: float) -> KindProbe:
+def probe_kind(
+    base_url: str, kind: Kind, model: str, wanted: Features, *, api_key: str | None, timeout_s: float
+) -> KindProbe:
     """Send the probe with the richest dialect first; drop what the server rejects, one field at a time."""
     url = origin(base_url) + api_path(base_url, kind)
     candidates = [wanted]
@@ -109,8 +118,16 @@ def probe_kind(base_url: str, kind: str, model: str, wanted: Features, *, api_ke
     attempts: list[str] = []
     for features in candidates:
         messages = [{"role": "user", "content": PROBE_PROMPT}] if kind == "chat" else None
-        body = build_body(kind, model=model, prompt=None if messages else PROBE_PROMPT,  # type: ignore[arg-type]
-                          messages=messages, max_tokens=4, seed=0, stream=False, features=features)
+        body = build_body(
+            kind,
+            model=model,
+            prompt=None if messages else PROBE_PROMPT,
+            messages=messages,
+            max_tokens=4,
+            seed=0,
+            stream=False,
+            features=features,
+        )
         status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body)
         if status == 404:
             raise EndpointError(f"{url}: HTTP 404; the server has no {kind} endpoint (set endpoint.kind)")
@@ -118,18 +135,20 @@ def probe_kind(base_url: str, kind: str, model: str, wanted: Features, *, api_ke
             attempts.append(f"{asdict(features)} -> HTTP {status}")
             continue
         try:
-            completion = parse_body(kind, raw)  # type: ignore[arg-type]
+            completion = parse_body(kind, raw)
         except MalformedResponse as exc:
-            raise EndpointError(f"{url}: answered 200 with a body that is not an OpenAI {kind} response ({exc})"
-                                ) from None
+            raise EndpointError(
+                f"{url}: answered 200 with a body that is not an OpenAI {kind} response ({exc})"
+            ) from None
         attempts.append(f"{asdict(features)} -> HTTP 200")
         identity = "token_ids" if completion.token_ids else ("tokens" if completion.tokens else "text")
         return KindProbe(features, identity, attempts)
     raise EndpointError(f"{url}: every probe request was refused: {'; '.join(attempts)}")
 
 
-def probe(base_url: str, *, model: str | None, kinds: set[str], wanted: Features, api_key: str | None,
-          timeout_s: float = 10.0) -> ServerInfo:
+def probe(
+    base_url: str, *, model: str | None, kinds: set[Kind], wanted: Features, api_key: str | None, timeout_s: float = 10.0
+) -> ServerInfo:
     ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s)
     if model is None:
         if not ids:
@@ -138,6 +157,8 @@ def probe(base_url: str, *, model: str | None, kinds: set[str], wanted: Features
     elif ids and model not in ids:
         raise EndpointError(f"{base_url}: model {model!r} is not served; the server has {ids}")
     version = read_version(base_url, api_key=api_key, timeout_s=timeout_s)
-    probes = {k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0))
-              for k in sorted(kinds)}
+    probes = {
+        k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0))
+        for k in sorted(kinds)
+    }
     return ServerInfo(base_url, model, models, version, probes)

@@ -10,6 +10,7 @@ first: the CLI only parses arguments and renders errors.
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,16 +32,61 @@ class RunResult:
     locust_exit: int
 
 
-def locust_command(run_dir: Path, base_url: str, scenario_path: str, *, ui: bool, web_port: int,
-                   web_host: str = "127.0.0.1", stop_timeout_s: float = 30.0) -> list[str]:
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", base_url, "--run-dir", str(run_dir),
-           "--scenario", scenario_path, "--out-dir", str(run_dir.parent), "--stop-timeout", f"{stop_timeout_s:g}",
-           "--exit-code-on-error", "0", "--csv", str(run_dir / "locust"), "--html", str(run_dir / "locust.html")]
+def locust_command(
+    run_dir: Path,
+    base_url: str,
+    scenario_path: str,
+    *,
+    ui: bool,
+    web_port: int,
+    web_host: str = "127.0.0.1",
+    stop_timeout_s: float = 30.0,
+) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--host",
+        base_url,
+        "--run-dir",
+        str(run_dir),
+        "--scenario",
+        scenario_path,
+        "--out-dir",
+        str(run_dir.parent),
+        "--stop-timeout",
+        f"{stop_timeout_s:g}",
+        "--exit-code-on-error",
+        "0",
+        "--csv",
+        str(run_dir / "locust"),
+        "--html",
+        str(run_dir / "locust.html"),
+    ]
     if ui:
         cmd += ["--web-host", web_host, "--web-port", str(web_port)]
     else:
         cmd += ["--headless", "--only-summary", "--loglevel", "WARNING"]
     return cmd
+
+
+def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for Locust; on SIGTERM or Ctrl-C let it stop gracefully so the manifest and records are finished."""
+
+    def forward(signum: int, _frame: object) -> None:
+        proc.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                proc.send_signal(signal.SIGINT)  # harmless if the terminal already sent it to the group
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run(
@@ -57,26 +103,27 @@ def run(
     report: bool = True,
 ) -> RunResult:
     source = str(scenario_path)
-    scenario = with_overrides(load_scenario(scenario_path), base_url=host, levels=levels,
-                              canaries_per_level=canaries_per_level, labels=labels)
+    scenario = with_overrides(
+        load_scenario(scenario_path), base_url=host, levels=levels, canaries_per_level=canaries_per_level, labels=labels
+    )
     engine: RunningEngine | None = None
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-engine-"))
     try:
         extra = {}
         if scenario.endpoint.base_url is None:
             engine = start_embedded(engine_args or [], log_path=tmp / "engine.log")
-            scenario = with_overrides(scenario, base_url=engine.url,
-                                      labels={"engine": "embedded", **{k: v for k, v in (labels or {}).items()}})
+            scenario = with_overrides(
+                scenario,
+                base_url=engine.url,
+                labels={"engine": "embedded", **{k: v for k, v in (labels or {}).items()}},
+            )
             extra["engine"] = {"kind": "embedded", "command": engine.command[1:], "url": engine.url}
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
         assert scenario.endpoint.base_url is not None
         cmd = locust_command(run_dir, scenario.endpoint.base_url, source, ui=ui, web_port=web_port)
         with open(run_dir / "locust.log", "ab") as log:
             proc = subprocess.Popen(cmd, stdout=None if ui else log, stderr=subprocess.STDOUT if not ui else None)
-            try:
-                code = proc.wait()
-            except KeyboardInterrupt:
-                code = proc.wait()  # the child got the same SIGINT and stops gracefully
+            code = _wait_forwarding_signals(proc)
     finally:
         if engine is not None:
             engine.stop()

@@ -55,8 +55,9 @@ def _features(raw: dict[str, Any], run_dir: Path) -> dict[str, Features]:
     try:
         return {kind: Features(**entry["features"]) for kind, entry in raw.items()}
     except (TypeError, KeyError) as exc:
-        raise RunFolderError(f"{run_dir}/manifest.json: field features: not as 'loadgen run' writes it ({exc})"
-                             ) from None
+        raise RunFolderError(
+            f"{run_dir}/manifest.json: field features: not as 'loadgen run' writes it ({exc})"
+        ) from None
 
 
 def load_state(run_dir: Path, *, worker: str = "") -> RunState:

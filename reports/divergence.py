@@ -71,7 +71,9 @@ def _group_exact(mat: npt.NDArray[Any], rows: Rows) -> tuple[npt.NDArray[np.int6
 
 def first_divergence(mat: npt.NDArray[Any], rows: Rows, ref: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
     """Smallest index where each row differs from ``ref`` (a padded row of the same width); -1 if identical."""
-    out = np.empty(len(rows), dtype=np.int64)
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if mat.shape[1] == 0:
+        return out  # every completion is empty, so all are identical
     for sl in _chunks(rows, mat.shape[1], 1):
         neq = mat[rows[sl]] != ref
         out[sl] = np.where(neq.any(axis=1), neq.argmax(axis=1), -1)

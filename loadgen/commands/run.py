@@ -13,10 +13,13 @@ from scenarios import names, path_of
 
 def add_parser(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "run", help="run a scenario (default: quickstart on the embedded engine) and write its report",
-        description="Send the scenario's canaries under stepped background load and record every completion.")
-    p.add_argument("scenario", nargs="?", default="quickstart",
-                   help=f"scenario file, or a shipped one: {', '.join(names())}")
+        "run",
+        help="run a scenario (default: quickstart on the embedded engine) and write its report",
+        description="Send the scenario's canaries under stepped background load and record every completion.",
+    )
+    p.add_argument(
+        "scenario", nargs="?", default="quickstart", help=f"scenario file, or a shipped one: {', '.join(names())}"
+    )
     p.add_argument("--host", help="endpoint base URL (default: the scenario's, else the embedded engine)")
     p.add_argument("--out", type=Path, default=Path("runs"), help="folder that receives the run folder")
     p.add_argument("--levels", help="comma-separated concurrency levels, e.g. 0,4,16")
@@ -25,15 +28,27 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--ui", action="store_true", help="open Locust's web UI instead of running headless")
     p.add_argument("--web-port", type=int, default=8089, help="web UI port (with --ui)")
     p.add_argument("--no-report", action="store_true", help="skip writing report.json/.md/.html")
-    p.add_argument("--engine-arg", action="append", default=[],
-                   help="argument passed to the embedded engine, e.g. --engine-arg=--batch-invariant")
+    p.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        help="argument passed to the embedded engine, e.g. --engine-arg=--batch-invariant",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     result = run_scenario(
-        path_of(args.scenario), host=args.host, out_dir=args.out, levels=parse_levels(args.levels),
-        canaries_per_level=args.canaries_per_level, labels=parse_labels(args.label), engine_args=args.engine_arg,
-        ui=args.ui, web_port=args.web_port, report=not args.no_report)
+        path_of(args.scenario),
+        host=args.host,
+        out_dir=args.out,
+        levels=parse_levels(args.levels),
+        canaries_per_level=args.canaries_per_level,
+        labels=parse_labels(args.label),
+        engine_args=args.engine_arg,
+        ui=args.ui,
+        web_port=args.web_port,
+        report=not args.no_report,
+    )
     print(result.run_dir)
     return 0 if result.status == "finished" else 1

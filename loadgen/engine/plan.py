@@ -21,7 +21,7 @@ GEMM_TILE_N: Final = 64
 MIN_K_PER_SPLIT: Final = 32
 MAX_K_SPLITS: Final = 8
 MAX_KV_SPLITS: Final = 8
-RMSNORM_SPLIT_BELOW_ROWS: Final = 8
+RMSNORM_SPLIT_BELOW_ROWS: Final = 16
 
 
 def _pow2_floor(n: int) -> int:

@@ -10,9 +10,17 @@ from collectors.record import CanaryRecord
 
 
 def rec(i: int, status: str = "ok") -> CanaryRecord:
-    return CanaryRecord(run_id="r", canary_id="c", request_id=f"q{i}", phase="sweep", level=i % 3,
-                        inflight_at_send=0, sent_at=float(i), status=status,  # type: ignore[arg-type]
-                        token_ids=[i, i + 1])
+    return CanaryRecord(
+        run_id="r",
+        canary_id="c",
+        request_id=f"q{i}",
+        phase="sweep",
+        level=i % 3,
+        inflight_at_send=0,
+        sent_at=float(i),
+        status=status,  # type: ignore[arg-type]
+        token_ids=[i, i + 1],
+    )
 
 
 def test_every_fired_record_is_on_disk_before_close(tmp_path: Path) -> None:

@@ -18,19 +18,44 @@ TOKENS = [("Hello", 101, -0.1), (" world", 102, -0.25), ("!", 103, -0.5)]
 
 def chunk(i: int) -> bytes:
     tok, tid, lp = TOKENS[i]
-    body = {"id": "c", "object": "text_completion", "model": "m", "choices": [{
-        "index": 0, "text": tok, "token_ids": [tid], "finish_reason": "length" if i == len(TOKENS) - 1 else None,
-        "logprobs": {"tokens": [tok], "token_logprobs": [lp], "top_logprobs": [{tok: lp}], "text_offset": [0]}}]}
+    body = {
+        "id": "c",
+        "object": "text_completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "text": tok,
+                "token_ids": [tid],
+                "finish_reason": "length" if i == len(TOKENS) - 1 else None,
+                "logprobs": {"tokens": [tok], "token_logprobs": [lp], "top_logprobs": [{tok: lp}], "text_offset": [0]},
+            }
+        ],
+    }
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
 def whole() -> dict[str, object]:
-    return {"id": "c", "object": "text_completion", "model": "m", "choices": [{
-        "index": 0, "text": "".join(t for t, _, _ in TOKENS), "token_ids": [t for _, t, _ in TOKENS],
-        "finish_reason": "length", "logprobs": {
-            "tokens": [t for t, _, _ in TOKENS], "token_logprobs": [lp for _, _, lp in TOKENS],
-            "top_logprobs": [{t: lp} for t, _, lp in TOKENS], "text_offset": [0, 5, 11]}}],
-        "usage": {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}}
+    return {
+        "id": "c",
+        "object": "text_completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "text": "".join(t for t, _, _ in TOKENS),
+                "token_ids": [t for _, t, _ in TOKENS],
+                "finish_reason": "length",
+                "logprobs": {
+                    "tokens": [t for t, _, _ in TOKENS],
+                    "token_logprobs": [lp for _, _, lp in TOKENS],
+                    "top_logprobs": [{t: lp} for t, _, lp in TOKENS],
+                    "text_offset": [0, 5, 11],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5},
+    }
 
 
 async def models(_: web.Request) -> web.Response:

@@ -19,8 +19,9 @@ def server(fault_server: str) -> str:
 
 def call(url: str, prompt: str, stream: bool, read_timeout_s: float = 5.0):  # type: ignore[no-untyped-def]
     client = make_client(url, connect_timeout_s=2.0, read_timeout_s=read_timeout_s, api_key=None)
-    body = build_body("completions", model="m", prompt=prompt, messages=None, max_tokens=3, seed=0,
-                      stream=stream, features=FEATURES)
+    body = build_body(
+        "completions", model="m", prompt=prompt, messages=None, max_tokens=3, seed=0, stream=stream, features=FEATURES
+    )
     try:
         return send(client, api_path(url, "completions"), "completions", body)
     finally:
@@ -37,15 +38,18 @@ def test_ok_is_parsed_and_timed(server: str, stream: bool) -> None:
     assert (out.ttft_s is not None and out.ttft_s <= out.latency_s) if stream else out.ttft_s is None
 
 
-@pytest.mark.parametrize(("prompt", "stream", "kind"), [
-    ("status:503", False, "http_status"),
-    ("status:429", True, "http_status"),
-    ("reset", True, "truncated_stream"),
-    ("nodone", True, "truncated_stream"),
-    ("malformed", True, "malformed_body"),
-    ("malformed", False, "malformed_body"),
-    ("error-in-stream", True, "stream_error"),
-])
+@pytest.mark.parametrize(
+    ("prompt", "stream", "kind"),
+    [
+        ("status:503", False, "http_status"),
+        ("status:429", True, "http_status"),
+        ("reset", True, "truncated_stream"),
+        ("nodone", True, "truncated_stream"),
+        ("malformed", True, "malformed_body"),
+        ("malformed", False, "malformed_body"),
+        ("error-in-stream", True, "stream_error"),
+    ],
+)
 def test_faults_are_classified(server: str, prompt: str, stream: bool, kind: str) -> None:
     out = call(server, prompt, stream)
     assert not out.ok
@@ -73,10 +77,15 @@ def test_connection_refused() -> None:
     assert out.error_kind == "connection"
 
 
-@pytest.mark.parametrize(("base", "path"), [
-    ("http://h:1", "/v1/completions"), ("http://h:1/v1", "/v1/completions"), ("http://h:1/v1/", "/v1/completions"),
-    ("https://h/api", "/api/v1/completions"),
-])
+@pytest.mark.parametrize(
+    ("base", "path"),
+    [
+        ("http://h:1", "/v1/completions"),
+        ("http://h:1/v1", "/v1/completions"),
+        ("http://h:1/v1/", "/v1/completions"),
+        ("https://h/api", "/api/v1/completions"),
+    ],
+)
 def test_api_path_keeps_prefixes(base: str, path: str) -> None:
     assert api_path(base, "completions") == path
     assert v1_path(base, "models") == path.replace("completions", "models")

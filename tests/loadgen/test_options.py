@@ -7,9 +7,17 @@ from loadgen.options import normalise, parse_labels, parse_levels
 
 
 def test_web_ui_strings_are_normalised_to_real_types() -> None:
-    opts = normalise(SimpleNamespace(scenario="quickstart", levels=" 0, 4,16", canaries_per_level="12",
-                                     labels="engine=vllm, batch_invariant=1", out_dir="", run_dir="",
-                                     host="http://127.0.0.1:8000/"))
+    opts = normalise(
+        SimpleNamespace(
+            scenario="quickstart",
+            levels=" 0, 4,16",
+            canaries_per_level="12",
+            labels="engine=vllm, batch_invariant=1",
+            out_dir="",
+            run_dir="",
+            host="http://127.0.0.1:8000/",
+        )
+    )
     assert opts.levels == [0, 4, 16]
     assert opts.canaries_per_level == 12
     assert opts.labels == {"engine": "vllm", "batch_invariant": "1"}

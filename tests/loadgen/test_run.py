@@ -16,8 +16,15 @@ from scenarios import path_of
 
 
 def test_every_canary_sent_is_recorded_once(fault_server: str, tmp_path: Path) -> None:
-    result = run(path_of("quickstart"), host=fault_server, out_dir=tmp_path, levels=[0, 2, 4],
-                 canaries_per_level=3, labels={"batch_invariant": "0"}, report=False)
+    result = run(
+        path_of("quickstart"),
+        host=fault_server,
+        out_dir=tmp_path,
+        levels=[0, 2, 4],
+        canaries_per_level=3,
+        labels={"batch_invariant": "0"},
+        report=False,
+    )
     assert result.status == "finished" and result.locust_exit == 0
     run_dir = result.run_dir
     read = read_jsonl(run_dir / "canaries.jsonl")
@@ -25,7 +32,12 @@ def test_every_canary_sent_is_recorded_once(fault_server: str, tmp_path: Path) -
     records = [CanaryRecord.from_dict(r) for r in read.rows]
     # quickstart: warmup 1, baseline 4, then 3 per level
     assert Counter((r.phase, r.level) for r in records) == {
-        ("warmup", 0): 1, ("baseline", 0): 4, ("sweep", 0): 3, ("sweep", 2): 3, ("sweep", 4): 3}
+        ("warmup", 0): 1,
+        ("baseline", 0): 4,
+        ("sweep", 0): 3,
+        ("sweep", 2): 3,
+        ("sweep", 4): 3,
+    }
     assert len({r.request_id for r in records}) == len(records)
     for r in records:
         assert r.status == "ok" and r.token_ids == [101, 102, 103] and r.logprobs == [-0.1, -0.25, -0.5]

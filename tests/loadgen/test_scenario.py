@@ -34,18 +34,25 @@ def test_defaults_and_url_normalisation(tmp_path: Path) -> None:
     assert s.canary_kind(s.canaries[0]) == "completions"
 
 
-@pytest.mark.parametrize(("text", "field", "expect"), [
-    ("bogus = 1\n" + GOOD, "bogus", "unknown field"),
-    (GOOD.replace('prompt = "hello"', 'prompt = "hello"\nmax_tokns = 5'), "canaries[0].max_tokns", "unknown field"),
-    (GOOD.replace('prompt = "hello"', 'prompt = "hello"\nmax_tokens = "x"'), "canaries[0].max_tokens", "integer"),
-    (GOOD.replace('prompt = "hello"', 'prompt = "hello"\nmax_tokens = -1'), "canaries[0].max_tokens", "greater than or equal to 1"),
-    (GOOD + "\n[sweep]\nlevels = []\n", "sweep.levels", "at least 1"),
-    (GOOD + "\n[sweep]\nlevels = [0, 0]\n", "sweep.levels", "distinct"),
-    (GOOD.replace("http://127.0.0.1:9/v1/", "localhost:8000"), "endpoint.base_url", "http(s) URL"),
-    ('name = "t"\n', "canaries", "required"),
-    (GOOD.replace('prompt = "hello"', ""), "canaries[0]", "exactly one of"),
-    (GOOD + '\n[background]\nprompt_words = [50, 10]\n', "background.prompt_words", "low <= high"),
-])
+@pytest.mark.parametrize(
+    ("text", "field", "expect"),
+    [
+        ("bogus = 1\n" + GOOD, "bogus", "unknown field"),
+        (GOOD.replace('prompt = "hello"', 'prompt = "hello"\nmax_tokns = 5'), "canaries[0].max_tokns", "unknown field"),
+        (GOOD.replace('prompt = "hello"', 'prompt = "hello"\nmax_tokens = "x"'), "canaries[0].max_tokens", "integer"),
+        (
+            GOOD.replace('prompt = "hello"', 'prompt = "hello"\nmax_tokens = -1'),
+            "canaries[0].max_tokens",
+            "greater than or equal to 1",
+        ),
+        (GOOD + "\n[sweep]\nlevels = []\n", "sweep.levels", "at least 1"),
+        (GOOD + "\n[sweep]\nlevels = [0, 0]\n", "sweep.levels", "distinct"),
+        (GOOD.replace("http://127.0.0.1:9/v1/", "localhost:8000"), "endpoint.base_url", "http(s) URL"),
+        ('name = "t"\n', "canaries", "required"),
+        (GOOD.replace('prompt = "hello"', ""), "canaries[0]", "exactly one of"),
+        (GOOD + "\n[background]\nprompt_words = [50, 10]\n", "background.prompt_words", "low <= high"),
+    ],
+)
 def test_invalid_scenarios_name_file_and_field(tmp_path: Path, text: str, field: str, expect: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ScenarioError) as info:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,13 @@ def decode(chunks: list[bytes]) -> list[SSEEvent]:
 
 def split_at(raw: bytes, cuts: list[int]) -> list[bytes]:
     bounds = [0, *sorted(set(cuts)), len(raw)]
-    return [raw[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [raw[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 @pytest.fixture(scope="module", params=TRANSCRIPTS)
 def transcript(request: pytest.FixtureRequest) -> bytes:
-    return (FIXTURES / request.param).read_bytes()
+    name: str = request.param
+    return (FIXTURES / name).read_bytes()
 
 
 def test_transcript_decodes_to_its_data_lines(transcript: bytes) -> None:

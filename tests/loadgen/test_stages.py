@@ -8,8 +8,11 @@ from loadgen.stages import Stage, StageTracker, build_stages, users_for
 def test_build_stages_orders_warmup_baseline_then_levels() -> None:
     stages = build_stages(Sweep(levels=[0, 4, 16], canaries_per_level=3, warmup=1, baseline=2), n_canaries=2)
     assert stages == [
-        Stage("warmup", 0, 2), Stage("baseline", 0, 4),
-        Stage("sweep", 0, 6), Stage("sweep", 4, 6), Stage("sweep", 16, 6),
+        Stage("warmup", 0, 2),
+        Stage("baseline", 0, 4),
+        Stage("sweep", 0, 6),
+        Stage("sweep", 4, 6),
+        Stage("sweep", 16, 6),
     ]
 
 
@@ -52,8 +55,11 @@ def test_tracker_never_issues_more_than_quota_and_advances_on_completion() -> No
     assert t.finished and t.take_ticket() is None
 
 
-@given(levels=st.lists(st.integers(0, 64), min_size=1, max_size=6, unique=True), per_level=st.integers(1, 5),
-       n_canaries=st.integers(1, 3))
+@given(
+    levels=st.lists(st.integers(0, 64), min_size=1, max_size=6, unique=True),
+    per_level=st.integers(1, 5),
+    n_canaries=st.integers(1, 3),
+)
 def test_every_stage_gets_exactly_its_quota(levels: list[int], per_level: int, n_canaries: int) -> None:
     stages = build_stages(Sweep(levels=levels, canaries_per_level=per_level, warmup=0, baseline=1), n_canaries)
     t = StageTracker(stages, n_canaries, settle_timeout_s=1)

@@ -93,11 +93,23 @@ def test_completions_logprobs_zero_is_sent_as_integer_zero() -> None:
 
 
 def test_extra_is_merged_but_cannot_override_explicit_parameters() -> None:
-    kwargs: dict[str, object] = {"model": "m", "prompt": "p", "messages": None, "max_tokens": 4, "seed": 1, "stream": False}
-    body = build_body("completions", features=Features(), extra={"repetition_penalty": 1.0, "top_k": -1}, **kwargs)  # type: ignore[arg-type]
-    assert body["repetition_penalty"] == 1.0 and body["top_k"] == -1
+    def body(extra: dict[str, object]) -> dict[str, object]:
+        return build_body(
+            "completions",
+            model="m",
+            prompt="p",
+            messages=None,
+            max_tokens=4,
+            seed=1,
+            stream=False,
+            features=Features(),
+            extra=extra,
+        )
+
+    merged = body({"repetition_penalty": 1.0, "top_k": -1})
+    assert merged["repetition_penalty"] == 1.0 and merged["top_k"] == -1
     with pytest.raises(ValueError, match=r"\['temperature'\]"):
-        build_body("completions", features=Features(), extra={"temperature": 0.7}, **kwargs)  # type: ignore[arg-type]
+        body({"temperature": 0.7})
 
 
 @pytest.mark.parametrize(

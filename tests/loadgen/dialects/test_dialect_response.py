@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -22,7 +24,7 @@ ALTERNATIVES = [" A", " cafe", " was", " closed", " -", " 🎊", " ", "No"]
 ALT_LOGPROBS = [-6.9, -1.4, -3.6, -1.2701, -0.95, -2.3, -7.5, -0.8]
 TOP = [[(t, lp), (a, alp)] for t, lp, a, alp in zip(TOKENS, LOGPROBS, ALTERNATIVES, ALT_LOGPROBS, strict=True)]
 TEXT = "The café is open — 🎉\nYes"
-USAGE = {"prompt_tokens": 6, "total_tokens": 14, "completion_tokens": 8}
+USAGE: dict[str, Any] = {"prompt_tokens": 6, "total_tokens": 14, "completion_tokens": 8}
 
 STREAMS: list[tuple[str, Kind]] = [
     ("vllm_completions_stream.sse", "completions"),
@@ -55,7 +57,7 @@ def stream_completion(name: str, kind: Kind, *, tokens_as_ids: bool = False) -> 
     return acc.finish()
 
 
-def expected(*, ids: list[int] | None, usage: dict[str, object] | None, top: bool = True) -> Completion:
+def expected(*, ids: list[int] | None, usage: dict[str, Any] | None, top: bool = True) -> Completion:
     return Completion(
         token_ids=ids,
         tokens=TOKENS,
@@ -112,7 +114,9 @@ def test_vllm_error_inside_the_stream_raises_with_the_servers_message() -> None:
 # --- llama.cpp ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "kind"), [("llamacpp_completions.json", "completions"), ("llamacpp_chat.json", "chat")])
+@pytest.mark.parametrize(
+    ("name", "kind"), [("llamacpp_completions.json", "completions"), ("llamacpp_chat.json", "chat")]
+)
 def test_llamacpp_bodies_give_ids_from_logprobs(name: str, kind: Kind) -> None:
     assert parse_body(kind, read(name)) == expected(ids=IDS, usage=USAGE)
 
@@ -229,7 +233,7 @@ def test_any_chunking_gives_the_same_completion(index: int, crlf: bool, cut_frac
     if crlf:
         raw = raw.replace(b"\n", b"\r\n")
     bounds = [0, *sorted({int(f * len(raw)) for f in cut_fractions}), len(raw)]
-    acc, _ = run_stream(kind, [raw[a:b] for a, b in zip(bounds, bounds[1:], strict=False)])
+    acc, _ = run_stream(kind, [raw[a:b] for a, b in itertools.pairwise(bounds)])
     assert acc.done
     assert acc.finish() == whole
 

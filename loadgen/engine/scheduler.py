@@ -1,0 +1,190 @@
+"""Continuous batching: one step advances every running sequence by a token and admits waiters.
+
+Why this module exists: the batch a request shares must be whatever else is in flight, as in
+vLLM. Each ``step`` admits waiting requests (prefill, with prefix-cache lookup) while slots
+and the token budget allow, runs one forward pass over all decode rows and prefill rows
+together, samples, applies stop rules, frees finished sequences and returns what each request
+gained. It is synchronous and single-threaded on purpose: :mod:`loadgen.engine.runner` drives
+it from a thread; tests call ``step`` directly. It knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from loadgen.engine.detok import TextState
+from loadgen.engine.kvcache import PrefixCache, SlotKV, block_hashes
+from loadgen.engine.model import Segment, TinyModel
+from loadgen.engine.sampling import SamplingParams, sample_row
+from loadgen.engine.tokenizer import EOS_ID, Tokenizer
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    request_id: str
+    prompt_ids: list[int]
+    params: SamplingParams
+    cache_salt: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One generated token, the text it made final, and the finish reason if it ended the request."""
+
+    token_id: int
+    logprob: float | None
+    top: tuple[tuple[int, float], ...]
+    text: str
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    request_id: str
+    cached_tokens: int
+    events: list[TokenEvent]
+
+
+@dataclass
+class _Seq:
+    req: EngineRequest
+    slot: int
+    tokens: list[int]
+    text: TextState
+    rng: np.random.Generator
+    hashes: list[int]
+    cached_tokens: int = 0
+    generated: int = 0
+
+
+@dataclass
+class SchedulerStats:
+    prompt_tokens_total: int = 0
+    generation_tokens_total: int = 0
+    steps_total: int = 0
+    batch_rows_last: int = 0
+    finished_total: int = 0
+    aborted_total: int = 0
+
+
+@dataclass
+class Scheduler:
+    """Waiting queue, running set, and the step; owns the model, KV slots and prefix cache."""
+
+    model: TinyModel
+    tokenizer: Tokenizer
+    prefix_cache: PrefixCache
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    waiting: deque[EngineRequest] = field(default_factory=deque)
+    running: dict[str, _Seq] = field(default_factory=dict)
+    stats: SchedulerStats = field(default_factory=SchedulerStats)
+
+    @property
+    def kv(self) -> SlotKV:
+        return self.model.kv
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def kv_usage(self) -> float:
+        cfg = self.model.w.config
+        used = sum(len(s.tokens) for s in self.running.values())
+        return used / float(self.max_num_seqs * cfg.max_model_len)
+
+    def add(self, req: EngineRequest) -> None:
+        self.waiting.append(req)
+
+    def abort(self, request_id: str) -> bool:
+        """Drop a waiting or running request and free its slot; False if unknown (already done)."""
+        for req in self.waiting:
+            if req.request_id == request_id:
+                self.waiting.remove(req)
+                self.stats.aborted_total += 1
+                return True
+        seq = self.running.pop(request_id, None)
+        if seq is None:
+            return False
+        self.kv.release(seq.slot)
+        self.stats.aborted_total += 1
+        return True
+
+    def _admit(self, budget: int) -> list[_Seq]:
+        admitted: list[_Seq] = []
+        while self.waiting and self.kv.free_slots and len(self.running) < self.max_num_seqs:
+            req = self.waiting[0]
+            if admitted and len(req.prompt_ids) > budget:
+                break
+            self.waiting.popleft()
+            slot = self.kv.acquire()
+            hashes = block_hashes(req.prompt_ids, req.cache_salt)
+            n_blocks = self.prefix_cache.match(hashes, len(req.prompt_ids))
+            self.prefix_cache.load(hashes, n_blocks, self.kv, slot)
+            seed = req.params.seed
+            seq = _Seq(
+                req=req,
+                slot=slot,
+                tokens=list(req.prompt_ids),
+                text=TextState(req.params.stop),
+                rng=np.random.default_rng(seed),
+                hashes=hashes,
+                cached_tokens=n_blocks * 16,
+            )
+            self.running[req.request_id] = seq
+            admitted.append(seq)
+            budget -= len(req.prompt_ids) - seq.cached_tokens
+            self.stats.prompt_tokens_total += len(req.prompt_ids)
+        return admitted
+
+    def step(self) -> list[Delivery]:
+        """One scheduler iteration; returns the new tokens of every request that got one."""
+        decoding = list(self.running.values())
+        admitted = self._admit(self.max_num_batched_tokens - len(decoding))
+        if not decoding and not admitted:
+            return []
+        segments = [Segment(s.slot, [s.tokens[-1]], len(s.tokens) - 1, True) for s in decoding]
+        segments += [Segment(s.slot, s.tokens[s.cached_tokens :], s.cached_tokens, True) for s in admitted]
+        order = decoding + admitted
+        logits = self.model.forward(segments)
+        self.stats.steps_total += 1
+        self.stats.batch_rows_last = sum(len(seg.token_ids) for seg in segments)
+        for seq in admitted:
+            self.prefix_cache.store(seq.hashes, self.kv, seq.slot)
+        deliveries: list[Delivery] = []
+        for row, seq in enumerate(order):
+            event = self._advance(seq, logits[row])
+            deliveries.append(Delivery(seq.req.request_id, seq.cached_tokens, [event]))
+            if event.finish_reason is not None:
+                del self.running[seq.req.request_id]
+                self.kv.release(seq.slot)
+                self.stats.finished_total += 1
+        return deliveries
+
+    def _advance(self, seq: _Seq, logits: np.ndarray) -> TokenEvent:  # type: ignore[type-arg]
+        params = seq.req.params
+        sampled = sample_row(logits, params, seq.rng)
+        token = sampled.token_id
+        seq.tokens.append(token)
+        seq.generated += 1
+        self.stats.generation_tokens_total += 1
+        finish: str | None = None
+        stop_reason: str | int | None = None
+        is_eos = token == EOS_ID and not params.ignore_eos
+        if is_eos or token in params.stop_token_ids:
+            finish = "stop"
+            stop_reason = None if is_eos else token
+            text = seq.text.finish()
+        else:
+            text = seq.text.push(self.tokenizer.token_bytes[token])
+            if seq.text.stopped_by is not None:
+                finish, stop_reason = "stop", seq.text.stopped_by
+            elif seq.generated >= params.max_tokens or len(seq.tokens) >= self.model.w.config.max_model_len:
+                finish = "length"
+            if finish is not None:
+                text += seq.text.finish()
+        return TokenEvent(token, sampled.logprob, sampled.top, text, finish, stop_reason)
