@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from loadgen.scenario import Background
 
-_WORDS = """
+_WORD_TEXT = """
 time year people way day man thing woman life child world school state family student group country
 problem hand part place case week company system program question work government number night point
 home water room mother area money story fact month lot right study book eye job word business issue
@@ -22,7 +22,8 @@ teacher force education river harbour light garden market winter summer road mus
 window morning letter voice field island mountain bridge station engine ship village quiet small
 large early late bright dark warm cold green old new long short strong simple careful walks builds
 finds gives tells brings holds keeps turns shows hears plays moves lives believes
-""".split()
+"""
+_WORDS = _WORD_TEXT.split()
 
 _SHARED_PREFIX_SEED = 0x5EED
 

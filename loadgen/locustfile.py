@@ -55,11 +55,12 @@ def _hooks(environment: Environment, **_: Any) -> None:
     environment.events.background_request = EventHook()  # type: ignore[attr-defined]
 
 
-def _prepare(environment: Environment) -> Path:
-    """The run folder: the one ``loadgen run`` prepared, or a new one (web UI, plain ``locust -f``)."""
+def _prepare(environment: Environment) -> tuple[Path, bool]:
+    """The run folder, and whether this process owns its report: ``loadgen run`` prepared it (headless),
+    or this process prepares a new one per start (web UI, plain ``locust -f``) and reports it at the end."""
     opts = normalise(environment.parsed_options)
     if opts.run_dir and read_manifest(Path(opts.run_dir)).get("status") == "prepared":
-        return Path(opts.run_dir)
+        return Path(opts.run_dir), False
     source = str(path_of(opts.scenario))
     scenario = with_overrides(
         load_scenario(Path(source)),
@@ -68,15 +69,16 @@ def _prepare(environment: Environment) -> Path:
         canaries_per_level=opts.canaries_per_level,
         labels=opts.labels,
     )
-    return prepare_run(scenario, source=source, out_dir=Path(opts.out_dir))
+    return prepare_run(scenario, source=source, out_dir=Path(opts.out_dir)), True
 
 
 def state(environment: Environment) -> RunState:
     """The run's state, prepared on first use (the shape's first tick comes before ``test_start``)."""
     global _STATE
     if _STATE is None:
-        run_dir = _prepare(environment)
+        run_dir, owns_report = _prepare(environment)
         st = load_state(run_dir)
+        st.owns_report = owns_report
         st.canaries.register(environment.events.canary_record)  # type: ignore[attr-defined]
         st.background.register(environment.events.background_request)  # type: ignore[attr-defined]
         update_manifest(run_dir, status="running", workers=[st.worker])
@@ -105,6 +107,14 @@ def _finish(environment: Environment, **_: Any) -> None:
         },
         unsettled_levels=st.tracker.unsettled_levels,
     )
+    if st.owns_report:
+        try:
+            from reports import write_reports
+
+            write_reports(st.run_dir)
+            log.info("report: %s", st.run_dir / "report.html")
+        except LoadgenError as exc:
+            log.error("report for %s failed: %s", st.run_dir, exc)
 
 
 def _fire_stats(environment: Environment, name: str, out: Outcome) -> None:

@@ -147,7 +147,13 @@ def probe_kind(
 
 
 def probe(
-    base_url: str, *, model: str | None, kinds: set[Kind], wanted: Features, api_key: str | None, timeout_s: float = 10.0
+    base_url: str,
+    *,
+    model: str | None,
+    kinds: set[Kind],
+    wanted: Features,
+    api_key: str | None,
+    timeout_s: float = 10.0,
 ) -> ServerInfo:
     ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s)
     if model is None:

@@ -1,10 +1,11 @@
 """``loadgen run``: one command from a scenario file to a reported run folder.
 
 Why: a user should not have to start an engine, prepare a folder, drive Locust and call the report
-by hand. This module validates and probes in this process (clean errors, before any traffic),
-starts the embedded engine when no endpoint is given, runs Locust in a child process (gevent's
-patching stays out of this one), then finishes the manifest and writes the reports. Library
-first: the CLI only parses arguments and renders errors.
+by hand. Headless, this module validates and probes in this process (clean errors, before any
+traffic), starts the embedded engine when no endpoint is given, runs Locust in a child process
+(gevent's patching stays out of this one), then finishes the manifest and writes the reports.
+With ``ui=True`` it hands the validated options to Locust's web UI, where each start prepares and
+reports its own run folder. Library first: the CLI only parses arguments and renders errors.
 """
 
 from __future__ import annotations
@@ -14,62 +15,46 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from loadgen.launch import RunningEngine, start_embedded
 from loadgen.prepare import prepare_run
-from loadgen.scenario import load_scenario, with_overrides
+from loadgen.scenario import Scenario, load_scenario, with_overrides
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+STOP_TIMEOUT_S = 30.0  # background requests in flight at the end get this long to finish, then are cut
 
 
 @dataclass
 class RunResult:
-    run_dir: Path
-    status: str
+    run_dir: Path  # the run folder (headless) or the folder that receives them (web UI)
+    status: str  # manifest status: finished / interrupted; "ui" after a web UI session
     locust_exit: int
 
 
-def locust_command(
-    run_dir: Path,
-    base_url: str,
-    scenario_path: str,
-    *,
-    ui: bool,
-    web_port: int,
-    web_host: str = "127.0.0.1",
-    stop_timeout_s: float = 30.0,
-) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "locust",
-        "-f",
-        str(LOCUSTFILE),
-        "--host",
-        base_url,
-        "--run-dir",
-        str(run_dir),
-        "--scenario",
-        scenario_path,
-        "--out-dir",
-        str(run_dir.parent),
-        "--stop-timeout",
-        f"{stop_timeout_s:g}",
-        "--exit-code-on-error",
-        "0",
-        "--csv",
-        str(run_dir / "locust"),
-        "--html",
-        str(run_dir / "locust.html"),
-    ]
-    if ui:
-        cmd += ["--web-host", web_host, "--web-port", str(web_port)]
-    else:
-        cmd += ["--headless", "--only-summary", "--loglevel", "WARNING"]
-    return cmd
+def _locust_base(base_url: str, scenario_path: str, out_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", base_url,
+            "--scenario", scenario_path, "--out-dir", str(out_dir), "--stop-timeout", f"{STOP_TIMEOUT_S:g}",
+            "--exit-code-on-error", "0"]  # fmt: skip
+
+
+def headless_command(run_dir: Path, base_url: str, scenario_path: str) -> list[str]:
+    return [*_locust_base(base_url, scenario_path, run_dir.parent), "--run-dir", str(run_dir), "--headless",
+            "--only-summary", "--loglevel", "WARNING", "--csv", str(run_dir / "locust"),
+            "--html", str(run_dir / "locust.html")]  # fmt: skip
+
+
+def ui_command(scenario: Scenario, scenario_path: str, out_dir: Path, *, web_host: str, web_port: int) -> list[str]:
+    assert scenario.endpoint.base_url is not None
+    labels = ",".join(f"{k}={v}" for k, v in scenario.labels.items())
+    return [*_locust_base(scenario.endpoint.base_url, scenario_path, out_dir),
+            "--levels", ",".join(map(str, scenario.sweep.levels)),
+            "--canaries-per-level", str(scenario.sweep.canaries_per_level), "--labels", labels,
+            "--web-host", web_host, "--web-port", str(web_port)]  # fmt: skip
 
 
 def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
@@ -89,6 +74,22 @@ def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def endpoint_for(scenario: Scenario, engine_args: list[str]) -> Iterator[tuple[Scenario, RunningEngine | None]]:
+    """The scenario with a base URL: its own, or an embedded engine started here and stopped on exit."""
+    if scenario.endpoint.base_url is not None:
+        yield scenario, None
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="loadgen-engine-"))
+    try:
+        with start_embedded(engine_args, log_path=tmp / "engine.log") as engine:
+            labels = {"engine": "embedded", **({"engine_args": " ".join(engine_args)} if engine_args else {}),
+                      **scenario.labels}  # fmt: skip
+            yield with_overrides(scenario, base_url=engine.url, labels=labels), engine
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run(
     scenario_path: Path,
     *,
@@ -99,37 +100,28 @@ def run(
     labels: dict[str, str] | None = None,
     engine_args: list[str] | None = None,
     ui: bool = False,
+    web_host: str = "127.0.0.1",
     web_port: int = 8089,
     report: bool = True,
 ) -> RunResult:
     source = str(scenario_path)
-    scenario = with_overrides(
-        load_scenario(scenario_path), base_url=host, levels=levels, canaries_per_level=canaries_per_level, labels=labels
-    )
-    engine: RunningEngine | None = None
-    tmp = Path(tempfile.mkdtemp(prefix="loadgen-engine-"))
-    try:
-        extra = {}
-        if scenario.endpoint.base_url is None:
-            engine = start_embedded(engine_args or [], log_path=tmp / "engine.log")
-            scenario = with_overrides(
-                scenario,
-                base_url=engine.url,
-                labels={"engine": "embedded", **{k: v for k, v in (labels or {}).items()}},
-            )
-            extra["engine"] = {"kind": "embedded", "command": engine.command[1:], "url": engine.url}
-        run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
+    scenario = with_overrides(load_scenario(scenario_path), base_url=host, levels=levels,
+                              canaries_per_level=canaries_per_level, labels=labels)  # fmt: skip
+    with endpoint_for(scenario, engine_args or []) as (scenario, engine):
         assert scenario.endpoint.base_url is not None
-        cmd = locust_command(run_dir, scenario.endpoint.base_url, source, ui=ui, web_port=web_port)
-        with open(run_dir / "locust.log", "ab") as log:
-            proc = subprocess.Popen(cmd, stdout=None if ui else log, stderr=subprocess.STDOUT if not ui else None)
-            code = _wait_forwarding_signals(proc)
-    finally:
-        if engine is not None:
-            engine.stop()
-            if "run_dir" in locals():
+        if ui:
+            cmd = ui_command(scenario, source, out_dir, web_host=web_host, web_port=web_port)
+            return RunResult(out_dir, "ui", _wait_forwarding_signals(subprocess.Popen(cmd)))
+        extra = {"engine": {"kind": "embedded", "command": engine.command[1:]}} if engine else {}
+        run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
+        try:
+            with open(run_dir / "locust.log", "ab") as log:
+                cmd = headless_command(run_dir, scenario.endpoint.base_url, source)
+                code = _wait_forwarding_signals(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+        finally:
+            if engine is not None:
+                engine.stop()
                 shutil.copy(engine.log_path, run_dir / "engine.log")
-        shutil.rmtree(tmp, ignore_errors=True)
     status = str(read_manifest(run_dir).get("status"))
     if status in ("prepared", "running"):
         status = "interrupted"

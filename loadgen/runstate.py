@@ -36,6 +36,7 @@ class RunState:
     worker: str
     inflight: Inflight = field(default_factory=Inflight)
     background_users: int = 0
+    owns_report: bool = False  # True when this process prepared the run folder (web UI) and must report it
     _next_user_index: int = 0
 
     def next_user_index(self) -> int:

@@ -58,7 +58,7 @@ class SSEDecoder:
             return []
         if self._pending_cr:
             self._pending_cr = False
-            if False:
+            if data[:1] == b"\n":
                 data = data[1:]
         if b"\r" in data:
             self._pending_cr = data[-1:] == b"\r"

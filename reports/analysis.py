@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.runfolder import CanaryColumns
 from reports import identity as ident
@@ -142,11 +143,13 @@ def _forks(c: _Canary) -> list[dict[str, Any]]:
     other = np.where(pos < mat.shape[1], mat[c.mrow[div], np.minimum(pos, mat.shape[1] - 1)], -1)
     keys, inverse, counts = np.unique(np.stack([pos, other], axis=1), axis=0, return_inverse=True, return_counts=True)
     inverse = inverse.ravel()
+    order = np.argsort(inverse, kind="stable")  # members of each fork, in canonical row order
+    bounds = np.concatenate([[0], np.cumsum(counts)])
     gap = c.cols.top_gap
     ref_row = int(c.rows[c.ref])
     out = []
-    for g, ((p, _), count) in enumerate(zip(keys.tolist(), counts.tolist(), strict=True)):
-        members = div[inverse == g]
+    for g, (p, _) in enumerate(keys.tolist()):
+        members = div[order[bounds[g] : bounds[g + 1]]]
         first = int(members[0])
         levels, per = np.unique(c.level[members], return_counts=True)
         g_val = gap[ref_row, p] if p < gap.shape[1] else np.nan
@@ -157,7 +160,7 @@ def _forks(c: _Canary) -> list[dict[str, Any]]:
                 "other_token": ident.display(c.cols, c.identity, int(c.rows[first]), int(c.mrow[first]), int(p)),
                 "reference_token_id": ident.id_at(c.identity, int(ref_m), int(p)),
                 "other_token_id": ident.id_at(c.identity, int(c.mrow[first]), int(p)),
-                "count": int(count),
+                "count": len(members),
                 "levels": {str(lv): int(n) for lv, n in zip(levels.tolist(), per.tolist(), strict=True)},
                 "first_seen_concurrency": int(levels.min()),
                 "top1_top2_gap": num(g_val),
@@ -224,12 +227,11 @@ def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = N
 
 def analyse(cols: CanaryColumns, levels: list[int] | None = None) -> list[dict[str, Any]]:
     """One entry per canary id, sorted by id: ``{"id", "reference", "overall", "levels", "forks"}``."""
-    ids = cols.frame["canary_id"].to_numpy().astype(str)
-    uniq, inverse = np.unique(ids, return_inverse=True)
+    codes, uniq = pd.factorize(cols.frame["canary_id"].astype(str), sort=True)
     if len(uniq) == 1:
-        return [{"id": str(uniq[0]), **analyse_canary(cols, np.arange(len(ids), dtype=np.int64), levels)}]
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+        return [{"id": str(uniq[0]), **analyse_canary(cols, np.arange(len(codes), dtype=np.int64), levels)}]
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
     return [
         {"id": str(cid), **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels)}
         for i, cid in enumerate(uniq)

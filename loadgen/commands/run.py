@@ -27,6 +27,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--label", action="append", default=[], help="k=v recorded in the manifest (repeatable)")
     p.add_argument("--ui", action="store_true", help="open Locust's web UI instead of running headless")
     p.add_argument("--web-port", type=int, default=8089, help="web UI port (with --ui)")
+    p.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (with --ui; default: localhost only)")
     p.add_argument("--no-report", action="store_true", help="skip writing report.json/.md/.html")
     p.add_argument(
         "--engine-arg",
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         labels=parse_labels(args.label),
         engine_args=args.engine_arg,
         ui=args.ui,
+        web_host=args.web_host,
         web_port=args.web_port,
         report=not args.no_report,
     )

@@ -40,9 +40,7 @@ def to_bf16(x: F32) -> F32:
     """
     clipped = np.clip(x, -SATURATE_AT, SATURATE_AT)
     bits = np.ascontiguousarray(clipped, dtype=np.float32).view(np.uint32)
-    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(
-        0xFFFF0000
-    )
+    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
     out = rounded.view(np.float32)
     out[np.abs(out) < FTZ_BELOW] = 0.0
     return out

@@ -82,6 +82,12 @@ def test_cr_ending_one_chunk_pairs_with_lf_opening_the_next() -> None:
     assert decoder.flush() == []
 
 
+def test_crlf_multiline_event_split_anywhere_stays_one_event() -> None:
+    raw = b"event: e\r\nid: 1\r\ndata: a\r\ndata: b\r\n\r\n"
+    for offset in range(len(raw) + 1):
+        assert decode([raw[:offset], raw[offset:]]) == [SSEEvent("a\nb", "e", "1")], offset
+
+
 def test_two_crs_are_two_line_ends() -> None:
     assert decode([b"data: a\r\rdata: b\r\r"]) == [SSEEvent("a"), SSEEvent("b")]
 

@@ -1,0 +1,151 @@
+"""Runs the scheduler in a worker thread and hands results to the asyncio loop.
+
+Why this module exists: a step is numpy work of a few milliseconds; run on the event loop it
+would stall HTTP. The runner owns one thread that drains an inbox (new requests, aborts), calls
+``Scheduler.step`` while there is work, sleeps on an event when idle, and delivers each step's
+tokens to the loop in one ``call_soon_threadsafe``. ``RequestStream`` is the asyncio side a
+handler awaits. Nothing here computes or formats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from dataclasses import dataclass, field
+
+from loadgen.engine.kvcache import PrefixCache, SlotKV
+from loadgen.engine.model import TinyModel
+from loadgen.engine.scheduler import Delivery, EngineRequest, Scheduler, TokenEvent
+from loadgen.engine.tokenizer import Tokenizer, load_tokenizer
+from loadgen.engine.weights import ModelConfig, generate_weights
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Everything that decides the engine's numerics and capacity (the CLI fills it)."""
+
+    batch_invariant: bool = False
+    enable_prefix_caching: bool = True
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048
+    max_model_len: int = 512
+    seed: int = 0
+    logit_scale: float = 4.0
+    prefix_cache_blocks: int = 1024
+
+
+def build_scheduler(opts: EngineOptions, tokenizer: Tokenizer | None = None) -> Scheduler:
+    """A ready scheduler for ``opts``: weights from the seed, slots preallocated."""
+    tok = tokenizer or load_tokenizer()
+    cfg = ModelConfig(max_model_len=opts.max_model_len)
+    weights = generate_weights(tok, opts.seed, cfg)
+    kv = SlotKV(cfg, opts.max_num_seqs)
+    model = TinyModel(weights, kv, opts.batch_invariant, opts.logit_scale)
+    return Scheduler(
+        model=model,
+        tokenizer=tok,
+        prefix_cache=PrefixCache(opts.prefix_cache_blocks, opts.enable_prefix_caching),
+        max_num_seqs=opts.max_num_seqs,
+        max_num_batched_tokens=opts.max_num_batched_tokens,
+    )
+
+
+@dataclass
+class RequestStream:
+    """Asyncio side of one request: events arrive in batches; ``next_events`` waits for some."""
+
+    request_id: str
+    prompt_ids: list[int]
+    cached_tokens: int = 0
+    finished: bool = False
+    _pending: list[TokenEvent] = field(default_factory=list)
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def _deliver(self, delivery: Delivery) -> None:
+        self.cached_tokens = delivery.cached_tokens
+        self._pending.extend(delivery.events)
+        self._ready.set()
+
+    async def next_events(self) -> list[TokenEvent]:
+        """All events not yet taken (at least one); empty only once the request has finished."""
+        if self.finished:
+            return []
+        await self._ready.wait()
+        self._ready.clear()
+        events, self._pending = self._pending, []
+        if events and events[-1].finish_reason is not None:
+            self.finished = True
+        return events
+
+
+class EngineRunner:
+    """The engine thread. ``submit``/``abort`` are called from the event loop."""
+
+    def __init__(self, scheduler: Scheduler, loop: asyncio.AbstractEventLoop) -> None:
+        self.scheduler = scheduler
+        self._loop = loop
+        self._inbox: queue.SimpleQueue[tuple[str, EngineRequest | str]] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._streams: dict[str, RequestStream] = {}
+        self._reset_cache = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loadgen-engine", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10)
+
+    def submit(self, req: EngineRequest) -> RequestStream:
+        stream = RequestStream(req.request_id, req.prompt_ids)
+        self._streams[req.request_id] = stream
+        self._inbox.put(("add", req))
+        self._wake.set()
+        return stream
+
+    def abort(self, request_id: str) -> None:
+        if self._streams.pop(request_id, None) is not None:
+            self._inbox.put(("abort", request_id))
+            self._wake.set()
+
+    def reset_prefix_cache(self) -> None:
+        self._reset_cache.set()
+        self._wake.set()
+
+    def _drain_inbox(self) -> None:
+        while True:
+            try:
+                kind, item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "add" and isinstance(item, EngineRequest):
+                self.scheduler.add(item)
+            elif isinstance(item, str):
+                self.scheduler.abort(item)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._drain_inbox()
+            if self._reset_cache.is_set():
+                self._reset_cache.clear()
+                self.scheduler.prefix_cache.reset()
+            if not self.scheduler.has_work:
+                self._wake.wait(timeout=0.5)
+                self._wake.clear()
+                continue
+            deliveries = self.scheduler.step()
+            if deliveries:
+                self._loop.call_soon_threadsafe(self._dispatch, deliveries)
+
+    def _dispatch(self, deliveries: list[Delivery]) -> None:
+        for delivery in deliveries:
+            stream = self._streams.get(delivery.request_id)
+            if stream is None:
+                continue
+            stream._deliver(delivery)
+            if delivery.events[-1].finish_reason is not None:
+                del self._streams[delivery.request_id]
