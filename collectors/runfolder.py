@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -156,9 +156,8 @@ def _lines(path: Path) -> Iterable[tuple[int, bytes]]:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
 
-def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
-    rows: list[dict[str, Any]] = []
-    skipped: list[int] = []
+def iter_objects(path: Path, skipped: list[int]) -> Iterator[dict[str, Any]]:
+    """Each complete JSON object line of a JSONL file; appends the numbers of unreadable lines to ``skipped``."""
     for n, line in _lines(path):
         if not line.strip():
             continue
@@ -168,9 +167,14 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
             skipped.append(n)
             continue
         if isinstance(obj, dict):
-            rows.append(obj)
+            yield obj
         else:
             skipped.append(n)
+
+
+def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
+    skipped: list[int] = []
+    rows = list(iter_objects(path, skipped))
     return rows, FileRead(path.name, len(rows), len(skipped), skipped)
 
 
@@ -178,8 +182,16 @@ def top_gap(top: list[list[Any]] | None) -> float:
     """Top-1 minus top-2 logprob among one position's alternatives; NaN with fewer than two."""
     if not top or len(top) < 2:
         return float("nan")
-    lps = sorted((float(alt[1]) for alt in top), reverse=True)
-    return lps[0] - lps[1]
+    first, second = float(top[0][1]), float(top[1][1])
+    if first < second:
+        first, second = second, first
+    for alt in top[2:]:
+        v = float(alt[1])
+        if v > first:
+            first, second = v, first
+        elif v > second:
+            second = v
+    return first - second
 
 
 def _lengths(seqs: list[Any]) -> npt.NDArray[np.int64]:
@@ -237,10 +249,13 @@ class ColumnBuilder:
         self._pending: list[dict[str, Any]] = []
 
     def add_file(self, path: Path) -> FileRead:
-        rows, read = _parse_rows(path)
-        for i, row in enumerate(rows):
-            self.add(row, where=f"{path} record {i + 1}", file=path.name)
-        return read
+        """Stream one canaries*.jsonl file in; a torn or corrupt line is skipped and counted."""
+        skipped: list[int] = []
+        count = 0
+        for row in iter_objects(path, skipped):
+            count += 1
+            self.add(row, where=f"{path} record {count}", file=path.name)
+        return FileRead(path.name, count, len(skipped), skipped)
 
     def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
         if raw.get("schema") != SCHEMA:

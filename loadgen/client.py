@@ -101,8 +101,10 @@ def _error_message(body: bytes) -> str:
     return body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
 
 
-def send(client: HTTPClient, path: str, kind: Kind, body: dict[str, Any]) -> Outcome:
-    """POST ``body`` and return what happened; never raises for endpoint faults."""
+def send(client: HTTPClient, path: str, kind: Kind, body: dict[str, Any], *, tokens_as_ids: bool = False) -> Outcome:
+    """POST ``body`` and return what happened; never raises for endpoint faults.
+
+    ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them."""
     payload = orjson.dumps(body)
     stream = bool(body.get("stream"))
     sent_at = time.time()
@@ -119,11 +121,11 @@ def send(client: HTTPClient, path: str, kind: Kind, body: dict[str, Any]) -> Out
             out.error_kind = "http_status"
             out.error_message = f"HTTP {resp.status_code}: {_error_message(raw)}"
         elif stream:
-            _read_stream(resp, kind, out, t0)
+            _read_stream(resp, kind, out, t0, tokens_as_ids)
         else:
             raw = resp.read()
             out.response_bytes = len(raw)
-            out.completion = parse_body(kind, raw)
+            out.completion = parse_body(kind, raw, tokens_as_ids=tokens_as_ids)
     except StreamError as exc:
         out.error_kind, out.error_message = "stream_error", exc.server_message[:_MAX_ERROR_BODY]
     except MalformedResponse as exc:
@@ -142,9 +144,9 @@ def send(client: HTTPClient, path: str, kind: Kind, body: dict[str, Any]) -> Out
     return out
 
 
-def _read_stream(resp: Any, kind: Kind, out: Outcome, t0: float) -> None:
+def _read_stream(resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: bool) -> None:
     decoder = SSEDecoder()
-    acc = StreamAccumulator(kind)
+    acc = StreamAccumulator(kind, tokens_as_ids=tokens_as_ids)
     while True:
         line = resp.readline(b"\n")
         if not line:

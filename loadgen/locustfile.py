@@ -163,6 +163,7 @@ class CanaryUser(User):
     def _send(self, st: RunState, ticket: Ticket) -> None:
         canary = st.scenario.canaries[ticket.canary_index]
         kind = st.scenario.canary_kind(canary)
+        features = st.canary_body_features(ticket.canary_index)
         messages = None
         if kind == "chat":
             messages = (
@@ -178,12 +179,12 @@ class CanaryUser(User):
             max_tokens=canary.max_tokens,
             seed=canary.seed,
             stream=canary.stream,
-            features=st.canary_body_features(ticket.canary_index),
+            features=features,
         )
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
-            out = send(self.http, api_path(st.base_url, kind), kind, body)
+            out = send(self.http, api_path(st.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids)
         finally:
             st.inflight.canary -= 1
         c = out.completion

@@ -31,7 +31,7 @@ def api_key_of(scenario: Scenario, source: str) -> str | None:
 
 
 def wanted_features(scenario: Scenario) -> Features:
-    top = max((c.top_logprobs for c in scenario.canaries if c.logprobs), default=0)
+    top = max((max(c.top_logprobs, 1) for c in scenario.canaries if c.logprobs), default=0)
     return Features(
         return_token_ids=True,
         logprobs=any(c.logprobs for c in scenario.canaries),
@@ -45,7 +45,8 @@ def canary_features(probed: Features, canary: Canary) -> Features:
     """What to ask for on one canary: what the endpoint accepted, narrowed to what the canary wants."""
     if not canary.logprobs:
         return replace(probed, logprobs=False, top_logprobs=0)
-    return replace(probed, top_logprobs=min(probed.top_logprobs, canary.top_logprobs))
+    # at least one alternative where the endpoint gives any: llama.cpp returns no logprobs (and so no ids) for 0
+    return replace(probed, top_logprobs=min(probed.top_logprobs, max(canary.top_logprobs, 1)))
 
 
 def endpoint_kinds(scenario: Scenario) -> set[Kind]:

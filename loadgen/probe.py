@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from loadgen.client import api_path, origin, v1_path
-from loadgen.dialects import Features, Kind, MalformedResponse, build_body, parse_body
+from loadgen.dialects import Features, Kind, MalformedResponse, build_body, features_from_probe, parse_body
 from loadgen.errors import EndpointError
 
 PROBE_PROMPT = "Reply with one word: ready"
@@ -135,14 +135,15 @@ def probe_kind(
             attempts.append(f"{asdict(features)} -> HTTP {status}")
             continue
         try:
-            completion = parse_body(kind, raw)
+            completion = parse_body(kind, raw, tokens_as_ids=features.tokens_as_ids)
+            honoured = features_from_probe(kind, raw, features)  # a 200 proves nothing: servers ignore fields
         except MalformedResponse as exc:
             raise EndpointError(
                 f"{url}: answered 200 with a body that is not an OpenAI {kind} response ({exc})"
             ) from None
         attempts.append(f"{asdict(features)} -> HTTP 200")
         identity = "token_ids" if completion.token_ids else ("tokens" if completion.tokens else "text")
-        return KindProbe(features, identity, attempts)
+        return KindProbe(honoured, identity, attempts)
     raise EndpointError(f"{url}: every probe request was refused: {'; '.join(attempts)}")
 
 

@@ -53,4 +53,6 @@ def run(args: argparse.Namespace) -> int:
         report=not args.no_report,
     )
     print(result.run_dir)
+    if args.ui:
+        return result.locust_exit
     return 0 if result.status == "finished" else 1

@@ -1,0 +1,238 @@
+"""Validation of OpenAI-style request bodies into engine parameters, with OpenAI-shaped errors.
+
+Why this module exists: a client mistake (bad JSON, unknown model, value out of range, prompt
+too long) must come back as a 4xx with a message naming the field, never a 500; and both
+dialects (``/v1/completions`` and ``/v1/chat/completions``) must map onto the same
+:class:`SamplingParams`. Parameters the engine cannot honour (n > 1, echo, penalties, logit
+bias) are rejected by name rather than silently ignored. Pure: dicts in, dataclasses out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from loadgen.engine.sampling import SamplingParams
+from loadgen.engine.tokenizer import Tokenizer
+
+MODEL_ID: Final = "loadgen-tiny"
+MAX_LOGPROBS: Final = 20
+_NEUTRAL: Final = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0}
+
+
+class ApiError(Exception):
+    """An error the server renders as ``{"error": {message, type, param, code}}``."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+    @property
+    def type(self) -> str:
+        return {404: "NotFoundError", 413: "RequestEntityTooLarge"}.get(self.status, "BadRequestError")
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.status}}
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """A validated request: prompt tokens, sampling, and how to render the answer."""
+
+    chat: bool
+    prompt_ids: list[int]
+    params: SamplingParams
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+    return_token_ids: bool
+    tokens_as_ids: bool
+    cache_salt: str | None
+    request_id: str | None
+
+
+def _bad(field: str, expected: str, value: object) -> ApiError:
+    return ApiError(400, f"'{field}' must be {expected}; got {value!r}", field)
+
+
+def _int(body: dict[str, Any], field: str, default: int | None, lo: int, hi: int | None) -> int | None:
+    value = body.get(field)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(field, "an integer", value)
+    if value < lo or (hi is not None and value > hi):
+        raise _bad(field, f"between {lo} and {hi}" if hi is not None else f">= {lo}", value)
+    return value
+
+
+def _float(body: dict[str, Any], field: str, default: float, lo: float, hi: float) -> float:
+    value = body.get(field)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _bad(field, "a number", value)
+    if not lo <= float(value) <= hi:
+        raise _bad(field, f"between {lo} and {hi}", value)
+    return float(value)
+
+
+def _bool(body: dict[str, Any], field: str) -> bool:
+    value = body.get(field, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise _bad(field, "a boolean", value)
+    return value
+
+
+def _stops(body: dict[str, Any]) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,) if stop else ()
+    if isinstance(stop, list) and all(isinstance(s, str) for s in stop) and len(stop) <= 16:
+        return tuple(s for s in stop if s)
+    raise _bad("stop", "a string or a list of at most 16 strings", stop)
+
+
+def _stop_ids(body: dict[str, Any], vocab: int) -> tuple[int, ...]:
+    ids = body.get("stop_token_ids") or []
+    if not isinstance(ids, list) or not all(isinstance(i, int) and 0 <= i < vocab for i in ids):
+        raise _bad("stop_token_ids", f"a list of token ids in [0, {vocab})", ids)
+    return tuple(ids)
+
+
+def _reject_unsupported(body: dict[str, Any]) -> None:
+    n = body.get("n")
+    if n not in (None, 1):
+        raise ApiError(400, f"'n' must be 1 on this engine; got {n!r}", "n")
+    if body.get("echo"):
+        raise ApiError(400, "'echo' is not supported by the embedded engine", "echo")
+    if body.get("logit_bias"):
+        raise ApiError(400, "'logit_bias' is not supported by the embedded engine", "logit_bias")
+    for field, neutral in _NEUTRAL.items():
+        value = body.get(field)
+        if value is not None and value != neutral:
+            raise ApiError(400, f"'{field}' must be {neutral} (unsupported); got {value!r}", field)
+
+
+def check_model(body: dict[str, Any]) -> None:
+    model = body.get("model")
+    if model is not None and model != MODEL_ID:
+        raise ApiError(404, f"The model `{model}` does not exist.", "model")
+
+
+def _prompt_ids(prompt: object, tok: Tokenizer) -> list[int]:
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]
+    if isinstance(prompt, str) and prompt:
+        return tok.encode(prompt)
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < tok.vocab_size for t in prompt)
+    ):
+        return list(prompt)
+    raise _bad("prompt", f"a non-empty string or a list of token ids in [0, {tok.vocab_size})", prompt)
+
+
+def _content_text(content: object, index: int) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if not (isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)):
+                raise _bad(f"messages[{index}].content", "a string or a list of text parts", part)
+            parts.append(part["text"])
+        return "".join(parts)
+    if content is None:
+        return ""
+    raise _bad(f"messages[{index}].content", "a string or a list of text parts", content)
+
+
+def chat_prompt_ids(messages: object, tok: Tokenizer) -> list[int]:
+    """The chat template: ``<|role|>content<|end|>`` per message, then ``<|assistant|>``."""
+    if not isinstance(messages, list) or not messages:
+        raise _bad("messages", "a non-empty list of messages", messages)
+    ids: list[int] = []
+    for i, msg in enumerate(messages):
+        role = msg.get("role") if isinstance(msg, dict) else None
+        if role not in ("system", "user", "assistant", "developer", "tool"):
+            raise _bad(f"messages[{i}].role", "system, user, assistant, developer or tool", role)
+        role_token = "<|system|>" if role in ("system", "developer") else f"<|{role}|>"
+        if role == "tool":
+            role_token = "<|user|>"
+        ids.append(tok.specials[role_token])
+        ids.extend(tok.encode(_content_text(msg.get("content"), i)))
+        ids.append(tok.specials["<|end|>"])
+    ids.append(tok.specials["<|assistant|>"])
+    return ids
+
+
+def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) -> ParsedRequest:
+    """Validate one request body for the given dialect; raises :class:`ApiError` on any mistake."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "request body must be a JSON object")
+    check_model(body)
+    _reject_unsupported(body)
+    if chat:
+        prompt_ids = chat_prompt_ids(body.get("messages"), tok)
+        wants_lp = _bool(body, "logprobs")
+        top = _int(body, "top_logprobs", 0, 0, MAX_LOGPROBS)
+        if top and not wants_lp:
+            raise ApiError(400, "'top_logprobs' requires 'logprobs' to be true", "top_logprobs")
+        logprobs = top if wants_lp else None
+        max_field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+        max_tokens = _int(body, max_field, None, 1, None)
+    else:
+        prompt_ids = _prompt_ids(body.get("prompt"), tok)
+        logprobs = _int(body, "logprobs", None, 0, MAX_LOGPROBS)
+        max_field = "max_tokens"
+        max_tokens = _int(body, "max_tokens", 16, 1, None)
+    room = max_model_len - len(prompt_ids)
+    if room < 1 or (max_tokens is not None and max_tokens > room):
+        asked = len(prompt_ids) + (max_tokens or 0)
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            f"{asked} tokens ({len(prompt_ids)} in the messages, {max_tokens or 0} in the completion).",
+            max_field,
+        )
+    seed = _int(body, "seed", None, -(2**63), 2**63 - 1)
+    params = SamplingParams(
+        max_tokens=max_tokens if max_tokens is not None else room,
+        temperature=_float(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_float(body, "top_p", 1.0, 1e-9, 1.0),
+        top_k=_int(body, "top_k", 0, -1, tok.vocab_size) or 0,
+        seed=None if seed is None else seed % 2**63,
+        stop=_stops(body),
+        stop_token_ids=_stop_ids(body, tok.vocab_size),
+        ignore_eos=_bool(body, "ignore_eos"),
+        logprobs=logprobs,
+    )
+    stream = _bool(body, "stream")
+    options = body.get("stream_options")
+    if options is not None and (not isinstance(options, dict) or not stream):
+        raise _bad("stream_options", "an object, and only with stream=true", options)
+    options = options or {}
+    salt = body.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        raise _bad("cache_salt", "a non-empty string", salt)
+    request_id = body.get("request_id")
+    return ParsedRequest(
+        chat=chat,
+        prompt_ids=prompt_ids,
+        params=params,
+        stream=stream,
+        include_usage=bool(options.get("include_usage")),
+        continuous_usage=bool(options.get("continuous_usage_stats")),
+        return_token_ids=_bool(body, "return_token_ids"),
+        tokens_as_ids=_bool(body, "return_tokens_as_token_ids"),
+        cache_salt=salt,
+        request_id=request_id if isinstance(request_id, str) and request_id else None,
+    )

@@ -1,0 +1,142 @@
+"""Response bodies and stream chunks in vLLM's shapes, for both dialects.
+
+Why this module exists: clients of this tool parse vLLM's exact placement of fields, so the
+engine must produce it: completions put ``token_ids`` and ``prompt_token_ids`` on the choice
+and logprobs in the legacy ``tokens``/``token_logprobs``/``top_logprobs``/``text_offset`` shape;
+chat puts ``token_ids`` on the choice, ``prompt_token_ids`` on the response (first chunk when
+streaming) and logprobs in ``logprobs.content[]``. ``return_tokens_as_token_ids`` renders tokens
+as ``token_id:N``. Pure: events in, dicts out; serialisation happens in the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadgen.engine.protocol import MODEL_ID, ParsedRequest
+from loadgen.engine.scheduler import TokenEvent
+from loadgen.engine.tokenizer import Tokenizer
+
+
+@dataclass
+class Renderer:
+    """Renders one request's events; keeps the running text offset across stream chunks."""
+
+    req: ParsedRequest
+    tok: Tokenizer
+    response_id: str
+    created: int
+    text_offset: int = 0
+    generated: int = 0
+    _first_chunk: bool = field(default=True)
+
+    def _token_str(self, token_id: int) -> str:
+        return f"token_id:{token_id}" if self.req.tokens_as_ids else self.tok.token_text(token_id)
+
+    def usage(self, cached_tokens: int) -> dict[str, Any]:
+        prompt = len(self.req.prompt_ids)
+        return {
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + self.generated,
+            "completion_tokens": self.generated,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        }
+
+    def _completion_logprobs(self, events: list[TokenEvent]) -> dict[str, Any] | None:
+        if self.req.params.logprobs is None:
+            return None
+        tokens, lps, tops, offsets = [], [], [], []
+        for ev in events:
+            text = self._token_str(ev.token_id)
+            top = {self._token_str(t): max(lp, -9999.0) for t, lp in ev.top}
+            top.setdefault(text, max(ev.logprob or 0.0, -9999.0))
+            tokens.append(text)
+            lps.append(max(ev.logprob if ev.logprob is not None else 0.0, -9999.0))
+            tops.append(top)
+            offsets.append(self.text_offset)
+            self.text_offset += len(self.tok.token_text(ev.token_id))
+        return {"text_offset": offsets, "token_logprobs": lps, "tokens": tokens, "top_logprobs": tops}
+
+    def _entry(self, token_id: int, logprob: float) -> dict[str, Any]:
+        return {
+            "token": self._token_str(token_id),
+            "logprob": max(logprob, -9999.0),
+            "bytes": list(self.tok.token_bytes[token_id]),
+        }
+
+    def _chat_logprobs(self, events: list[TokenEvent]) -> dict[str, Any] | None:
+        if self.req.params.logprobs is None:
+            return None
+        content = []
+        for ev in events:
+            entry = self._entry(ev.token_id, ev.logprob if ev.logprob is not None else 0.0)
+            entry["top_logprobs"] = [self._entry(t, lp) for t, lp in ev.top]
+            content.append(entry)
+        return {"content": content}
+
+    def _choice(self, events: list[TokenEvent], stream: bool) -> dict[str, Any]:
+        self.generated += len(events)
+        last = events[-1] if events else None
+        text = "".join(ev.text for ev in events)
+        choice: dict[str, Any] = {"index": 0}
+        if self.req.chat:
+            if stream:
+                choice["delta"] = {"content": text} if events else {}
+            else:
+                choice["message"] = {"role": "assistant", "content": text, "reasoning": None}
+            choice["logprobs"] = self._chat_logprobs(events)
+        else:
+            choice["text"] = text
+            choice["logprobs"] = self._completion_logprobs(events)
+        choice["finish_reason"] = last.finish_reason if last else None
+        choice["stop_reason"] = last.stop_reason if last else None
+        if self.req.return_token_ids:
+            choice["token_ids"] = [ev.token_id for ev in events]
+            if not self.req.chat and (not stream or self._first_chunk):
+                choice["prompt_token_ids"] = self.req.prompt_ids
+        return choice
+
+    def full(self, events: list[TokenEvent], cached_tokens: int) -> dict[str, Any]:
+        """The non-streaming response body."""
+        body: dict[str, Any] = {
+            "id": self.response_id,
+            "object": "chat.completion" if self.req.chat else "text_completion",
+            "created": self.created,
+            "model": MODEL_ID,
+            "choices": [self._choice(events, stream=False)],
+            "system_fingerprint": None,
+            "usage": self.usage(cached_tokens),
+        }
+        if self.req.chat:
+            body["prompt_token_ids"] = self.req.prompt_ids if self.req.return_token_ids else None
+        return body
+
+    def _chunk(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": self.response_id,
+            "object": "chat.completion.chunk" if self.req.chat else "text_completion",
+            "created": self.created,
+            "model": MODEL_ID,
+            "choices": choices,
+        }
+
+    def role_chunk(self) -> dict[str, Any]:
+        """Chat streams open with the assistant role (and the prompt ids when asked)."""
+        chunk = self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                              "finish_reason": None}])
+        if self.req.return_token_ids:
+            chunk["prompt_token_ids"] = self.req.prompt_ids
+        return chunk
+
+    def delta_chunk(self, events: list[TokenEvent], cached_tokens: int) -> dict[str, Any]:
+        """One stream chunk carrying every event that arrived since the last one."""
+        chunk = self._chunk([self._choice(events, stream=True)])
+        self._first_chunk = False
+        if self.req.continuous_usage:
+            chunk["usage"] = self.usage(cached_tokens)
+        return chunk
+
+    def usage_chunk(self, cached_tokens: int) -> dict[str, Any]:
+        chunk = self._chunk([])
+        chunk["usage"] = self.usage(cached_tokens)
+        return chunk
