@@ -5,12 +5,13 @@ reject unknown fields). The probe reads ``/v1/models`` and ``/version``, then se
 request per endpoint kind, dropping optional fields the server refuses, and records what it used.
 The probe prompt is unrelated to any canary, so it warms no canary prefix in a cache.
 
-Blocking stdlib HTTP (works with or without gevent's patching). Raises ``EndpointError`` naming
-the URL; prints nothing.
+Blocking stdlib HTTP (works with or without gevent's patching). It follows no redirect: the API key
+goes to the configured host and nowhere else. Raises ``EndpointError`` naming the URL; prints nothing.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -46,6 +47,22 @@ class ServerInfo:
         }
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a redirect and send the Authorization header on to any host: refuse instead."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
+        fp.close()
+        raise EndpointError(
+            f"{req.full_url}: HTTP {code} redirect to {newurl}; redirects are not followed, so an "
+            "API key never leaves the configured host: set endpoint.base_url to the final address"
+        )
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _request(
     url: str, *, api_key: str | None, timeout_s: float, body: dict[str, Any] | None = None
 ) -> tuple[int, bytes]:
@@ -58,21 +75,39 @@ def _request(
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        with _OPENER.open(req, timeout=timeout_s) as resp:
             return int(resp.status), bytes(resp.read())
     except urllib.error.HTTPError as exc:
         return int(exc.code), exc.read()
     except urllib.error.URLError as exc:
         raise EndpointError(f"{url}: cannot connect ({exc.reason})") from None
-    except (TimeoutError, OSError) as exc:
-        raise EndpointError(f"{url}: no answer within {timeout_s:g} s ({exc})") from None
+    except http.client.HTTPException as exc:
+        raise EndpointError(
+            f"{url}: answered, but not in HTTP ({type(exc).__name__}: {exc}); expected an OpenAI-compatible server"
+        ) from None
+    except TimeoutError:
+        raise EndpointError(f"{url}: no answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise EndpointError(f"{url}: connection failed ({type(exc).__name__}: {exc})") from None
+
+
+def _refused_key(url: str, status: int, api_key: str | None) -> EndpointError:
+    if api_key:
+        return EndpointError(
+            f"{url}: HTTP {status}: the endpoint refused the API key read from the variable "
+            "named by endpoint.api_key_env"
+        )
+    return EndpointError(
+        f"{url}: HTTP {status}: the endpoint wants an API key; put it in an environment "
+        "variable and name that variable in endpoint.api_key_env"
+    )
 
 
 def read_models(base_url: str, *, api_key: str | None, timeout_s: float) -> tuple[list[str], Any]:
     url = origin(base_url) + v1_path(base_url, "models")
     status, raw = _request(url, api_key=api_key, timeout_s=timeout_s)
     if status in (401, 403):
-        raise EndpointError(f"{url}: HTTP {status}: the endpoint wants an API key (set endpoint.api_key_env)")
+        raise _refused_key(url, status, api_key)
     if status != 200:
         raise EndpointError(f"{url}: HTTP {status}; expected an OpenAI-compatible server with GET /v1/models")
     try:
@@ -130,7 +165,12 @@ def probe_kind(
         )
         status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body)
         if status == 404:
-            raise EndpointError(f"{url}: HTTP 404; the server has no {kind} endpoint (set endpoint.kind)")
+            raise EndpointError(
+                f"{url}: HTTP 404; the server has no {kind} endpoint, which the scenario asks for "
+                f"(endpoint.kind, background.kind, or a canary's kind or messages)"
+            )
+        if status in (401, 403):
+            raise _refused_key(url, status, api_key)
         if status != 200:
             attempts.append(f"{asdict(features)} -> HTTP {status}")
             continue

@@ -6,6 +6,7 @@ load. This module reads TOML and validates; it sends nothing and imports nothing
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -16,6 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from loadgen.errors import ScenarioError
 
 EndpointKind = Literal["completions", "chat"]
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY_PREFIXES = ("sk-", "sk_", "hf_", "gsk_", "xai-", "nvapi-", "ghp_", "gho_", "github_pat_", "glpat-", "AIza")
+_KEY_RUN = re.compile(r"[A-Za-z0-9]{16,}")  # a long unbroken run with digits: a token, not a variable name
+_SECRET_FIELDS = {"api_key", "apikey", "key", "token", "api_token", "authorization", "bearer", "password", "secret"}
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 
@@ -24,12 +29,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
+def _looks_like_key(value: str) -> bool:
+    return value.startswith(_KEY_PREFIXES) or any(any(c.isdigit() for c in m) for m in _KEY_RUN.findall(value))
+
+
 class Endpoint(_Strict):
     """Where to send requests. No ``base_url`` means: start the embedded engine."""
 
     base_url: str | None = None
     kind: EndpointKind = "completions"
-    model: str | None = None  # read from /v1/models when omitted
+    model: str | None = Field(default=None, min_length=1)  # read from /v1/models when omitted
     api_key_env: str | None = None  # the NAME of an environment variable; its value is never stored
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=600.0, gt=0)  # long generations: not Locust's 60 s
@@ -40,15 +49,33 @@ class Endpoint(_Strict):
         if v is None:
             return v
         parts = urlsplit(v)
+        if parts.username is not None or parts.password is not None:  # never echoed: it may hold a secret
+            raise ValueError("credentials in the URL would be recorded in the run folder; remove them and name "
+                             "an environment variable holding the key in endpoint.api_key_env")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"expected an http(s) URL such as http://127.0.0.1:8000, got {v!r}")
+        if parts.query or parts.fragment:
+            raise ValueError("expected a base URL without '?query' or '#fragment' (not shown: it may hold a key; "
+                             "name the key's environment variable in endpoint.api_key_env)")
+        try:
+            parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+        except ValueError:
+            raise ValueError(f"expected a port between 0 and 65535, got {v!r}") from None
         return v.rstrip("/")
 
     @field_validator("api_key_env")
     @classmethod
     def _env_name(cls, v: str | None) -> str | None:
-        if v is not None and not v.replace("_", "").isalnum():
-            raise ValueError("expected the name of an environment variable (letters, digits, _), not a key")
+        # the value is never echoed: a key pasted here must not reach a terminal, a log or a CI page
+        if v is None:
+            return v
+        if _looks_like_key(v):
+            raise ValueError("this looks like an API key, not the NAME of an environment variable: put the key in "
+                             "the environment (export OPENAI_API_KEY=...) and write only the variable's name here "
+                             "(the value is not shown)")
+        if not _ENV_NAME.fullmatch(v):
+            raise ValueError("expected the NAME of an environment variable (letters, digits and _, not starting "
+                             "with a digit) such as OPENAI_API_KEY (the value is not shown)")
         return v
 
 
@@ -61,7 +88,7 @@ class Canary(_Strict):
     """One fixed request. Sampling is always greedy: temperature 0, top_p 1, sent explicitly."""
 
     id: str = Field(default="canary", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    prompt: str | None = None
+    prompt: str | None = Field(default=None, min_length=1)
     messages: list[Message] | None = None
     kind: EndpointKind | None = None  # defaults to the endpoint's kind
     max_tokens: PositiveInt = 64
@@ -70,12 +97,17 @@ class Canary(_Strict):
     top_logprobs: Annotated[int, Field(ge=0, le=20)] = 2
     stream: bool = False
 
+    @field_validator("messages")
+    @classmethod
+    def _some_messages(cls, v: list[Message] | None) -> list[Message] | None:
+        if v is not None and not v:
+            raise ValueError("must not be empty: give at least one {role, content} message")
+        return v
+
     @model_validator(mode="after")
     def _one_input(self) -> Canary:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("give exactly one of 'prompt' or 'messages'")
-        if self.messages is not None and not self.messages:
-            raise ValueError("'messages' must not be empty")
         if self.kind == "completions" and self.messages is not None:
             raise ValueError("a completions canary needs 'prompt', not 'messages'")
         return self
@@ -92,6 +124,13 @@ class Background(_Strict):
     stream: bool = True
     kind: EndpointKind | None = None
     wait_s: float = Field(default=0.0, ge=0.0)  # pause between a user's requests; 0 keeps one in flight
+
+    @field_validator("prompt_words", "max_tokens", mode="before")
+    @classmethod
+    def _pair(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple) and len(v) != 2:
+            raise ValueError(f"expected [low, high], two whole numbers, got {len(v)} value(s)")
+        return v
 
     @field_validator("prompt_words", "max_tokens")
     @classmethod
@@ -119,7 +158,8 @@ class Sweep(_Strict):
 
 
 class Scenario(_Strict):
-    name: str = Field(default="scenario", min_length=1)
+    # the run folder is named after it: no path separators, no control characters, no leading dot
+    name: str = Field(default="scenario", min_length=1, pattern=r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]*$")
     description: str = ""
     endpoint: Endpoint = Endpoint()
     canaries: list[Canary] = Field(min_length=1)
@@ -127,12 +167,13 @@ class Scenario(_Strict):
     sweep: Sweep = Sweep()
     labels: dict[str, str] = {}
 
-    @model_validator(mode="after")
-    def _canaries(self) -> Scenario:
-        ids = [c.id for c in self.canaries]
+    @field_validator("canaries")
+    @classmethod
+    def _distinct_ids(cls, v: list[Canary]) -> list[Canary]:
+        ids = [c.id for c in v]
         if len(set(ids)) != len(ids):
-            raise ValueError(f"canary ids must be distinct, got {ids}")
-        return self
+            raise ValueError(f"canary ids must be distinct (give each [[canaries]] its own id), got {ids}")
+        return v
 
     def canary_kind(self, canary: Canary) -> EndpointKind:
         if canary.kind is not None:
@@ -151,11 +192,27 @@ def _describe(exc: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid scenario"]
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling)"
-        lines.append(f"  field {_field_path(loc)}: {msg}")
+        lines.append(f"  field {_field_path(loc)}: {_message(err['type'], loc, err['msg'])}")
     return "\n".join(lines)
+
+
+def _message(kind: str, loc: tuple[int | str, ...], msg: str) -> str:
+    """Pydantic's message, with a hint where a common mistake is likely; never the input value."""
+    msg = msg.removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        if str(loc[-1]).lower() in _SECRET_FIELDS:
+            return ("unknown field; keys are never read from a scenario file: put the key in an environment "
+                    "variable and name that variable in endpoint.api_key_env")
+        return "unknown field (check the spelling)"
+    if loc == ("canaries",) and kind == "missing":
+        return "required: add at least one [[canaries]] table"
+    if loc == ("canaries",) and kind == "list_type":
+        return f"{msg}: write each canary as an array of tables, [[canaries]], with double brackets"
+    if kind == "string_pattern_mismatch" and loc[-1] == "id":
+        return "expected letters, digits, '_', '.' or '-' only (the id names the canary in records and reports)"
+    if kind == "string_pattern_mismatch" and loc == ("name",):
+        return "expected a name usable as a folder name (no '/', '\\', control characters or leading '.')"
+    return msg
 
 
 def parse_scenario(data: dict[str, Any], source: str) -> Scenario:

@@ -78,7 +78,7 @@ def unigram_prior(tok: Tokenizer) -> F32:
     for piece, idx in tok.piece_ids.items():
         word = piece.strip().lower()
         if piece.strip() in PUNCTUATION:
-            prior[idx] = -3.5 if piece.startswith(" ") else -2.5
+            prior[idx] = -5.0 if piece.startswith(" ") else -3.5
             continue
         rank = ranks.setdefault(word, len(ranks))
         base = -1.2 * np.log(rank + 2.0)

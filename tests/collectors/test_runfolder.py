@@ -92,7 +92,7 @@ def test_unknown_schema_is_a_clear_error(tmp_path: Path) -> None:
 def test_unknown_manifest_schema_and_missing_files(tmp_path: Path) -> None:
     with pytest.raises(RunFolderError, match="not a directory"):
         load_run(tmp_path / "nope")
-    with pytest.raises(RunFolderError, match="manifest.json: missing"):
+    with pytest.raises(RunFolderError, match=r"manifest\.json: missing"):
         load_run(tmp_path)
     write(tmp_path, {}, {"schema": 2})
     with pytest.raises(RunFolderError, match="manifest schema 2"):

@@ -1,17 +1,29 @@
 """A tiny OpenAI-style server whose misbehaviour is chosen by the prompt, for the client's fault tests.
 
-Run as ``python fault_server.py``; prints ``READY http://127.0.0.1:PORT``. Prompts: ``ok``,
-``status:<code>``, ``reset`` (stream cut mid-body), ``nodone`` (stream without ``[DONE]``),
-``malformed`` (a broken JSON chunk), ``error-in-stream``, ``slow`` (3 s before headers).
+Run as ``python fault_server.py [--require-key KEY]``; prints ``READY http://127.0.0.1:PORT``.
+Prompts: ``ok``, ``status:<code>``, ``reset`` (stream cut mid-body), ``nodone`` (stream without
+``[DONE]``), ``malformed`` (a broken JSON chunk), ``error-in-stream``, ``slow`` (3 s before headers).
+
+For the bad-input and secrets tests: ``--require-key KEY`` answers 401 on ``/v1/*`` unless the request
+carries ``Authorization: Bearer KEY``; ``/html/...`` is a web page, not an API (200, text/html);
+``/to/<port>/<path>`` redirects (307) to ``http://127.0.0.1:<port>/<path>``; ``GET /_seen`` (not
+itself counted) tells what the server saw: request count, Authorization values, prompts.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+SEEN: dict[str, Counter[str]] = {"requests": Counter(), "authorization": Counter(), "prompts": Counter()}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 TOKENS = [("Hello", 101, -0.1), (" world", 102, -0.25), ("!", 103, -0.5)]
 
@@ -92,10 +104,64 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+def _prompt_of(body: object) -> str | None:
+    if not isinstance(body, dict):
+        return None
+    if "prompt" in body:
+        return str(body["prompt"])
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        return str(messages[-1].get("content"))
+    return None
+
+
+def watch(required_key: str | None) -> Middleware:
+    """Count what arrives, and refuse ``/v1/*`` without the right key when one is required."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == "/_seen":
+            return await handler(request)
+        auth = request.headers.get("Authorization", "")
+        SEEN["requests"][f"{request.method} {request.path}"] += 1
+        SEEN["authorization"][auth] += 1
+        if request.can_read_body:
+            try:
+                prompt = _prompt_of(json.loads(await request.read()))
+            except ValueError:
+                prompt = None
+            if prompt is not None:
+                SEEN["prompts"][prompt] += 1
+        if required_key is not None and request.path.startswith("/v1/") and auth != f"Bearer {required_key}":
+            error = {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": 401}
+            return web.json_response({"error": error}, status=401)
+        return await handler(request)
+
+    return middleware
+
+
+async def seen(_: web.Request) -> web.Response:
+    return web.json_response({k: dict(v) for k, v in SEEN.items()})
+
+
+async def html(_: web.Request) -> web.Response:
+    return web.Response(text="<!doctype html><html><body>Admin console</body></html>", content_type="text/html")
+
+
+async def redirect(request: web.Request) -> web.Response:
+    raise web.HTTPTemporaryRedirect(f"http://127.0.0.1:{request.match_info['port']}/{request.match_info['tail']}")
+
+
 async def main() -> None:
-    app = web.Application()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--require-key", default=None)
+    args = parser.parse_args()
+    app = web.Application(middlewares=[watch(args.require_key)])
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
+    app.router.add_get("/_seen", seen)
+    app.router.add_route("*", "/html/{tail:.*}", html)
+    app.router.add_route("*", r"/to/{port:\d+}/{tail:.*}", redirect)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

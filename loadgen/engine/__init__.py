@@ -1,0 +1,9 @@
+"""The embedded engine: a small OpenAI-compatible CPU server with GPU-like batch-dependent numerics.
+
+Layout (one job per module): ``kernels`` (bf16 storage, split reductions, fp32 merges),
+``plan`` (split counts from a step's shape), ``weights`` and ``tokenizer`` (the fixed model),
+``model`` (forward pass of one step), ``kvcache`` (slots and prefix cache), ``sampling`` and
+``detok`` (tokens and text), ``scheduler`` (continuous batching), ``runner`` (engine thread),
+``protocol``/``responses``/``server``/``metrics`` (HTTP), ``cli`` (process entry), ``prompts``
+(the documented prompt set). Importing the package starts nothing.
+"""

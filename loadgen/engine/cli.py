@@ -1,0 +1,90 @@
+"""Command line of the embedded engine: ``python -m loadgen.engine`` and ``loadgen serve``.
+
+Why this module exists: launchers start the engine as a process and read its stdout until the
+line ``READY http://HOST:PORT`` (printed once, after the socket accepts connections, flushed);
+SIGTERM and SIGINT stop it cleanly with exit code 0. This is the only module that prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from aiohttp import web
+
+from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
+from loadgen.engine.server import build_app
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="loadgen serve",
+        description="Embedded CPU engine: an OpenAI-compatible server whose numerics depend on batch shape "
+        "and prefix-cache state, as GPU engines' do.",
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000, help="0 binds a free port (see the READY line)")
+    p.add_argument("--batch-invariant", action="store_true",
+                   help="one fixed reduction order for every shape: logits independent of batch and cache")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
+                   help="cache KV of full 16-token prompt blocks (default on, as in vLLM)")
+    p.add_argument("--max-num-seqs", type=int, default=64, help="most sequences in one step")
+    p.add_argument("--max-num-batched-tokens", type=int, default=2048, help="token budget of one step")
+    p.add_argument("--max-model-len", type=int, default=512, help="prompt + completion tokens per sequence")
+    p.add_argument("--prefix-cache-blocks", type=int, default=1024, help="prefix-cache capacity in blocks")
+    p.add_argument("--seed", type=int, default=0, help="weight seed: same seed, same model")
+    p.add_argument("--logit-scale", type=float, default=4.0,
+                   help="weight of the contextual logits against the fixed unigram prior; higher means "
+                   "more near-ties decided by rounding")
+    return p
+
+
+def options_from_args(args: argparse.Namespace) -> EngineOptions:
+    if args.max_num_seqs < 1 or args.max_model_len < 2 or args.max_num_batched_tokens < 1:
+        raise SystemExit("loadgen serve: --max-num-seqs, --max-model-len and --max-num-batched-tokens must be positive")
+    if args.logit_scale <= 0:
+        raise SystemExit("loadgen serve: --logit-scale must be > 0")
+    return EngineOptions(
+        batch_invariant=args.batch_invariant,
+        enable_prefix_caching=args.enable_prefix_caching,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        max_model_len=args.max_model_len,
+        seed=args.seed,
+        logit_scale=args.logit_scale,
+        prefix_cache_blocks=args.prefix_cache_blocks,
+    )
+
+
+async def serve(opts: EngineOptions, host: str, port: int) -> None:
+    """Run until SIGTERM/SIGINT; prints the READY line once listening."""
+    loop = asyncio.get_running_loop()
+    runner = EngineRunner(build_scheduler(opts), loop)
+    runner.start()
+    app_runner = web.AppRunner(build_app(runner), handler_cancellation=True, access_log=None)
+    await app_runner.setup()
+    site = web.TCPSite(app_runner, host, port)
+    await site.start()
+    bound = app_runner.addresses[0][1]
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"READY http://{host}:{bound}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await app_runner.cleanup()
+        runner.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    opts = options_from_args(args)
+    try:
+        asyncio.run(serve(opts, args.host, args.port))
+    except OSError as exc:
+        print(f"loadgen serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    return 0
