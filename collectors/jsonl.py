@@ -54,8 +54,7 @@ class JsonlRead:
 
 def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     with open(path, "rb") as fh:
-        for n, line in enumerate(fh, start=1):
-            yield n, line
+        yield from enumerate(fh, start=1)
 
 
 def read_jsonl(path: Path) -> JsonlRead:

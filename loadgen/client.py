@@ -101,10 +101,19 @@ def _error_message(body: bytes) -> str:
     return body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
 
 
-def send(client: HTTPClient, path: str, kind: Kind, body: dict[str, Any], *, tokens_as_ids: bool = False) -> Outcome:
+def send(
+    client: HTTPClient,
+    path: str,
+    kind: Kind,
+    body: dict[str, Any],
+    *,
+    tokens_as_ids: bool = False,
+    secret: str | None = None,
+) -> Outcome:
     """POST ``body`` and return what happened; never raises for endpoint faults.
 
-    ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them."""
+    ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them.
+    ``secret``: the API key, removed from any error text a server echoes back before it is recorded."""
     payload = orjson.dumps(body)
     stream = bool(body.get("stream"))
     sent_at = time.time()
@@ -141,6 +150,8 @@ def send(client: HTTPClient, path: str, kind: Kind, body: dict[str, Any], *, tok
         kind_ = "truncated_stream" if headers_seen and exc.errno in (errno.ECONNRESET, errno.EPIPE) else "connection"
         out.error_kind, out.error_message = kind_, f"{type(exc).__name__}: {exc}"
     out.latency_s = time.perf_counter() - t0
+    if secret and out.error_message and secret in out.error_message:
+        out.error_message = out.error_message.replace(secret, "[redacted]")  # a server that echoes our headers
     return out
 
 

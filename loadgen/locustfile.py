@@ -1,47 +1,75 @@
 """The Locust side of a run: a canary user, background users, and the load shape that steps the levels.
 
-Run it through ``loadgen run`` (headless or ``--ui``) or as ``locust -f`` on this file. Importing it
-imports Locust and so gevent's monkey-patching: nothing in ``reports`` may import it. Users are thin:
-stage arithmetic lives in ``loadgen.stages``, request/timing/fault handling in ``loadgen.client``,
-dialects in ``loadgen.dialects``, writing in ``collectors``.
+Run it through ``loadgen run`` (headless, ``--processes N`` or ``--ui``) or as ``locust -f`` on this
+file (also ``--master`` / ``--worker``). Importing it imports Locust and so gevent's monkey-patching:
+nothing in ``reports`` may import it. Users are thin: stage arithmetic lives in ``loadgen.stages``
+and ``loadgen.coordination``, request/timing/fault handling in ``loadgen.client``, dialects in
+``loadgen.dialects``, writing in ``collectors``.
+
+Two sides, one code path: the coordinator side (master, or the local process) prepares the run
+folder, owns the stage tracker and finishes the manifest; the user side (workers, or the local
+process) runs the users and writes its own ``canaries-<worker>.jsonl``. They talk through Locust's
+messages, which a local runner loops back in-process.
+
+Locust itself imports (and monkey-patches) first: this file is only ever loaded by Locust's runner.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gevent
-import locust
+import orjson
 from locust import LoadTestShape, User, constant, events, task
 from locust.env import Environment
 from locust.event import EventHook
+from locust.exception import StopUser
+from locust.runners import MasterRunner, WorkerRunner
 
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from collectors.record import CanaryRecord
 from loadgen.background import BackgroundPrompts
 from loadgen.client import Outcome, api_path, make_client, send
+from loadgen.coordination import Coordinator, StageSnapshot
 from loadgen.dialects import Features, build_body
 from loadgen.errors import LoadgenError
 from loadgen.options import add_arguments, normalise
 from loadgen.prepare import prepare_run
-from loadgen.runstate import RunState, load_state
-from loadgen.scenario import load_scenario, with_overrides
-from loadgen.stages import Ticket, users_for
+from loadgen.runstate import RunState, plan_of, state_from_plan
+from loadgen.scenario import load_scenario, parse_scenario, with_overrides
+from loadgen.stages import StageTracker, Ticket, build_stages, users_for
 from scenarios import path_of
 
 log = logging.getLogger("loadgen")
-_STATE: RunState | None = None
 _CANARY_USERS = 1
 _POLL_S = 0.005
-_NO_FEATURES = Features(
-    return_token_ids=False, logprobs=False, top_logprobs=0, tokens_as_ids=False, include_usage=False
-)
+_REPORT_EVERY_S = 0.05
+_PLAN_WAIT_S = 30.0
+_NO_FEATURES = Features()
 
-assert locust  # imported for its monkey-patching side effect
+
+@dataclass
+class CoordState:
+    run_dir: Path
+    coordinator: Coordinator
+    owns_report: bool  # prepared here (web UI, plain ``locust -f``): this process writes the report
+    spawn_rate: float
+    done: int = 0
+    workers: dict[str, str] | None = None  # worker name -> Locust client id, from their reports
+
+
+_COORD: CoordState | None = None
+_USER: RunState | None = None
+_REPORTER: gevent.Greenlet | None = None
+
+
+# -- wiring ---------------------------------------------------------------------------------------
 
 
 @events.init_command_line_parser.add_listener
@@ -50,9 +78,26 @@ def _options(parser: Any) -> None:
 
 
 @events.init.add_listener
-def _hooks(environment: Environment, **_: Any) -> None:
+def _init(environment: Environment, **_: Any) -> None:
     environment.events.canary_record = EventHook()  # type: ignore[attr-defined]
     environment.events.background_request = EventHook()  # type: ignore[attr-defined]
+    runner = environment.runner
+    if runner is None:
+        return
+    if not isinstance(runner, WorkerRunner):
+        runner.register_message("lg_inflight", _on_inflight)
+        runner.register_message("lg_done", _on_done)
+    if not isinstance(runner, MasterRunner):
+        runner.register_message("lg_plan", _on_plan)
+        runner.register_message("lg_stage", _on_stage)
+
+
+def _worker_name(environment: Environment) -> str:
+    runner = environment.runner
+    return f"w{runner.client_id[-8:]}" if isinstance(runner, WorkerRunner) else ""
+
+
+# -- coordinator side -----------------------------------------------------------------------------
 
 
 def _prepare(environment: Environment) -> tuple[Path, bool]:
@@ -62,51 +107,73 @@ def _prepare(environment: Environment) -> tuple[Path, bool]:
     if opts.run_dir and read_manifest(Path(opts.run_dir)).get("status") == "prepared":
         return Path(opts.run_dir), False
     source = str(path_of(opts.scenario))
-    scenario = with_overrides(
-        load_scenario(Path(source)),
-        base_url=opts.host or environment.host or None,
-        levels=opts.levels,
-        canaries_per_level=opts.canaries_per_level,
-        labels=opts.labels,
-    )
+    base_url = opts.host or environment.host or None
+    scenario = with_overrides(load_scenario(Path(source)), base_url=base_url, levels=opts.levels,
+                              canaries_per_level=opts.canaries_per_level, labels=opts.labels)  # fmt: skip
     return prepare_run(scenario, source=source, out_dir=Path(opts.out_dir)), True
 
 
-def state(environment: Environment) -> RunState:
-    """The run's state, prepared on first use (the shape's first tick comes before ``test_start``)."""
-    global _STATE
-    if _STATE is None:
+def coordinator(environment: Environment) -> CoordState:
+    """Prepared on first use: the shape's first tick comes before ``test_start``."""
+    global _COORD
+    if _COORD is None:
         run_dir, owns_report = _prepare(environment)
-        st = load_state(run_dir)
-        st.owns_report = owns_report
-        st.canaries.register(environment.events.canary_record)  # type: ignore[attr-defined]
-        st.background.register(environment.events.background_request)  # type: ignore[attr-defined]
-        update_manifest(run_dir, status="running", workers=[st.worker])
-        environment.host = st.base_url
-        _STATE = st
+        plan = plan_of(run_dir)
+        scenario = parse_scenario(plan["scenario"], f"{run_dir}/manifest.json")
+        tracker = StageTracker(build_stages(scenario.sweep, len(scenario.canaries)), scenario.sweep.settle_timeout_s)
+        _COORD = CoordState(run_dir, Coordinator(tracker), owns_report, scenario.sweep.spawn_rate, workers={})
+        update_manifest(run_dir, status="running")
+        environment.host = plan["endpoint"]["base_url"]
+        assert environment.runner is not None
+        environment.runner.send_message("lg_plan", plan)
+        _publish(environment)
         log.info("run folder: %s", run_dir)
-    return _STATE
+    return _COORD
 
 
-@events.test_stop.add_listener
-def _finish(environment: Environment, **_: Any) -> None:
-    global _STATE
-    st, _STATE = _STATE, None
+def _publish(environment: Environment) -> None:
+    if _COORD is not None and environment.runner is not None:
+        environment.runner.send_message("lg_stage", _COORD.coordinator.snapshot().to_msg())
+
+
+def _on_inflight(environment: Environment, msg: Any, **_: Any) -> None:
+    if _COORD is None:
+        return
+    data = msg.data
+    if _COORD.workers is not None:
+        _COORD.workers[data["worker"]] = str(msg.node_id)
+    if _COORD.coordinator.on_inflight(data["worker"], data["users"], data["inflight"], time.monotonic()):
+        _publish(environment)
+
+
+def _on_done(environment: Environment, msg: Any, **_: Any) -> None:
+    if _COORD is None:
+        return
+    _COORD.done += 1
+    _COORD.coordinator.on_done(int(msg.data["stage"]), time.monotonic())
+    _publish(environment)
+
+
+def _vanished_workers(environment: Environment, st: CoordState) -> list[str]:
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner) or not st.workers:
+        return []
+    alive = {c.id for c in runner.clients.all if c.state != "missing"}
+    return sorted(name for name, client_id in st.workers.items() if client_id not in alive)
+
+
+def _finish_coordinator(environment: Environment) -> None:
+    global _COORD
+    st, _COORD = _COORD, None
     if st is None:
         return
-    st.close()
-    status = "finished" if st.tracker.finished else "interrupted"
-    update_manifest(
-        st.run_dir,
-        status=status,
-        finished=now_iso(),
-        counts={
-            "canaries_written": st.canaries.writer.written,
-            "canary_write_failures": st.canaries.writer.failures,
-            "background_written": st.background.writer.written,
-        },
-        unsettled_levels=st.tracker.unsettled_levels,
-    )
+    tracker = st.coordinator.tracker
+    vanished = _vanished_workers(environment, st)
+    if vanished:
+        log.warning("workers vanished during the run: %s", ", ".join(vanished))
+    update_manifest(st.run_dir, status="finished" if tracker.finished else "interrupted", finished=now_iso(),
+                    canaries_reported=st.done, unsettled_levels=tracker.unsettled_levels,
+                    workers=sorted(st.workers or {}), workers_vanished=vanished)  # fmt: skip
     if st.owns_report:
         try:
             from reports import write_reports
@@ -117,15 +184,85 @@ def _finish(environment: Environment, **_: Any) -> None:
             log.error("report for %s failed: %s", st.run_dir, exc)
 
 
+# -- user side ------------------------------------------------------------------------------------
+
+
+def _on_plan(environment: Environment, msg: Any, **_: Any) -> None:
+    global _USER, _REPORTER
+    _finish_user()
+    st = state_from_plan(msg.data, worker=_worker_name(environment))
+    st.canaries.register(environment.events.canary_record)  # type: ignore[attr-defined]
+    st.background.register(environment.events.background_request)  # type: ignore[attr-defined]
+    environment.host = st.base_url
+    _USER = st
+    _write_process_file(st, finished=False)
+    _REPORTER = gevent.spawn(_report_inflight, environment, st)
+
+
+def _on_stage(environment: Environment, msg: Any, **_: Any) -> None:
+    if _USER is not None:
+        _USER.mirror.update(StageSnapshot.from_msg(msg.data))
+
+
+def _report_inflight(environment: Environment, st: RunState) -> None:
+    """Tell the coordinator, every few tens of milliseconds, how many background users are busy here."""
+    assert environment.runner is not None
+    while True:
+        environment.runner.send_message(
+            "lg_inflight", {"worker": st.worker, "users": st.background_users, "inflight": st.inflight.background}
+        )
+        gevent.sleep(_REPORT_EVERY_S)
+
+
+def _finish_user() -> None:
+    global _USER, _REPORTER
+    if _REPORTER is not None:
+        _REPORTER.kill(block=False)
+        _REPORTER = None
+    st, _USER = _USER, None
+    if st is None:
+        return
+    st.close()
+    _write_process_file(st, finished=True)
+
+
+def _write_process_file(st: RunState, *, finished: bool) -> None:
+    """``process-<worker>.json``: who wrote which files (pid), and at the end how much, with write failures."""
+    info = {"worker": st.worker, "pid": os.getpid(), "finished": finished,
+            "canaries_written": st.canaries.writer.written, "canary_write_failures": st.canaries.writer.failures,
+            "background_written": st.background.writer.written,
+            "background_write_failures": st.background.writer.failures}  # fmt: skip
+    (st.run_dir / f"process-{st.worker}.json").write_bytes(orjson.dumps(info))
+
+
+def user_state(environment: Environment) -> RunState:
+    """The plan arrives as a message before the first spawn; wait briefly rather than guess."""
+    deadline = time.monotonic() + _PLAN_WAIT_S
+    while _USER is None:
+        if time.monotonic() > deadline:
+            log.error("no run plan from the coordinator within %.0f s; stopping this user", _PLAN_WAIT_S)
+            raise StopUser
+        gevent.sleep(0.05)
+    return _USER
+
+
+@events.test_stop.add_listener
+def _stop(environment: Environment, **_: Any) -> None:
+    if not isinstance(environment.runner, MasterRunner):
+        _finish_user()
+    if not isinstance(environment.runner, WorkerRunner):
+        _finish_coordinator(environment)
+
+
+# -- users and shape ------------------------------------------------------------------------------
+
+
 def _fire_stats(environment: Environment, name: str, out: Outcome) -> None:
     environment.events.request.fire(
-        request_type="POST",
-        name=name,
-        response_time=(out.latency_s or 0.0) * 1000.0,
-        response_length=out.response_bytes,
-        context={},
+        request_type="POST", name=name, response_time=(out.latency_s or 0.0) * 1000.0,
+        response_length=out.response_bytes, context={},
         exception=None if out.ok else RuntimeError(f"{out.error_kind}: {out.error_message}"),
-    )
+    )  # fmt: skip
 
 
 class CanaryUser(User):
@@ -135,27 +272,26 @@ class CanaryUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        st = state(self.environment)
+        st = user_state(self.environment)
         ep = st.scenario.endpoint
-        self.http = make_client(
-            st.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s, api_key=st.api_key
-        )
+        self.http = make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s,
+                                read_timeout_s=ep.read_timeout_s, api_key=st.api_key)  # fmt: skip
 
     def on_stop(self) -> None:
+        if _USER is not None:
+            _USER.mirror.release()
         self.http.close()
 
     @task
     def canary(self) -> None:
-        st = state(self.environment)
-        ticket = None
+        st = user_state(self.environment)
+        ticket = st.mirror.take_ticket()
         while ticket is None:
-            if st.tracker.finished:
+            if st.mirror.finished:
                 gevent.sleep(0.2)
                 return
-            st.tracker.check_ready(time.monotonic(), st.background_users, st.inflight.background)
-            ticket = st.tracker.take_ticket()
-            if ticket is None:
-                gevent.sleep(_POLL_S)
+            gevent.sleep(_POLL_S)
+            ticket = st.mirror.take_ticket()
         self._send(st, ticket)
         if st.scenario.sweep.canary_pace_s:
             gevent.sleep(st.scenario.sweep.canary_pace_s)
@@ -166,57 +302,34 @@ class CanaryUser(User):
         features = st.canary_body_features(ticket.canary_index)
         messages = None
         if kind == "chat":
-            messages = (
-                [m.model_dump() for m in canary.messages]
-                if canary.messages
-                else [{"role": "user", "content": canary.prompt or ""}]
-            )
-        body = build_body(
-            kind,
-            model=st.model,
-            prompt=canary.prompt if kind == "completions" else None,
-            messages=messages,
-            max_tokens=canary.max_tokens,
-            seed=canary.seed,
-            stream=canary.stream,
-            features=features,
-        )
+            messages = ([m.model_dump() for m in canary.messages] if canary.messages
+                        else [{"role": "user", "content": canary.prompt or ""}])  # fmt: skip
+        body = build_body(kind, model=st.model, prompt=canary.prompt if kind == "completions" else None,
+                          messages=messages, max_tokens=canary.max_tokens, seed=canary.seed, stream=canary.stream,
+                          features=features)  # fmt: skip
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
-            out = send(self.http, api_path(st.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids)
+            out = send(self.http, api_path(st.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids,
+                       secret=st.api_key)  # fmt: skip
         finally:
             st.inflight.canary -= 1
         c = out.completion
         record = CanaryRecord(
-            run_id=st.run_dir.name,
-            canary_id=canary.id,
-            request_id=uuid.uuid4().hex,
-            phase=ticket.phase,
-            level=ticket.level,
-            inflight_at_send=inflight_at_send,
-            sent_at=out.sent_at,
-            status="ok" if out.ok else "error",
-            latency_s=out.latency_s,
-            ttft_s=out.ttft_s,
-            error_kind=out.error_kind,
-            error_message=out.error_message,
-            http_status=out.http_status,
-            endpoint=kind,
-            stream=canary.stream,
-            request=body,
-            worker=st.worker,
-            token_ids=c.token_ids if c else None,
-            tokens=c.tokens if c else None,
-            logprobs=c.logprobs if c else None,
-            top_logprobs=c.top_logprobs if c else None,
-            text=c.text if c else None,
-            finish_reason=c.finish_reason if c else None,
-            usage=c.usage if c else None,
-        )
+            run_id=st.run_dir.name, canary_id=canary.id, request_id=uuid.uuid4().hex, phase=ticket.phase,
+            level=ticket.level, inflight_at_send=inflight_at_send, sent_at=out.sent_at,
+            status="ok" if out.ok else "error", latency_s=out.latency_s, ttft_s=out.ttft_s,
+            error_kind=out.error_kind, error_message=out.error_message, http_status=out.http_status,
+            endpoint=kind, stream=canary.stream, request=body, worker=st.worker,
+            token_ids=c.token_ids if c else None, tokens=c.tokens if c else None,
+            logprobs=c.logprobs if c else None, top_logprobs=c.top_logprobs if c else None,
+            text=c.text if c else None, finish_reason=c.finish_reason if c else None, usage=c.usage if c else None,
+        )  # fmt: skip
         self.environment.events.canary_record.fire(record=record)
         _fire_stats(self.environment, f"canary:{canary.id}", out)
-        st.tracker.complete(ticket)
+        assert self.environment.runner is not None
+        self.environment.runner.send_message("lg_done", {"stage": ticket.stage_index, "canary": canary.id,
+                                                         "level": ticket.level, "status": record.status})  # fmt: skip
         if out.cancelled:
             raise gevent.GreenletExit
 
@@ -227,60 +340,42 @@ class BackgroundUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        st = state(self.environment)
+        st = user_state(self.environment)
         ep = st.scenario.endpoint
-        self.http = make_client(
-            st.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s, api_key=st.api_key
-        )
+        self.http = make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s,
+                                read_timeout_s=ep.read_timeout_s, api_key=st.api_key)  # fmt: skip
         self.prompts = BackgroundPrompts(st.scenario.background, st.next_user_index())
         self.kind = st.scenario.background.kind or st.scenario.endpoint.kind
         self.path = api_path(st.base_url, self.kind)
         st.background_users += 1
 
     def on_stop(self) -> None:
-        if _STATE is not None:
-            _STATE.background_users -= 1
+        if _USER is not None:
+            _USER.background_users -= 1
         self.http.close()
 
     @task
     def background(self) -> None:
-        st = state(self.environment)
+        st = user_state(self.environment)
         spec = st.scenario.background
         req = self.prompts.next()
         messages = [{"role": "user", "content": req.prompt}] if self.kind == "chat" else None
-        body = build_body(
-            self.kind,
-            model=st.model,
-            prompt=None if messages else req.prompt,
-            messages=messages,
-            max_tokens=req.max_tokens,
-            seed=None,
-            stream=spec.stream,
-            features=_NO_FEATURES,
-        )
-        stage = st.tracker.current  # None once the last canary is in: background drains until the shape stops
-        level = stage.level if stage else None
+        body = build_body(self.kind, model=st.model, prompt=None if messages else req.prompt, messages=messages,
+                          max_tokens=req.max_tokens, seed=None, stream=spec.stream, features=_NO_FEATURES)  # fmt: skip
+        snap = st.mirror.snapshot  # None or finished once the last canary is in: background drains until the stop
+        level = snap.level if snap is not None else None
         st.inflight.background += 1
         try:
-            out = send(self.http, self.path, self.kind, body)
+            out = send(self.http, self.path, self.kind, body, secret=st.api_key)
         finally:
             st.inflight.background -= 1
         usage = (out.completion.usage if out.completion else None) or {}
-        self.environment.events.background_request.fire(
-            row={
-                "level": level,
-                "phase": stage.phase if stage else "drain",
-                "sent_at": out.sent_at,
-                "latency_s": out.latency_s,
-                "ttft_s": out.ttft_s,
-                "status": "ok" if out.ok else "error",
-                "error_kind": out.error_kind,
-                "http_status": out.http_status,
-                "shared_prefix": req.shared_prefix,
-                "prompt_tokens": usage.get("prompt_tokens"),
-                "completion_tokens": usage.get("completion_tokens"),
-            }
-        )
+        self.environment.events.background_request.fire(row={
+            "level": level, "phase": (snap.phase if snap else None) or "drain", "sent_at": out.sent_at,
+            "latency_s": out.latency_s, "ttft_s": out.ttft_s, "status": "ok" if out.ok else "error",
+            "error_kind": out.error_kind, "http_status": out.http_status, "shared_prefix": req.shared_prefix,
+            "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens"),
+        })  # fmt: skip
         _fire_stats(self.environment, "background", out)
         if out.cancelled:
             raise gevent.GreenletExit
@@ -298,11 +393,12 @@ class LevelShape(LoadTestShape):
         if env is None:
             return None
         try:
-            st = state(env)
+            st = coordinator(env)
         except LoadgenError as exc:
             log.error("%s", exc)
             return None
-        users = users_for(st.tracker.current, _CANARY_USERS)
+        tracker = st.coordinator.tracker
+        users = users_for(tracker.current, _CANARY_USERS)
         if users is None:
             return None
-        return users, st.scenario.sweep.spawn_rate, [CanaryUser, BackgroundUser]
+        return users, st.spawn_rate, [CanaryUser, BackgroundUser]

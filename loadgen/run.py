@@ -42,10 +42,14 @@ def _locust_base(base_url: str, scenario_path: str, out_dir: Path) -> list[str]:
             "--exit-code-on-error", "0"]  # fmt: skip
 
 
-def headless_command(run_dir: Path, base_url: str, scenario_path: str) -> list[str]:
-    return [*_locust_base(base_url, scenario_path, run_dir.parent), "--run-dir", str(run_dir), "--headless",
-            "--only-summary", "--loglevel", "WARNING", "--csv", str(run_dir / "locust"),
-            "--html", str(run_dir / "locust.html")]  # fmt: skip
+def headless_command(run_dir: Path, base_url: str, scenario_path: str, *, processes: int = 0) -> list[str]:
+    cmd = [*_locust_base(base_url, scenario_path, run_dir.parent), "--run-dir", str(run_dir), "--headless",
+           "--only-summary", "--loglevel", "INFO" if processes else "WARNING", "--csv", str(run_dir / "locust"),
+           "--html", str(run_dir / "locust.html")]  # fmt: skip
+    if processes:
+        # a worker that dies takes its users with it: rebalancing restarts them (the canary user too) elsewhere
+        cmd += ["--processes", str(processes), "--enable-rebalancing"]
+    return cmd
 
 
 def ui_command(scenario: Scenario, scenario_path: str, out_dir: Path, *, web_host: str, web_port: int) -> list[str]:
@@ -102,6 +106,7 @@ def run(
     ui: bool = False,
     web_host: str = "127.0.0.1",
     web_port: int = 8089,
+    processes: int = 0,
     report: bool = True,
 ) -> RunResult:
     source = str(scenario_path)
@@ -116,7 +121,7 @@ def run(
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
         try:
             with open(run_dir / "locust.log", "ab") as log:
-                cmd = headless_command(run_dir, scenario.endpoint.base_url, source)
+                cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)
                 code = _wait_forwarding_signals(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
         finally:
             if engine is not None:

@@ -1,8 +1,9 @@
-"""One Locust process's view of a run: the plan read back from the manifest, live counters, collectors.
+"""One user-side process's view of a run: the plan, live counters, the stage mirror, its collectors.
 
-Why: the shape, the canary user and the background users must agree on the stage, the model, the
-dialect and where records go. This module holds that shared state; it imports no Locust (the
-locustfile wires it to Locust's events), so it can be built and inspected in tests.
+Why: the canary user and the background users must agree on the model, the dialect, the stage and
+where records go. The plan travels as a small plain dict (the master sends it to workers, a local
+run loops it back), so a worker on another machine needs nothing but the message. This module
+imports no Locust; the locustfile wires it to Locust's events and messages.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from typing import Any
 from collectors.canary import BackgroundCollector, CanaryCollector
 from collectors.manifest import read_manifest
 from loadgen.client import Inflight
+from loadgen.coordination import Mirror
 from loadgen.dialects import Features
 from loadgen.errors import RunFolderError
 from loadgen.prepare import api_key_of, canary_features
 from loadgen.scenario import Scenario, parse_scenario
-from loadgen.stages import StageTracker, build_stages
 
 
 @dataclass
@@ -30,13 +31,12 @@ class RunState:
     model: str
     api_key: str | None
     features: dict[str, Features]  # per endpoint kind, as probed
-    tracker: StageTracker
+    mirror: Mirror
     canaries: CanaryCollector
     background: BackgroundCollector
     worker: str
     inflight: Inflight = field(default_factory=Inflight)
     background_users: int = 0
-    owns_report: bool = False  # True when this process prepared the run folder (web UI) and must report it
     _next_user_index: int = 0
 
     def next_user_index(self) -> int:
@@ -52,31 +52,35 @@ class RunState:
         self.background.close()
 
 
-def _features(raw: dict[str, Any], run_dir: Path) -> dict[str, Features]:
+def plan_of(run_dir: Path) -> dict[str, Any]:
+    """The part of a prepared manifest that user-side processes need: small, plain, msgpack-safe."""
+    manifest = read_manifest(run_dir)
+    return {"run_dir": str(run_dir), "run_id": manifest["run_id"], "scenario": manifest["scenario"],
+            "endpoint": manifest["endpoint"], "features": manifest["features"]}  # fmt: skip
+
+
+def _features(raw: dict[str, Any], where: str) -> dict[str, Features]:
     try:
         return {kind: Features(**entry["features"]) for kind, entry in raw.items()}
     except (TypeError, KeyError) as exc:
-        raise RunFolderError(
-            f"{run_dir}/manifest.json: field features: not as 'loadgen run' writes it ({exc})"
-        ) from None
+        raise RunFolderError(f"{where}: field features: not as 'loadgen run' writes it ({exc})") from None
 
 
-def load_state(run_dir: Path, *, worker: str = "") -> RunState:
-    """Rebuild the plan from a prepared run folder and open this process's record files."""
-    manifest = read_manifest(run_dir)
-    source = f"{run_dir}/manifest.json"
-    scenario = parse_scenario(manifest["scenario"], source)
-    base_url = manifest["endpoint"]["base_url"]
-    stages = build_stages(scenario.sweep, len(scenario.canaries))
+def state_from_plan(plan: dict[str, Any], *, worker: str) -> RunState:
+    """Open this process's record files in the run folder (created if this machine lacks it)."""
+    run_dir = Path(plan["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    where = f"{run_dir}/manifest.json"
+    scenario = parse_scenario(plan["scenario"], where)
     suffix = f"-{worker}" if worker else ""
     return RunState(
         run_dir=run_dir,
         scenario=scenario,
-        base_url=base_url,
-        model=manifest["endpoint"]["model"],
-        api_key=api_key_of(scenario, source),
-        features=_features(manifest["features"], run_dir),
-        tracker=StageTracker(stages, len(scenario.canaries), scenario.sweep.settle_timeout_s),
+        base_url=plan["endpoint"]["base_url"],
+        model=plan["endpoint"]["model"],
+        api_key=api_key_of(scenario, where),
+        features=_features(plan["features"], where),
+        mirror=Mirror(len(scenario.canaries)),
         canaries=CanaryCollector(run_dir / f"canaries{suffix}.jsonl"),
         background=BackgroundCollector(run_dir / f"background{suffix}.jsonl"),
         worker=worker or f"pid{os.getpid()}",

@@ -2,6 +2,7 @@
 
 Why: a typo in a scenario must fail at once with the file and the field named, not after an hour of
 load. This module reads TOML and validates; it sends nothing and imports nothing from Locust.
+Its messages never echo a value that may be a secret (``api_key_env``, credentials in a URL).
 """
 
 from __future__ import annotations
@@ -50,13 +51,17 @@ class Endpoint(_Strict):
             return v
         parts = urlsplit(v)
         if parts.username is not None or parts.password is not None:  # never echoed: it may hold a secret
-            raise ValueError("credentials in the URL would be recorded in the run folder; remove them and name "
-                             "an environment variable holding the key in endpoint.api_key_env")
+            raise ValueError(
+                "credentials in the URL would be recorded in the run folder; remove them and name "
+                "an environment variable holding the key in endpoint.api_key_env"
+            )
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"expected an http(s) URL such as http://127.0.0.1:8000, got {v!r}")
         if parts.query or parts.fragment:
-            raise ValueError("expected a base URL without '?query' or '#fragment' (not shown: it may hold a key; "
-                             "name the key's environment variable in endpoint.api_key_env)")
+            raise ValueError(
+                "expected a base URL without '?query' or '#fragment' (not shown: it may hold a key; "
+                "name the key's environment variable in endpoint.api_key_env)"
+            )
         try:
             parts.port  # noqa: B018 - urlsplit checks the port only when it is read
         except ValueError:
@@ -70,12 +75,16 @@ class Endpoint(_Strict):
         if v is None:
             return v
         if _looks_like_key(v):
-            raise ValueError("this looks like an API key, not the NAME of an environment variable: put the key in "
-                             "the environment (export OPENAI_API_KEY=...) and write only the variable's name here "
-                             "(the value is not shown)")
+            raise ValueError(
+                "this looks like an API key, not the NAME of an environment variable: put the key in "
+                "the environment (export OPENAI_API_KEY=...) and write only the variable's name here "
+                "(the value is not shown)"
+            )
         if not _ENV_NAME.fullmatch(v):
-            raise ValueError("expected the NAME of an environment variable (letters, digits and _, not starting "
-                             "with a digit) such as OPENAI_API_KEY (the value is not shown)")
+            raise ValueError(
+                "expected the NAME of an environment variable (letters, digits and _, not starting "
+                "with a digit) such as OPENAI_API_KEY (the value is not shown)"
+            )
         return v
 
 
@@ -201,8 +210,10 @@ def _message(kind: str, loc: tuple[int | str, ...], msg: str) -> str:
     msg = msg.removeprefix("Value error, ")
     if kind == "extra_forbidden":
         if str(loc[-1]).lower() in _SECRET_FIELDS:
-            return ("unknown field; keys are never read from a scenario file: put the key in an environment "
-                    "variable and name that variable in endpoint.api_key_env")
+            return (
+                "unknown field; keys are never read from a scenario file: put the key in an environment "
+                "variable and name that variable in endpoint.api_key_env"
+            )
         return "unknown field (check the spelling)"
     if loc == ("canaries",) and kind == "missing":
         return "required: add at least one [[canaries]] table"

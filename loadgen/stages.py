@@ -1,9 +1,9 @@
 """The run's stage arithmetic: warm-up, baseline, then one stage per concurrency level.
 
-Pure: no Locust, no clocks of its own (callers pass ``now``). The Locust shape and the canary user
-both consult one ``StageTracker``: the shape asks how many background users to hold, the canary
-user asks for a ticket to send, and a stage ends when its canary quota has completed (not on a
-timer), so every level gets exactly its canaries whatever the endpoint's speed.
+Pure: no Locust, no clocks of its own (callers pass ``now``). The shape asks how many users to
+hold for the current stage; a stage ends when its canary quota has completed (not on a timer), so
+every level gets exactly its canaries whatever the endpoint's speed. ``loadgen.coordination``
+carries the tracker's state to the processes that run users.
 """
 
 from __future__ import annotations
@@ -47,18 +47,16 @@ def users_for(stage: Stage | None, canary_users: int) -> int | None:
 
 
 class StageTracker:
-    """Which stage the run is in, how many canaries of it were issued and completed, and whether it may send."""
+    """Which stage the run is in, how many of its canaries completed, and whether it may send."""
 
-    def __init__(self, stages: list[Stage], n_canaries: int, settle_timeout_s: float) -> None:
+    def __init__(self, stages: list[Stage], settle_timeout_s: float) -> None:
         self.stages = stages
-        self.n_canaries = n_canaries
         self.settle_timeout_s = settle_timeout_s
         self.index = 0
-        self.issued = 0
         self.completed = 0
         self.stage_started_at: float | None = None
         self.ready = False
-        self.unsettled_levels: list[int] = []  # levels whose canaries went out before all users were in flight
+        self.unsettled_levels: list[int] = []  # levels whose canaries went out before all users were busy
 
     @property
     def current(self) -> Stage | None:
@@ -84,23 +82,13 @@ class StageTracker:
             self.unsettled_levels.append(stage.level)
         return self.ready
 
-    def take_ticket(self) -> Ticket | None:
-        stage = self.current
-        if stage is None or not self.ready or self.issued >= stage.quota:
-            return None
-        seq = self.issued
-        self.issued += 1
-        return Ticket(self.index, stage.phase, stage.level, seq % self.n_canaries, seq)
-
-    def complete(self, ticket: Ticket) -> None:
+    def complete(self, stage_index: int) -> None:
         """Count a finished canary (ok or failed); the last one of a stage moves the run to the next."""
-        if ticket.stage_index != self.index:
-            return
+        if stage_index != self.index or self.current is None:
+            return  # a late report for a stage already closed
         self.completed += 1
-        stage = self.stages[self.index]
-        if self.completed >= stage.quota:
+        if self.completed >= self.stages[self.index].quota:
             self.index += 1
-            self.issued = 0
             self.completed = 0
             self.ready = False
             self.stage_started_at = None

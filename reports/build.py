@@ -55,6 +55,21 @@ def build_report(run: RunData) -> dict[str, Any]:
     return report
 
 
+def run_notices(m: dict[str, Any]) -> list[str]:
+    """What went wrong with the run itself (not the endpoint's answers), from the manifest, in plain words."""
+    notices = []
+    if m.get("status") != "finished":
+        notices.append(f"The run did not finish (status {m.get('status')!r}): figures cover what was collected.")
+    if m.get("workers_vanished"):
+        names = ", ".join(map(str, m["workers_vanished"]))
+        notices.append(f"Worker(s) {names} vanished during the run; their records up to that moment are included.")
+    if m.get("unsettled_levels"):
+        levels = ", ".join(map(str, m["unsettled_levels"]))
+        notices.append(f"Level(s) {levels}: canaries went out before every background user had a request in flight.")
+    notices.extend(str(n) for n in m.get("notices") or [])
+    return notices
+
+
 def run_section(m: dict[str, Any]) -> dict[str, Any]:
     endpoint = m.get("endpoint") or {}
     server = m.get("server") or {}
@@ -72,6 +87,7 @@ def run_section(m: dict[str, Any]) -> dict[str, Any]:
         "tool_version": (m.get("tool") or {}).get("version"),
         "levels": m.get("levels"),
         "canaries_per_level": m.get("canaries_per_level"),
+        "notices": run_notices(m),
         "scenario_path": m.get("scenario_path"),
     }
 

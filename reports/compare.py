@@ -12,6 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from loadgen.errors import RunFolderError
 from reports import plots
 from reports.render_html import esc, page
 from reports.render_md import code, fmt
@@ -157,7 +158,10 @@ def render_html(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) 
 
 
 def write_comparison(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]], out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunFolderError(f"--out {out_dir}: cannot create ({exc.strerror or exc})") from exc
     paths = [out_dir / "comparison.json", out_dir / "comparison.md", out_dir / "comparison.html"]
     write_text(paths[0], report_json(cmp))
     write_text(paths[1], render_markdown(cmp))

@@ -178,6 +178,7 @@ def render_html(report: dict[str, Any]) -> str:
         + (f" · labels {escape(labels)}" if labels else "")
         + "</p>"
     )
+    head += "".join(f'<p class="warn">{esc(n)}</p>' for n in run.get("notices") or [])
     if report["input"]["skipped_lines"]:
         head += f'<p class="warn">Skipped {report["input"]["skipped_lines"]} unreadable line(s) while reading.</p>'
     body = "".join(canary_html(e) for e in report["canaries"]) or "<p>No canary records in this run.</p>"

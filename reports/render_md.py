@@ -93,6 +93,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines.append(f"Model `{run.get('model')}` at `{run.get('endpoint')}`; status {fmt(run.get('status'))}.")
     if run.get("labels"):
         lines.append("Labels: " + ", ".join(f"{code(k)}={code(v)}" for k, v in sorted(run["labels"].items())))
+    lines += [f"> **Notice:** {n}" for n in run.get("notices") or []]
     inp = report["input"]
     if inp["skipped_lines"]:
         lines.append(f"Skipped {inp['skipped_lines']} unreadable line(s) (torn or corrupt) while reading the run.")

@@ -28,6 +28,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--ui", action="store_true", help="open Locust's web UI instead of running headless")
     p.add_argument("--web-port", type=int, default=8089, help="web UI port (with --ui)")
     p.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (with --ui; default: localhost only)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="run Locust's users in N worker processes (-1: one per core); 0: one process",
+    )
     p.add_argument("--no-report", action="store_true", help="skip writing report.json/.md/.html")
     p.add_argument(
         "--engine-arg",
@@ -50,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         ui=args.ui,
         web_host=args.web_host,
         web_port=args.web_port,
+        processes=args.processes,
         report=not args.no_report,
     )
     print(result.run_dir)

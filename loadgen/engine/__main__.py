@@ -10,6 +10,6 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from loadgen.engine.cli import main  # noqa: E402
+from loadgen.engine.cli import main
 
 raise SystemExit(main())

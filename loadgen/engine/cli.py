@@ -17,6 +17,10 @@ from aiohttp import web
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
 from loadgen.engine.server import build_app
 
+# The engine thread and the HTTP loop share the GIL; a short switch interval keeps token
+# delivery from waiting behind a whole step.
+SWITCH_INTERVAL_S = 0.001
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -26,18 +30,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000, help="0 binds a free port (see the READY line)")
-    p.add_argument("--batch-invariant", action="store_true",
-                   help="one fixed reduction order for every shape: logits independent of batch and cache")
-    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
-                   help="cache KV of full 16-token prompt blocks (default on, as in vLLM)")
+    p.add_argument(
+        "--batch-invariant",
+        action="store_true",
+        help="one fixed reduction order for every shape: logits independent of batch and cache",
+    )
+    p.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cache KV of full 16-token prompt blocks (default on, as in vLLM)",
+    )
     p.add_argument("--max-num-seqs", type=int, default=64, help="most sequences in one step")
     p.add_argument("--max-num-batched-tokens", type=int, default=2048, help="token budget of one step")
     p.add_argument("--max-model-len", type=int, default=512, help="prompt + completion tokens per sequence")
     p.add_argument("--prefix-cache-blocks", type=int, default=1024, help="prefix-cache capacity in blocks")
     p.add_argument("--seed", type=int, default=0, help="weight seed: same seed, same model")
-    p.add_argument("--logit-scale", type=float, default=4.0,
-                   help="weight of the contextual logits against the fixed unigram prior; higher means "
-                   "more near-ties decided by rounding")
+    p.add_argument(
+        "--logit-scale",
+        type=float,
+        default=4.0,
+        help="weight of the contextual logits against the fixed unigram prior; higher means "
+        "more near-ties decided by rounding",
+    )
     return p
 
 
@@ -61,6 +76,7 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
 async def serve(opts: EngineOptions, host: str, port: int) -> None:
     """Run until SIGTERM/SIGINT; prints the READY line once listening."""
     loop = asyncio.get_running_loop()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     runner = EngineRunner(build_scheduler(opts), loop)
     runner.start()
     app_runner = web.AppRunner(build_app(runner), handler_cancellation=True, access_log=None)

@@ -30,6 +30,12 @@ F64 = npt.NDArray[np.float64]
 FTZ_BELOW: Final = np.float32(2.0**-12)
 SATURATE_AT: Final = np.float32(2.0**8)
 KV_TILE: Final = 32
+_SHIFT: Final = np.uint32(16)
+_ONE: Final = np.uint32(1)
+_HALF_MINUS_ONE: Final = np.uint32(0x7FFF)
+_KEEP_HIGH: Final = np.uint32(0xFFFF0000)
+_EXP_MASK: Final = np.uint32(0x7F800000)
+_FTZ_EXP: Final = np.float32(2.0**-12).view(np.uint32) & np.uint32(0x7F800000)
 NEG_INF: Final = np.float32(-np.inf)
 
 
@@ -38,12 +44,13 @@ def to_bf16(x: F32) -> F32:
 
     The result is float32 holding bf16 values, as a GPU stores activations between ops.
     """
-    clipped = np.clip(x, -SATURATE_AT, SATURATE_AT)
-    bits = np.ascontiguousarray(clipped, dtype=np.float32).view(np.uint32)
-    rounded = (bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))) & np.uint32(0xFFFF0000)
-    out = rounded.view(np.float32)
-    out[np.abs(out) < FTZ_BELOW] = 0.0
-    return out
+    clipped = np.minimum(np.maximum(x, -SATURATE_AT, dtype=np.float32), SATURATE_AT)
+    bits = clipped.view(np.uint32)
+    rounded = bits + ((bits >> _SHIFT) & _ONE)
+    rounded += _HALF_MINUS_ONE
+    rounded &= _KEEP_HIGH
+    rounded *= (rounded & _EXP_MASK) >= _FTZ_EXP
+    return rounded.view(np.float32)
 
 
 def split_k_matmul(x: F32, w64: F64, splits: int) -> F32:
@@ -63,8 +70,8 @@ def split_k_matmul(x: F32, w64: F64, splits: int) -> F32:
         return (x64 @ w64).astype(np.float32)
     xs = x64.reshape(m, splits, kc).transpose(1, 0, 2)
     ws = w64.reshape(splits, kc, w64.shape[1])
-    partials = np.matmul(xs, ws).astype(np.float32)
-    acc = partials[0].copy()
+    partials: F32 = np.matmul(xs, ws).astype(np.float32)
+    acc: F32 = partials[0].copy()
     for j in range(1, splits):
         acc += partials[j]
     return acc
@@ -106,8 +113,8 @@ def rms_norm(x: F32, gamma: F32, split: bool, eps: float = 1e-5) -> F32:
 
 def attention(
     q: F32,
-    k: F32,
-    v: F32,
+    k: F64,
+    v: F64,
     q_pos: npt.NDArray[np.int64],
     kv_len: npt.NDArray[np.int64],
     splits: int,
@@ -115,7 +122,7 @@ def attention(
 ) -> F32:
     """Causal attention with FlashAttention tiling and flash-decoding split-KV; output fp32.
 
-    Shapes: ``q`` (B, H, Lq, Dh); ``k``/``v`` (B, H, Lk, Dh) with Lk a multiple of KV_TILE
+    Shapes: ``q`` (B, H, Lq, Dh); ``k``/``v`` (B, H, Lk, Dh), float64 holding bf16 values, with Lk a multiple of KV_TILE
     (rows past a sequence's length are padding); ``q_pos`` (B, Lq) absolute positions of the
     queries (-1 for padding rows); ``kv_len`` (B,) valid keys. Key j is visible to a query at
     position p when j <= p and j < kv_len.
@@ -134,9 +141,8 @@ def attention(
     key_idx = np.arange(lk, dtype=np.int64)
     visible = (key_idx[None, None, :] <= q_pos[:, :, None]) & (key_idx[None, None, :] < kv_len[:, None, None])
     q64 = q.astype(np.float64)
-    scores = (np.matmul(q64, k.astype(np.float64).transpose(0, 1, 3, 2))).astype(np.float32) * scale
+    scores = (np.matmul(q64, k.transpose(0, 1, 3, 2))).astype(np.float32) * scale
     scores = np.where(visible[:, None, :, :], scores, NEG_INF)
-    v64 = v.astype(np.float64)
 
     shape = (b, h, lq)
     m_s = np.full((splits, *shape), NEG_INF, dtype=np.float32)
@@ -154,7 +160,7 @@ def attention(
             alpha = np.exp(m_s[s] - safe_m)
             p64 = p.astype(np.float64)
             l_tile = p64.sum(axis=-1).astype(np.float32)
-            o_tile = np.matmul(p64, v64[:, :, lo:hi, :]).astype(np.float32)
+            o_tile = np.matmul(p64, v[:, :, lo:hi, :]).astype(np.float32)
             l_s[s] = l_s[s] * alpha + l_tile
             o_s[s] = o_s[s] * alpha[..., None] + o_tile
             m_s[s] = m_new
@@ -179,7 +185,8 @@ def _normalise(o: F32, l_sum: F32) -> F32:
 
 def silu_mul(gate: F32, up: F32) -> F32:
     """SiLU(gate) * up, elementwise in fp32, stored as bf16."""
-    return to_bf16((gate / (np.float32(1.0) + np.exp(-gate))) * up)
+    act: F32 = ((gate / (np.float32(1.0) + np.exp(-gate))) * up).astype(np.float32)
+    return to_bf16(act)
 
 
 def log_softmax(logits: F32) -> F32:
@@ -187,4 +194,5 @@ def log_softmax(logits: F32) -> F32:
     m = logits.max(axis=-1, keepdims=True)
     shifted = logits - m
     lse = np.log(np.exp(shifted).sum(axis=-1, keepdims=True, dtype=np.float32))
-    return (shifted - lse).astype(np.float32)
+    out: F32 = (shifted - lse).astype(np.float32)
+    return out

@@ -16,31 +16,50 @@ from typing import Final
 
 import numpy as np
 
-from loadgen.engine.kernels import F32
+from loadgen.engine.kernels import F32, F64
 from loadgen.engine.weights import ModelConfig
 
 BLOCK_TOKENS: Final = 16
 
 
 class SlotKV:
-    """K and V for every slot: arrays (layers, slots, heads, max_len, head_dim), float32 bf16 values."""
+    """K and V for every slot: arrays (layers, slots, heads, max_len, head_dim).
+
+    Stored as float64 holding bf16 values, so attention reads them without a conversion. Slots
+    in use are always 0..used-1 (the scheduler compacts on release), so a decode batch reads a
+    view of the first slots instead of gathering copies.
+    """
 
     def __init__(self, cfg: ModelConfig, slots: int) -> None:
         shape = (cfg.n_layers, slots, cfg.n_heads, cfg.max_model_len, cfg.head_dim)
-        self.k: F32 = np.zeros(shape, dtype=np.float32)
-        self.v: F32 = np.zeros(shape, dtype=np.float32)
-        self._free = list(range(slots - 1, -1, -1))
+        self.k: F64 = np.zeros(shape, dtype=np.float64)
+        self.v: F64 = np.zeros(shape, dtype=np.float64)
+        self.slots = slots
+        self.used = 0
 
     @property
     def free_slots(self) -> int:
-        return len(self._free)
+        return self.slots - self.used
 
     def acquire(self) -> int:
-        return self._free.pop()
+        if self.used >= self.slots:
+            raise RuntimeError("SlotKV.acquire: no free slot (the scheduler checks free_slots first)")
+        self.used += 1
+        return self.used - 1
 
-    def release(self, slot: int) -> None:
-        self._free.append(slot)
-        self._free.sort(reverse=True)
+    def release_moving_last(self, slot: int, last_len: int) -> int | None:
+        """Free ``slot``; the last used slot's first ``last_len`` positions move into it.
+
+        Returns the slot that moved (whose owner must now use ``slot``), or None if ``slot``
+        was the last one.
+        """
+        last = self.used - 1
+        self.used -= 1
+        if slot == last:
+            return None
+        self.k[:, slot, :, :last_len] = self.k[:, last, :, :last_len]
+        self.v[:, slot, :, :last_len] = self.v[:, last, :, :last_len]
+        return last
 
 
 def block_hashes(token_ids: list[int], salt: str | None) -> list[int]:
@@ -93,7 +112,7 @@ class PrefixCache:
             k_block, v_block = self._blocks[hashes[i]]
             lo = i * BLOCK_TOKENS
             kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :] = k_block
-            kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :] = v_block
+            kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :] = v_block  # float32 -> float64, exact
 
     def store(self, hashes: list[int], kv: SlotKV, slot: int) -> None:
         """Cache every full block of the slot's prompt that is not cached yet; evict LRU."""
@@ -105,8 +124,8 @@ class PrefixCache:
                 continue
             lo = i * BLOCK_TOKENS
             self._blocks[h] = (
-                kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :].copy(),
-                kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :].copy(),
+                kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :].astype(np.float32),
+                kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :].astype(np.float32),
             )
             while len(self._blocks) > self.capacity_blocks:
                 self._blocks.popitem(last=False)

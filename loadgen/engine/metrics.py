@@ -38,8 +38,11 @@ class SchedulerCollector(Collector):
             yield g
         stats = s.prefix_cache.stats
         counters = [
-            ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-             stats.queries_tokens),
+            (
+                "vllm:prefix_cache_queries",
+                "Prefix cache queries, in terms of number of queried tokens.",
+                stats.queries_tokens,
+            ),
             ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", stats.hits_tokens),
             ("vllm:prompt_tokens", "Number of prefill tokens processed.", s.stats.prompt_tokens_total),
             ("vllm:generation_tokens", "Number of generation tokens processed.", s.stats.generation_tokens_total),

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from loadgen.engine.kernels import F32, KV_TILE, attention, rms_norm, silu_mul, split_k_matmul, to_bf16
+from loadgen.engine.kernels import F32, F64, KV_TILE, attention, rms_norm, silu_mul, split_k_matmul, to_bf16
 from loadgen.engine.kvcache import SlotKV
-from loadgen.engine.plan import StepPlan, kv_split_count, plan_step, split_k_count
+from loadgen.engine.plan import InvariantPaths, StepPlan, kv_split_count, plan_step, split_k_count
 from loadgen.engine.weights import LayerWeights, Weights
 
 
@@ -49,10 +49,10 @@ def _rope(x: F32, pos: npt.NDArray[np.int64], cos: F32, sin: F32, heads: int) ->
 class TinyModel:
     """Forward pass; holds weights and the KV slots, and nothing else."""
 
-    def __init__(self, weights: Weights, kv: SlotKV, invariant: bool, logit_scale: float) -> None:
+    def __init__(self, weights: Weights, kv: SlotKV, paths: InvariantPaths, logit_scale: float) -> None:
         self.w = weights
         self.kv = kv
-        self.invariant = invariant
+        self.paths = paths
         self.logit_scale = np.float32(logit_scale)
         self.scale = np.float32(1.0 / np.sqrt(weights.config.head_dim))
 
@@ -61,7 +61,7 @@ class TinyModel:
         cfg = self.w.config
         ids = np.fromiter((t for s in segments for t in s.token_ids), dtype=np.int64)
         pos = np.concatenate([np.arange(s.start, s.start + len(s.token_ids)) for s in segments])
-        plan = plan_step(len(ids), self.invariant)
+        plan = plan_step(len(ids), self.paths)
         x = self.w.embed[ids]
         for li, layer in enumerate(self.w.layers):
             x = self._layer(li, layer, x, pos, segments, plan)
@@ -69,7 +69,7 @@ class TinyModel:
         pick = np.array([e for s, e in zip(segments, ends, strict=True) if s.wants_logits], dtype=np.int64)
         hidden = rms_norm(x, self.w.final_norm, plan.norm_split)[pick]
         vocab = self.w.lm_head.shape[1]
-        z = split_k_matmul(hidden, self.w.lm_head, split_k_count(len(pick), vocab, cfg.d_model, self.invariant))
+        z = split_k_matmul(hidden, self.w.lm_head, split_k_count(len(pick), vocab, cfg.d_model, self.paths.matmul))
         return (z * self.logit_scale + self.w.prior[None, :]).astype(np.float32)
 
     def _linear(self, x: F32, w: npt.NDArray[np.float64], plan: StepPlan) -> F32:
@@ -121,7 +121,7 @@ class TinyModel:
             out[decode_rows] = self._decode_attention(q[decode_rows], decode_segs, kc, vc)
         return to_bf16(out)
 
-    def _prefill_attention(self, q: F32, seg: Segment, kc: F32, vc: F32) -> F32:
+    def _prefill_attention(self, q: F32, seg: Segment, kc: F64, vc: F64) -> F32:
         heads, hd = self.w.config.n_heads, self.w.config.head_dim
         n = q.shape[0]
         end = seg.start + n
@@ -137,23 +137,32 @@ class TinyModel:
             1,
             self.scale,
         )
-        return o[0].transpose(1, 0, 2).reshape(n, heads * hd)
+        rows: F32 = o[0].transpose(1, 0, 2).reshape(n, heads * hd)
+        return rows
 
-    def _decode_attention(self, q: F32, segs: list[Segment], kc: F32, vc: F32) -> F32:
+    def _decode_attention(self, q: F32, segs: list[Segment], kc: F64, vc: F64) -> F32:
         heads, hd = self.w.config.n_heads, self.w.config.head_dim
         b = len(segs)
-        lens = np.array([s.start + 1 for s in segs], dtype=np.int64)
+        slots = np.array([s.slot for s in segs], dtype=np.int64)
+        order = np.argsort(slots)
+        lens = np.array([segs[i].start + 1 for i in order], dtype=np.int64)
         tiles = -(-int(lens.max()) // KV_TILE)
         lk = tiles * KV_TILE
-        slots = np.array([s.slot for s in segs], dtype=np.int64)
-        splits = kv_split_count(b, heads, tiles, self.invariant)
+        sorted_slots = slots[order]
+        if sorted_slots[0] == 0 and sorted_slots[-1] == b - 1:
+            k_view, v_view = kc[:b, :, :lk], vc[:b, :, :lk]
+        else:
+            k_view, v_view = kc[sorted_slots, :, :lk], vc[sorted_slots, :, :lk]
+        splits = kv_split_count(b, heads, tiles, self.paths.attention)
         o = attention(
-            q.reshape(b, heads, 1, hd),
-            kc[slots, :, :lk],
-            vc[slots, :, :lk],
+            q[order].reshape(b, heads, 1, hd),
+            k_view,
+            v_view,
             (lens - 1)[:, None],
             lens,
             splits,
             self.scale,
         )
-        return o.reshape(b, heads * hd)
+        out = np.empty((b, heads * hd), dtype=np.float32)
+        out[order] = o.reshape(b, heads * hd)
+        return out

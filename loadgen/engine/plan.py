@@ -81,6 +81,22 @@ class StepPlan:
         return split_k_count(self.rows if rows is None else rows, n, k, self.invariant)
 
 
-def plan_step(rows: int, invariant: bool) -> StepPlan:
+@dataclass(frozen=True)
+class InvariantPaths:
+    """Which reduction paths use their fixed order; batch-invariant mode fixes all three.
+
+    Fixing one path at a time is how the tests attribute a divergence to a kernel.
+    """
+
+    matmul: bool = False
+    attention: bool = False
+    norm: bool = False
+
+    @classmethod
+    def all(cls, on: bool) -> InvariantPaths:
+        return cls(matmul=on, attention=on, norm=on)
+
+
+def plan_step(rows: int, paths: InvariantPaths) -> StepPlan:
     """Plan for a step that pushes ``rows`` token rows through the linear layers."""
-    return StepPlan(invariant=invariant, rows=rows, norm_split=rmsnorm_split(rows, invariant))
+    return StepPlan(invariant=paths.matmul, rows=rows, norm_split=rmsnorm_split(rows, paths.norm))

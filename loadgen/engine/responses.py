@@ -58,11 +58,9 @@ class Renderer:
         return {"text_offset": offsets, "token_logprobs": lps, "tokens": tokens, "top_logprobs": tops}
 
     def _entry(self, token_id: int, logprob: float) -> dict[str, Any]:
-        return {
-            "token": self._token_str(token_id),
-            "logprob": max(logprob, -9999.0),
-            "bytes": list(self.tok.token_bytes[token_id]),
-        }
+        text = self._token_str(token_id)
+        raw = text.encode() if self.req.tokens_as_ids else self.tok.token_bytes[token_id]
+        return {"token": text, "logprob": max(logprob, -9999.0), "bytes": list(raw)}
 
     def _chat_logprobs(self, events: list[TokenEvent]) -> dict[str, Any] | None:
         if self.req.params.logprobs is None:
@@ -83,7 +81,15 @@ class Renderer:
             if stream:
                 choice["delta"] = {"content": text} if events else {}
             else:
-                choice["message"] = {"role": "assistant", "content": text, "reasoning": None}
+                choice["message"] = {
+                    "role": "assistant",
+                    "content": text,
+                    "refusal": None,
+                    "annotations": None,
+                    "audio": None,
+                    "function_call": None,
+                    "reasoning": None,
+                }
             choice["logprobs"] = self._chat_logprobs(events)
         else:
             choice["text"] = text
@@ -92,8 +98,11 @@ class Renderer:
         choice["stop_reason"] = last.stop_reason if last else None
         if self.req.return_token_ids:
             choice["token_ids"] = [ev.token_id for ev in events]
-            if not self.req.chat and (not stream or self._first_chunk):
-                choice["prompt_token_ids"] = self.req.prompt_ids
+        if not self.req.chat:
+            if not stream:
+                choice["prompt_logprobs"] = None
+            if not stream or self._first_chunk:
+                choice["prompt_token_ids"] = self.req.prompt_ids if self.req.return_token_ids else None
         return choice
 
     def full(self, events: list[TokenEvent], cached_tokens: int) -> dict[str, Any]:
@@ -122,8 +131,9 @@ class Renderer:
 
     def role_chunk(self) -> dict[str, Any]:
         """Chat streams open with the assistant role (and the prompt ids when asked)."""
-        chunk = self._chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                              "finish_reason": None}])
+        chunk = self._chunk(
+            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]
+        )
         if self.req.return_token_ids:
             chunk["prompt_token_ids"] = self.req.prompt_ids
         return chunk

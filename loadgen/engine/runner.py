@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from loadgen.engine.kvcache import PrefixCache, SlotKV
 from loadgen.engine.model import TinyModel
+from loadgen.engine.plan import InvariantPaths
 from loadgen.engine.scheduler import Delivery, EngineRequest, Scheduler, TokenEvent
 from loadgen.engine.tokenizer import Tokenizer, load_tokenizer
 from loadgen.engine.weights import ModelConfig, generate_weights
@@ -33,6 +34,12 @@ class EngineOptions:
     seed: int = 0
     logit_scale: float = 4.0
     prefix_cache_blocks: int = 1024
+    paths: InvariantPaths | None = None
+
+    @property
+    def invariant_paths(self) -> InvariantPaths:
+        """``paths`` when given (tests fix one kernel at a time), else all-or-nothing from the flag."""
+        return self.paths if self.paths is not None else InvariantPaths.all(self.batch_invariant)
 
 
 def build_scheduler(opts: EngineOptions, tokenizer: Tokenizer | None = None) -> Scheduler:
@@ -41,7 +48,7 @@ def build_scheduler(opts: EngineOptions, tokenizer: Tokenizer | None = None) -> 
     cfg = ModelConfig(max_model_len=opts.max_model_len)
     weights = generate_weights(tok, opts.seed, cfg)
     kv = SlotKV(cfg, opts.max_num_seqs)
-    model = TinyModel(weights, kv, opts.batch_invariant, opts.logit_scale)
+    model = TinyModel(weights, kv, opts.invariant_paths, opts.logit_scale)
     return Scheduler(
         model=model,
         tokenizer=tok,

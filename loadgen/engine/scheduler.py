@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loadgen.engine.detok import TextState
+from loadgen.engine.kernels import F32
 from loadgen.engine.kvcache import PrefixCache, SlotKV, block_hashes
 from loadgen.engine.model import Segment, TinyModel
 from loadgen.engine.sampling import SamplingParams, sample_row
@@ -110,9 +111,17 @@ class Scheduler:
         seq = self.running.pop(request_id, None)
         if seq is None:
             return False
-        self.kv.release(seq.slot)
+        self._release(seq)
         self.stats.aborted_total += 1
         return True
+
+    def _release(self, seq: _Seq) -> None:
+        """Free the sequence's slot, moving the last slot's sequence into it (slots stay compact)."""
+        last = self.kv.used - 1
+        owner = next((s for s in self.running.values() if s.slot == last), None)
+        moved = self.kv.release_moving_last(seq.slot, len(owner.tokens) if owner else 0)
+        if moved is not None and owner is not None:
+            owner.slot = seq.slot
 
     def _admit(self, budget: int) -> list[_Seq]:
         admitted: list[_Seq] = []
@@ -161,11 +170,11 @@ class Scheduler:
             deliveries.append(Delivery(seq.req.request_id, seq.cached_tokens, [event]))
             if event.finish_reason is not None:
                 del self.running[seq.req.request_id]
-                self.kv.release(seq.slot)
+                self._release(seq)
                 self.stats.finished_total += 1
         return deliveries
 
-    def _advance(self, seq: _Seq, logits: np.ndarray) -> TokenEvent:  # type: ignore[type-arg]
+    def _advance(self, seq: _Seq, logits: F32) -> TokenEvent:
         params = seq.req.params
         sampled = sample_row(logits, params, seq.rng)
         token = sampled.token_id

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from loadgen.engine.metrics import metrics_registry, render
 from loadgen.engine.protocol import MODEL_ID, ApiError, ParsedRequest, parse_request
@@ -24,6 +25,7 @@ from loadgen.engine.runner import EngineRunner
 from loadgen.engine.scheduler import EngineRequest, TokenEvent
 
 RUNNER_KEY = web.AppKey("runner", EngineRunner)
+METRICS_KEY = web.AppKey("metrics", CollectorRegistry)
 
 
 def _json(body: dict[str, Any], status: int = 200) -> web.Response:
@@ -136,9 +138,6 @@ async def metrics(request: web.Request) -> web.Response:
 async def reset_prefix_cache(request: web.Request) -> web.Response:
     request.app[RUNNER_KEY].reset_prefix_cache()
     return web.Response(status=200)
-
-
-METRICS_KEY = web.AppKey("metrics", object)
 
 
 @web.middleware

@@ -2,7 +2,7 @@
 
 Why this module exists: the engine needs token ids that mean something to a reader (real
 English words) and a round trip for any input. Vocabulary: special tokens, 256 byte tokens,
-punctuation, then each word of ``words.txt`` as " word", "word" and " Word". A piece of text
+punctuation, then each word of ``words.txt`` as " word", "word", " Word" and "Word". A piece of text
 not in the vocabulary becomes its UTF-8 bytes. Decoding concatenates token bytes.
 
 It must not know about the model or HTTP; it is pure apart from reading ``words.txt`` once.
@@ -78,7 +78,7 @@ def load_tokenizer() -> Tokenizer:
     for mark in PUNCTUATION:
         pieces.extend([mark, " " + mark])
     for word in _words():
-        pieces.extend([" " + word, word, " " + word.capitalize()])
+        pieces.extend([" " + word, word, " " + word.capitalize(), word.capitalize()])
     piece_ids: dict[str, int] = {}
     for piece in pieces:
         if piece not in piece_ids:

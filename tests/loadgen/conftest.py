@@ -20,3 +20,13 @@ def fault_server() -> Iterator[str]:
     yield line.split()[1]
     proc.terminate()
     proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The embedded engine, started for real as a subprocess on a free port."""
+    from loadgen.launch import start_embedded
+
+    log = tmp_path_factory.mktemp("engine") / "engine.log"
+    with start_embedded([], log_path=log) as engine:
+        yield engine.url

@@ -89,3 +89,15 @@ def test_connection_refused() -> None:
 def test_api_path_keeps_prefixes(base: str, path: str) -> None:
     assert api_path(base, "completions") == path
     assert v1_path(base, "models") == path.replace("completions", "models")
+
+
+def test_a_key_echoed_by_the_server_is_redacted(server: str) -> None:
+    client = make_client(server, connect_timeout_s=2.0, read_timeout_s=5.0, api_key=None)
+    body = build_body("completions", model="m", prompt="status:418", messages=None, max_tokens=3, seed=0,
+                      stream=False, features=FEATURES)  # fmt: skip
+    try:
+        out = send(client, api_path(server, "completions"), "completions", body, secret="injected")
+    finally:
+        client.close()
+    assert out.error_message is not None
+    assert "injected" not in out.error_message and "[redacted]" in out.error_message

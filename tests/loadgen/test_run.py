@@ -50,7 +50,10 @@ def test_every_canary_sent_is_recorded_once(fault_server: str, tmp_path: Path) -
     manifest = read_manifest(run_dir)
     assert manifest["status"] == "finished" and manifest["finished"]
     assert manifest["labels"] == {"batch_invariant": "0"}
-    assert manifest["counts"]["canaries_written"] == len(records)
+    assert manifest["canaries_reported"] == len(records)
+    (process,) = run_dir.glob("process-*.json")
+    counts = orjson.loads(process.read_bytes())
+    assert counts["canaries_written"] == len(records) and counts["canary_write_failures"] == 0
     assert manifest["features"]["completions"]["identity"] == "token_ids"
     assert manifest["levels"] == [0, 2, 4]
 

@@ -74,3 +74,12 @@ def test_exit_codes_through_the_cli(run_dir: Path, tmp_path: Path) -> None:
     (run_dir / "canaries.jsonl").write_text('{"schema": 7, "run_id": "x"}\n')
     unusable = loadgen("check", str(run_dir), "--max-unique", "2")
     assert unusable.returncode == 2 and "schema 7" in unusable.stderr
+
+
+def test_reports_never_import_locust_or_gevent() -> None:
+    code = (
+        "import sys, reports, reports.compare, reports.export; print(sorted({'locust', 'gevent'} & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,245 @@
+"""Generator ceiling: requests/s per core of a real ``loadgen run`` versus a bare gevent loop, side by side.
+
+Why: a determinism verdict is only as good as the load behind it. Against a near-zero-latency
+server (``fastserver.py``, pinned to one core) this script alternates, in one run, a real headless
+``loadgen run`` (Locust, one canary user and ``--users`` background users, every canary and every
+background request recorded to JSONL) with ``bare_loop.py`` (same client library, same bodies,
+same number of connections, nothing recorded). Both generators are pinned to the other core.
+
+The tool's rate counts every recorded request completing inside the steady window (first second
+and the drain after the last canary left out), read back from ``canaries.jsonl`` and
+``background.jsonl``; its CPU is the Locust process's, sampled with psutil. "per core" divides by
+the CPU seconds the generator actually used in the window. Target: tool / bare >= 0.7.
+
+Run: ``python benchmarks/generator_ceiling.py [--quick] [--reps 3] [--users 64] [--seconds 8] [--stream]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from harness import REPO, Sampler, command_line, cores, fast_server, median, table
+from patches import FIXES, sitecustomize_dir
+
+from loadgen.background import BackgroundPrompts
+from loadgen.dialects import Features, build_body
+from loadgen.scenario import load_scenario
+
+NO_FEATURES = Features(return_token_ids=False, logprobs=False, top_logprobs=0, tokens_as_ids=False, include_usage=False)
+RAMP_S = 1.0  # left out at the start of the tool's window: users spawning, first connections
+SCENARIO = """\
+name = "bench-ceiling"
+[endpoint]
+kind = "completions"
+[[canaries]]
+id = "bench"
+prompt = "The history of the old harbour town begins with a small group of fishermen who"
+max_tokens = 64
+seed = 0
+logprobs = true
+top_logprobs = 2
+[background]
+seed = 7
+prompt_words = [8, 120]
+max_tokens = [16, 96]
+shared_prefix_share = 0.25
+stream = {stream}
+[sweep]
+levels = [{users}]
+canaries_per_level = 10
+warmup = 0
+baseline = 0
+settle_timeout_s = 5
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    requests: int
+    window_s: float
+    cpu_s: float  # generator CPU seconds in the window
+    server_cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.window_s
+
+    @property
+    def per_core(self) -> float:
+        return self.requests / self.cpu_s if self.cpu_s > 0 else float("nan")
+
+
+def pinned(cpu: int) -> dict[str, object]:
+    return {"preexec_fn": lambda: os.sched_setaffinity(0, {cpu})}
+
+
+def write_bodies(scenario_path: Path, users: int, out: Path, per_user: int = 60) -> None:
+    scenario = load_scenario(scenario_path)
+    spec = scenario.background
+    lines = []
+    for user in range(users):
+        prompts = BackgroundPrompts(spec, user)
+        for _ in range(per_user):
+            req = prompts.next()
+            body = build_body(
+                "completions",
+                model="bench/fixed",
+                prompt=req.prompt,
+                messages=None,
+                max_tokens=req.max_tokens,
+                seed=None,
+                stream=spec.stream,
+                features=NO_FEATURES,
+            )
+            lines.append(orjson.dumps(body))
+    out.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def run_bare(url: str, bodies: Path, users: int, seconds: float, gen_cpu: int, server: Sampler) -> Measured:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).with_name("bare_loop.py")),
+        "--url",
+        url,
+        "--bodies",
+        str(bodies),
+        "--users",
+        str(users),
+        "--seconds",
+        str(seconds),
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, **pinned(gen_cpu))  # type: ignore[call-overload]
+    res = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    e0, e1 = res["epoch"]
+    return Measured(res["requests"], res["window_s"], res["cpu_s"], server.cpu_between(e0, e1))
+
+
+def _completions(run_dir: Path) -> tuple[list[float], float]:
+    """Completion times (epoch) of every recorded request, and when the last canary completed."""
+    times: list[float] = []
+    last_canary = 0.0
+    for name in ("canaries.jsonl", "background.jsonl"):
+        for line in (run_dir / name).read_bytes().splitlines():
+            row = orjson.loads(line)
+            if row.get("latency_s") is None:
+                continue
+            t = float(row["sent_at"]) + float(row["latency_s"])
+            times.append(t)
+            if name == "canaries.jsonl":
+                last_canary = max(last_canary, t)
+    return times, last_canary
+
+
+def run_tool(
+    url: str, scenario: Path, users: int, canaries: int, out_dir: Path, gen_cpu: int, server: Sampler, fixes: str = ""
+) -> Measured:
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadgen",
+        "run",
+        str(scenario),
+        "--host",
+        url,
+        "--levels",
+        str(users),
+        "--canaries-per-level",
+        str(canaries),
+        "--out",
+        str(out_dir),
+        "--no-report",
+    ]
+    env = dict(os.environ)
+    if fixes:
+        env["BENCH_PATCHES"] = fixes
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sitecustomize_dir()), env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=REPO, env=env, **pinned(gen_cpu))  # type: ignore[call-overload]
+    with Sampler(proc.pid, child_marker="locust", every_s=0.2) as gen:
+        stdout, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"loadgen run failed ({proc.returncode}): {' '.join(cmd)}")
+    run_dir = Path(stdout.decode().strip().splitlines()[-1])
+    if fixes and f"bench patches applied: {fixes}" not in (run_dir / "locust.log").read_text():
+        raise SystemExit(f"the patched run did not apply {fixes}: see {run_dir / 'locust.log'}")
+    times, last_canary = _completions(run_dir)
+    t0 = min(times) + RAMP_S
+    n = sum(1 for t in times if t0 <= t <= last_canary)
+    return Measured(n, last_canary - t0, gen.cpu_between(t0, last_canary), server.cpu_between(t0, last_canary))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="2 repetitions of 4 s")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--users", type=int, default=64, help="background users (plus one canary user)")
+    p.add_argument("--seconds", type=float, default=8.0, help="steady window per measurement")
+    p.add_argument("--stream", action="store_true", help="background requests streamed (SSE)")
+    p.add_argument("--fixes", default="F1,F2", help=f"proposed fixes for the third variant ({FIXES}); '' for none")
+    args = p.parse_args()
+    if args.quick:
+        args.reps, args.seconds = 2, 4.0
+    server_cpu, gen_cpu = cores()
+    print(f"command: {command_line()}")
+    print(
+        f"server on core {server_cpu}, generators on core {gen_cpu}; {args.users} background users + 1 canary user; "
+        f"background {'streamed' if args.stream else 'whole'}; {args.reps} reps alternating\n"
+    )
+    rows: list[tuple[str, int, Measured]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp_, fast_server(server_cpu) as (url, server_proc):
+        tmp = Path(tmp_)
+        scenario = tmp / "ceiling.toml"
+        scenario.write_text(SCENARIO.format(users=args.users, stream=str(args.stream).lower()))
+        bodies = tmp / "bodies.jsonl"
+        write_bodies(scenario, args.users, bodies)
+        with Sampler(server_proc.pid, every_s=0.2) as server:
+            rate_guess = 1500.0
+            for rep in range(args.reps):
+                variants = ["bare", "tool"] + ([f"tool+{args.fixes}"] if args.fixes else [])
+                for which in variants if rep % 2 == 0 else variants[::-1]:
+                    if which == "bare":
+                        m = run_bare(url, bodies, args.users + 1, args.seconds, gen_cpu, server)
+                        rate_guess = m.rate
+                    else:
+                        quota = max(20, math.ceil(rate_guess * (args.seconds + RAMP_S) / (args.users + 1)))
+                        fixes = which.partition("+")[2]
+                        m = run_tool(url, scenario, args.users, quota, tmp / "runs", gen_cpu, server, fixes)
+                    rows.append((which, rep, m))
+                    time.sleep(0.5)
+    fmt = [
+        (
+            w,
+            r,
+            m.requests,
+            f"{m.window_s:.1f}",
+            f"{m.rate:,.0f}",
+            f"{m.cpu_s / m.window_s:.0%}",
+            f"{m.per_core:,.0f}",
+            f"{m.server_cpu_s / m.window_s:.0%}",
+        )
+        for w, r, m in rows
+    ]
+    header = ["generator", "rep", "requests", "window s", "req/s", "gen CPU", "req/s/core", "server CPU"]
+    print(table(header, fmt))
+    bare = [m for w, _, m in rows if w == "bare"]
+    b_rate, b_core = median([m.rate for m in bare]), median([m.per_core for m in bare])
+    print(f"\nmedians over {args.reps} reps; ratio = variant / bare (target >= 0.7x per core)")
+    summary = []
+    for name in dict.fromkeys(w for w, _, _ in rows):
+        mine = [m for w, _, m in rows if w == name]
+        rate, core = median([m.rate for m in mine]), median([m.per_core for m in mine])
+        summary.append((name, f"{rate:,.0f}", f"{rate / b_rate:.2f}x", f"{core:,.0f}", f"{core / b_core:.2f}x"))
+    print(table(["generator", "req/s", "ratio", "req/s/core", "ratio/core"], summary, [16, 10, 8, 12, 12]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Shared plumbing for the benchmark scripts: the fast server process, core pinning, sampling, tables.
+
+Why: every benchmark starts the same near-zero-latency server on one core, runs the generator on
+another, samples a process's CPU time and resident memory, and prints a table with the command
+that produced it. Not imported by the tool; imports no gevent or Locust (scripts that need gevent
+patch it themselves, first).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil  # type: ignore[import-untyped]  # no stubs in the venv (types-psutil)
+
+from collectors.record import CanaryRecord
+from loadgen.dialects import Completion
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def cores() -> tuple[int, int]:
+    """(server core, generator core): the first and last cores this process may use."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[0], allowed[-1]
+
+
+def command_line() -> str:
+    return " ".join([sys.executable, *sys.argv])
+
+
+@contextmanager
+def fast_server(cpu: int | None, *args: str) -> Iterator[tuple[str, psutil.Process]]:
+    """Start ``benchmarks/fastserver.py`` (pinned to ``cpu``); yield its base URL and process."""
+    cmd = [sys.executable, str(HERE / "fastserver.py"), *args]
+    if cpu is not None:
+        cmd += ["--cpu", str(cpu)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=HERE)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode().strip()
+        if not line.startswith("READY "):
+            raise RuntimeError(f"fastserver did not start: {line!r}")
+        yield line.split()[1], psutil.Process(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1), nearest-rank on the sorted values; NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    t: float  # epoch seconds
+    cpu_s: float  # user + system CPU seconds of the process so far
+    rss_bytes: int
+
+
+class Sampler:
+    """Samples one process (or the newest descendant matching ``child_marker``) every ``every_s`` in a thread."""
+
+    def __init__(self, pid: int, *, child_marker: str | None = None, every_s: float = 0.25) -> None:
+        self.root = psutil.Process(pid)
+        self.child_marker = child_marker
+        self.every_s = every_s
+        self.samples: list[Sample] = []
+        self.target_pid: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _target(self) -> psutil.Process | None:
+        if self.child_marker is None:
+            return self.root
+        try:
+            for child in self.root.children(recursive=True):
+                if self.child_marker in " ".join(child.cmdline()):
+                    return child
+        except psutil.Error:
+            return None
+        return None
+
+    def _run(self) -> None:
+        proc: psutil.Process | None = None
+        while not self._stop.is_set():
+            if proc is None:
+                proc = self._target()
+            if proc is not None:
+                try:
+                    with proc.oneshot():
+                        times = proc.cpu_times()
+                        self.samples.append(Sample(time.time(), times.user + times.system, proc.memory_info().rss))
+                    self.target_pid = proc.pid
+                except psutil.Error:
+                    return
+            self._stop.wait(self.every_s)
+
+    def cpu_between(self, t0: float, t1: float) -> float:
+        """CPU seconds used in [t0, t1], from the samples nearest inside that window; NaN if too few."""
+        inside = [s for s in self.samples if t0 <= s.t <= t1]
+        if len(inside) < 2:
+            return float("nan")
+        return (inside[-1].cpu_s - inside[0].cpu_s) * (t1 - t0) / (inside[-1].t - inside[0].t)
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]], widths: Sequence[int] | None = None) -> str:
+    """A plain fixed-width table; floats are printed as given (format them first)."""
+    widths = widths or [max(len(str(h)), *(len(str(r[i])) for r in rows)) + 2 for i, h in enumerate(header)]
+    lines = ["".join(str(h).rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("-" * len(lines[0]))
+    lines.extend("".join(str(c).rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    return "\n".join(lines)
+
+
+def canary_record(c: Completion, *, request: dict[str, Any] | None = None) -> CanaryRecord:
+    """A record as ``CanaryUser._send`` builds it, for a completion that came back ok."""
+    return CanaryRecord(
+        run_id="bench", canary_id="bench", request_id=uuid.uuid4().hex, phase="sweep", level=256,
+        inflight_at_send=255, sent_at=time.time(), status="ok", latency_s=0.001, ttft_s=None, error_kind=None,
+        error_message=None, http_status=200, endpoint="completions", stream=False, request=request or {},
+        worker="pid1", token_ids=c.token_ids, tokens=c.tokens, logprobs=c.logprobs, top_logprobs=c.top_logprobs,
+        text=c.text, finish_reason=c.finish_reason, usage=c.usage,
+    )  # fmt: skip

@@ -1,0 +1,314 @@
+"""Engine metrics: scrape the endpoint's Prometheus ``/metrics`` through a run and join it to canaries.
+
+Why: the concurrency level is what this generator asked for; the engine's own running-request gauge
+is the batch the canary actually shared. This module reads that gauge (and waiting, KV-cache usage,
+prefix-cache counters) from vLLM, SGLang, llama.cpp, TGI or the embedded engine, writes one line per
+scrape to ``engine_metrics.jsonl``, and joins each canary's send time to the nearest sample.
+
+Three parts: ``parse_metrics`` (pure: Prometheus text in, one small vocabulary out, parsed by
+``prometheus_client``'s parser), ``MetricsScraper`` (I/O: a background thread, which becomes a
+greenlet under gevent's monkey-patching, so it runs in a Locust process and outside one), and
+``nearest_running`` (pure: the join). An endpoint without ``/metrics`` is a notice, never an
+exception. Must not import Locust, and must not print.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.client import HTTPException
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypedDict
+from urllib.parse import urlsplit
+
+import numpy as np
+import numpy.typing as npt
+from prometheus_client.parser import text_string_to_metric_families
+
+from collectors.jsonl import JsonlWriter
+from collectors.metric_names import (
+    ENGINES,
+    FIELDS,
+    KV_CACHE_USAGE,
+    MEAN_FIELDS,
+    PREFIX_CACHE_HIT_RATE,
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
+    PROMPT_TOKENS_CACHED,
+    RUNNING,
+    WAITING,
+    WANTED,
+)
+from loadgen.errors import EndpointError, RunFolderError, UsageError
+
+ENGINE_METRICS_FILE = "engine_metrics.jsonl"
+_MAX_BODY_BYTES = 16 * 1024 * 1024
+_NOT_PROMETHEUS_TYPES = ("text/html", "application/json")
+# HELP/TYPE lines may name a counter with or without its ``_total`` suffix.
+_KEEP = WANTED | {n.removesuffix("_total") for n in WANTED}
+_PREFIXES = tuple(e.prefix for e in ENGINES)
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # a name check only: values are prometheus_client's
+
+Floats = npt.NDArray[np.float64]
+
+
+class EngineGauges(TypedDict):
+    """One scrape, in the shared vocabulary. ``None``: the engine does not expose it (never 0)."""
+
+    engine: str  # "vllm", "sglang", "llamacpp", "tgi" or "unknown"
+    running: float | None
+    waiting: float | None
+    kv_cache_usage: float | None
+    prefix_cache_queries: float | None
+    prefix_cache_hits: float | None
+    prompt_tokens_cached: float | None
+    prefix_cache_hit_rate: float | None
+
+
+def _series_name(line: str) -> str | None:
+    """The metric name a text-format line is about (HELP/TYPE/sample), or None for other comments."""
+    if line.startswith("#"):
+        parts = line.split(None, 3)
+        return parts[2] if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") else None
+    head = line.split("{", 1)[0].split(None, 1)
+    return head[0] if head else ""
+
+
+def _relevant_lines(text: str) -> tuple[str, set[str]]:
+    """Lines about the gauges we keep (plus any line that is not Prometheus at all, so that the parser
+    rejects it), and the engine prefixes seen. Selecting lines keeps a 100 KB vLLM exposition from
+    costing tens of milliseconds a scrape inside a gevent process; parsing stays prometheus_client's."""
+    kept: list[str] = []
+    prefixes: set[str] = set()
+    for raw in text.splitlines():
+        line = raw.strip()
+        name = _series_name(line) if line else None
+        if name is None:
+            continue
+        if name in _KEEP or not _METRIC_NAME.fullmatch(name):
+            kept.append(line)
+        elif name.startswith(_PREFIXES):
+            prefixes.add(next(p for p in _PREFIXES if name.startswith(p)))
+    prefixes.update(p for p in _PREFIXES if any(line.startswith(p) for line in kept))
+    return "\n".join(kept) + "\n", prefixes
+
+
+def _aggregate(values: list[float], mean: bool) -> float | None:
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return None
+    return sum(finite) / len(finite) if mean else float(sum(finite))
+
+
+def parse_metrics(text: str) -> EngineGauges:
+    """Map one ``/metrics`` body onto the shared vocabulary, summing over label sets (fractions are
+    averaged). Raises ``EndpointError`` when the text is not Prometheus exposition format."""
+    relevant, prefixes = _relevant_lines(text)
+    found: dict[str, list[float]] = {}
+    try:
+        for family in text_string_to_metric_families(relevant):
+            for sample in family.samples:
+                if sample.name in WANTED:
+                    found.setdefault(sample.name, []).append(float(sample.value))
+    except (ValueError, IndexError) as exc:
+        raise EndpointError(f"not Prometheus text exposition format ({exc})") from None
+    engine = next((e for e in ENGINES if any(n in found for ns in e.sources.values() for n in ns)), None)
+    if engine is None:
+        engine = next((e for e in ENGINES if e.prefix in prefixes), None)
+    v: dict[str, float | None] = {}
+    for field in FIELDS:
+        names = engine.sources.get(field, ()) if engine else ()
+        name = next((n for n in names if n in found), None)
+        v[field] = None if name is None else _aggregate(found[name], field in MEAN_FIELDS)
+    return EngineGauges(
+        engine=engine.engine if engine else "unknown",
+        running=v[RUNNING],
+        waiting=v[WAITING],
+        kv_cache_usage=v[KV_CACHE_USAGE],
+        prefix_cache_queries=v[PREFIX_CACHE_QUERIES],
+        prefix_cache_hits=v[PREFIX_CACHE_HITS],
+        prompt_tokens_cached=v[PROMPT_TOKENS_CACHED],
+        prefix_cache_hit_rate=v[PREFIX_CACHE_HIT_RATE],
+    )
+
+
+def metrics_url(base_url: str) -> str:
+    """``http://h:8000/v1`` -> ``http://h:8000/metrics``: engines serve ``/metrics`` at the server root."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise EndpointError(f"{base_url}: expected an http(s) URL to derive /metrics from")
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/metrics"  # no credentials: notices print it
+
+
+def fetch_metrics_text(url: str, *, timeout_s: float, api_key: str | None = None) -> str:
+    """GET ``url``; the body as text. Raises ``EndpointError`` naming the URL and what went wrong."""
+    headers = {"Accept": "text/plain;version=0.0.4"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            content_type = str(response.headers.get("Content-Type", ""))
+            body: bytes = response.read(_MAX_BODY_BYTES)
+    except urllib.error.HTTPError as exc:
+        raise EndpointError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        raise EndpointError(f"{url}: {exc.reason}") from None
+    except (OSError, HTTPException) as exc:
+        raise EndpointError(f"{url}: {type(exc).__name__}: {exc}") from None
+    if content_type.lower().startswith(_NOT_PROMETHEUS_TYPES):
+        raise EndpointError(f"{url}: Content-Type {content_type}, not Prometheus text")
+    return body.decode("utf-8", errors="replace")
+
+
+class MetricsScraper:
+    """Scrapes ``<origin>/metrics`` every ``interval_s`` and appends ``{"t": epoch_s, **gauges}`` lines.
+
+    ``start()`` scrapes once in the caller (it decides ``available``) and then keeps scraping in a
+    daemon thread until ``stop()``/``close()``. An endpoint that answers the first scrape with an
+    error, non-Prometheus text or none of the known gauges is left alone: ``available`` is False and
+    ``notice`` says why, naming the URL. Later failures are counted (``failures``, ``last_error``)
+    and leave a gap in the file, never a made-up value. ``t`` is the midpoint of the request.
+    ``out_path`` is the JSONL file, or a run folder that receives ``engine_metrics.jsonl``; the file
+    is created by the first sample, so an endpoint without metrics leaves none.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        out_path: Path,
+        interval_s: float = 0.25,
+        api_key: str | None = None,
+        timeout_s: float = 2.0,
+    ) -> None:
+        if not interval_s > 0:
+            raise UsageError(f"engine metrics interval_s: expected a positive number of seconds, got {interval_s!r}")
+        self.url = metrics_url(base_url)
+        self.path = out_path / ENGINE_METRICS_FILE if out_path.is_dir() else out_path
+        self.interval_s = float(interval_s)
+        self.timeout_s = float(timeout_s)
+        self.api_key = api_key
+        self.available: bool | None = None  # None until the first scrape
+        self.notice: str | None = None
+        self.engine: str | None = None
+        self.failures = 0
+        self.last_error: str | None = None
+        self._writer: JsonlWriter | None = None
+        self._write_lock = threading.Lock()  # close() never races a write from a scrape that overran stop()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def samples(self) -> int:
+        return self._writer.written if self._writer else 0
+
+    @property
+    def write_failures(self) -> int:
+        return self._writer.failures if self._writer else 0
+
+    def start(self) -> bool:
+        """Scrape once now; if the endpoint has usable metrics, keep scraping in the background."""
+        if self.available is not None:
+            return self.available
+        try:
+            t, gauges = self._scrape()
+        except EndpointError as exc:
+            return self._unavailable(str(exc).removeprefix(f"{self.url}: "))
+        if gauges["engine"] == "unknown":
+            return self._unavailable("none of the vLLM, SGLang, llama.cpp or TGI batch gauges")
+        self._write(t, gauges)
+        self.available, self.engine = True, gauges["engine"]
+        self._thread = threading.Thread(target=self._loop, name="engine-metrics", daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout_s + self.interval_s + 1.0)
+
+    def close(self) -> None:
+        self.stop()
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+
+    def summary(self) -> dict[str, Any]:
+        """Plain facts for the manifest."""
+        return {"url": self.url, "available": self.available, "notice": self.notice, "engine": self.engine,
+                "interval_s": self.interval_s, "samples": self.samples, "failures": self.failures,
+                "last_error": self.last_error, "write_failures": self.write_failures}  # fmt: skip
+
+    def __enter__(self) -> MetricsScraper:
+        self.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def _unavailable(self, reason: str) -> bool:
+        self.available = False
+        self.notice = f"{self.url}: no Prometheus /metrics ({reason})"
+        return False
+
+    def _scrape(self) -> tuple[float, EngineGauges]:
+        t0 = time.time()
+        text = fetch_metrics_text(self.url, timeout_s=self.timeout_s, api_key=self.api_key)
+        t1 = time.time()
+        try:
+            return (t0 + t1) / 2, parse_metrics(text)
+        except EndpointError as exc:
+            raise EndpointError(f"{self.url}: {exc}") from None
+
+    def _write(self, t: float, gauges: EngineGauges) -> None:
+        with self._write_lock:
+            if self._stop.is_set():
+                return
+            if self._writer is None:  # the first sample, written from start(): an error reaches the caller
+                try:
+                    self._writer = JsonlWriter(self.path)
+                except OSError as exc:
+                    raise RunFolderError(f"{self.path}: cannot open for engine metrics ({exc})") from None
+            self._writer.write({"t": t, **gauges})
+
+    def _loop(self) -> None:
+        next_at = time.monotonic() + self.interval_s
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            try:
+                t, gauges = self._scrape()
+            except EndpointError as exc:
+                self.failures += 1
+                self.last_error = str(exc)
+            else:
+                self._write(t, gauges)
+            next_at += self.interval_s
+            behind = time.monotonic() - next_at
+            if behind > 0:  # a slow scrape: skip the ticks it overran instead of bursting to catch up
+                next_at += math.ceil(behind / self.interval_s) * self.interval_s
+
+
+def nearest_running(sent_at: Floats, t: Floats, running: Floats, max_gap_s: float = 1.0) -> Floats:
+    """For each send time, the running count of the sample nearest in time (the earlier one wins a
+    tie); NaN where no sample with a finite count lies within ``max_gap_s``. Samples need not be
+    sorted; samples whose count is NaN are ignored rather than returned as the nearest."""
+    sent = np.asarray(sent_at, dtype=np.float64)
+    ts = np.asarray(t, dtype=np.float64)
+    vals = np.asarray(running, dtype=np.float64)
+    out = np.full(sent.shape, np.nan)
+    keep = np.isfinite(ts) & np.isfinite(vals)
+    if not keep.any():
+        return out
+    order = np.argsort(ts[keep], kind="stable")
+    ts, vals = ts[keep][order], vals[keep][order]
+    right = np.clip(np.searchsorted(ts, sent, side="left"), 0, len(ts) - 1)
+    left = np.clip(right - 1, 0, len(ts) - 1)
+    with np.errstate(invalid="ignore"):
+        pick = np.where(np.abs(sent - ts[left]) <= np.abs(ts[right] - sent), left, right)
+        near = np.abs(ts[pick] - sent) <= max_gap_s
+    out[near] = vals[pick[near]]
+    return out
