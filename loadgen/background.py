@@ -47,7 +47,7 @@ class BackgroundPrompts:
     def next(self) -> BackgroundRequest:
         rng = self._rng
         lo, hi = self.spec.prompt_words
-        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(lo, hi)))
+        words = " ".join(rng.choices(_WORDS, k=rng.randint(lo, hi)))
         shared = self.spec.shared_prefix_words > 0 and rng.random() < self.spec.shared_prefix_share
         prompt = f"{self._prefix} {words}" if shared else words
         return BackgroundRequest(prompt, rng.randint(*self.spec.max_tokens), shared)

@@ -9,9 +9,11 @@ ready is an ``EngineError`` carrying the command and the log tail. No Locust imp
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,49 +58,46 @@ def log_tail(path: Path, lines: int = _TAIL_LINES) -> str:
 def start_embedded(args: list[str], *, log_path: Path, ready_timeout_s: float = 60.0) -> RunningEngine:
     """Start ``python -m loadgen.engine --port 0 ARGS`` and return once it prints ``READY <url>``."""
     command = [sys.executable, "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0", *args]
+    return start_process(command, log_path=log_path, ready_timeout_s=ready_timeout_s)
+
+
+def start_process(command: list[str], *, log_path: Path, ready_timeout_s: float) -> RunningEngine:
+    """Start ``command``, log its output to ``log_path``, and return once it prints ``READY <url>``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_fh = open(log_path, "ab")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log_fh, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    log_fh.close()
-    assert proc.stdout is not None
+    with open(log_path, "ab") as log_fh:
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log_fh, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+    ready: queue.Queue[bytes | None] = queue.Queue()
+    # A thread (a greenlet where gevent has patched the process) copies stdout into the log for the engine's
+    # whole life and hands each line over until READY: works patched or not, and the pipe never fills up.
+    threading.Thread(target=_pump, args=(proc, log_path, ready), daemon=True).start()
     deadline = time.monotonic() + ready_timeout_s
-    os.set_blocking(proc.stdout.fileno(), False)
-    buf = b""
-    while time.monotonic() < deadline:
-        chunk = proc.stdout.read()
-        if chunk:
-            buf += chunk
-            for line in buf.splitlines():
-                if line.startswith(b"READY "):
-                    _drain_to(proc, log_path, buf)
-                    return RunningEngine(line.split()[1].decode(), proc, command, log_path)
-        if proc.poll() is not None:
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = ready.get(timeout=left)
+        except queue.Empty:
             break
-        time.sleep(0.05)
+        if line is None:  # stdout closed: the engine exited
+            proc.wait()
+            break
+        if line.startswith(b"READY "):
+            return RunningEngine(line.split()[1].decode(), proc, command, log_path)
     if proc.poll() is None:
         proc.kill()
         proc.wait()
-    with open(log_path, "ab") as fh:
-        fh.write(buf)
-    raise EngineError(
-        f"engine did not become ready within {ready_timeout_s:g} s (exit code {proc.returncode})\n"
-        f"command: {' '.join(command)}\nlog tail ({log_path}):\n{log_tail(log_path)}"
-    )
+    raise EngineError(f"engine did not become ready within {ready_timeout_s:g} s (exit code {proc.returncode})\n"
+                      f"command: {' '.join(command)}\nlog tail ({log_path}):\n{log_tail(log_path)}")  # fmt: skip
 
 
-def _drain_to(proc: subprocess.Popen[bytes], log_path: Path, already: bytes) -> None:
-    """Keep the child's stdout from filling its pipe: copy it into the log in a daemon thread."""
-    import threading
-
+def _pump(proc: subprocess.Popen[bytes], log_path: Path, ready: queue.Queue[bytes | None]) -> None:
     assert proc.stdout is not None
-    os.set_blocking(proc.stdout.fileno(), True)
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        with open(log_path, "ab") as fh:
-            fh.write(already)
-            for line in proc.stdout:
-                fh.write(line)
-                fh.flush()
-
-    threading.Thread(target=pump, daemon=True).start()
+    handed_over = False
+    with open(log_path, "ab") as fh:
+        for line in proc.stdout:
+            fh.write(line)
+            fh.flush()
+            if not handed_over:
+                ready.put(line)
+                handed_over = line.startswith(b"READY ")
+    ready.put(None)

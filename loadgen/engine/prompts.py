@@ -1,17 +1,17 @@
 """The engine's documented prompts: the D3 short prompt, the long control, and the prompt set.
 
 Why this module exists: the README and the tests both name these prompts, so they live in one
-place. ``D3_SHORT_PROMPT`` was found by searching 400 candidate sentences (default options,
-seed 0, greedy, 32 tokens) for one whose cache-miss prefill and cache-hit prefill give different
-completions; the hit prefills 9 rows instead of 25, so its GEMMs and RMSNorms reduce in a
-different order. ``D3_LONG_PROMPT`` is a four-sentence control that does not diverge. Data only.
+place. ``D3_SHORT_PROMPT`` (22 tokens) was found by searching 422 candidate sentences of 17-31
+tokens (default options, seed 0, greedy, 32 tokens) for one whose cache-miss prefill and
+cache-hit prefill give different completions (1 of 422 did); the hit prefills 6 rows instead
+of 22, so its GEMMs split K differently. ``D3_LONG_PROMPT`` is a four-sentence control that does not diverge. Data only.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-D3_SHORT_PROMPT: Final = "A tired soldier climbed the green hill before the long night, so"
+D3_SHORT_PROMPT: Final = "The old man climbed the green hill after the long winter and then began to"
 D3_LONG_PROMPT: Final = (
     "The old man walked to the river in the early morning. He found a small boat near the water. "
     "The sun was warm and the birds began to sing. He sat down and thought about his long life."
@@ -22,8 +22,8 @@ D3_MAX_TOKENS: Final = 32
 # (same search as D3_SHORT_PROMPT); the tests attribute each difference to a reduction path.
 CACHE_SENSITIVE_PROMPTS: Final = (
     D3_SHORT_PROMPT,
-    "The teacher planted a tree while the children played near the",
-    "The farmer opened the heavy door because the morning was cold and",
+    "A tired soldier opened the heavy door with his brother while the children played near the",
+    "The farmer built a small boat in the early morning while the children played near the",
 )
 
 # The canary the rate curve in the README uses.
