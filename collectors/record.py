@@ -62,6 +62,8 @@ class CanaryRecord:
     usage: dict[str, Any] | None = None
     engine_running: float | None = None  # engine's running-request gauge nearest sent_at, if scraped
     worker: str = ""  # which generator process wrote the record
+    cache_action: str | None = None  # "reset" (cache reset just before) or "salt" (fresh cache_salt); None: kept
+    cache_reset_status: int | None = None  # HTTP status of the reset, or None where it failed to connect
     schema: int = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:

@@ -53,7 +53,7 @@ _SCALARS = (
     "engine_running",
     "worker",
 )
-_FLOAT_COLS = ("sent_at", "latency_s", "ttft_s", "engine_running", "temperature")
+_FLOAT_COLS = ("sent_at", "latency_s", "ttft_s", "engine_running", "temperature", "cached_tokens")
 _INT_COLS = ("level", "inflight_at_send")
 
 IntMatrix = npt.NDArray[np.integer[Any]]
@@ -69,7 +69,8 @@ class CanaryColumns:
     ``n_logprobs``). Widths may differ between matrices.
     """
 
-    frame: Any  # pandas.DataFrame: _SCALARS plus file, temperature, request_key, n_ids, n_tokens, n_logprobs
+    frame: Any  # pandas.DataFrame: _SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
+    # n_logprobs
     token_ids: IntMatrix  # (n, w) int32 or int64
     token_codes: IntMatrix  # (n, w) int32 codes into ``vocab``
     vocab: npt.NDArray[np.object_]  # token strings
@@ -235,11 +236,19 @@ def _widen(mats: list[Any], fill: float) -> Any:
     return out
 
 
+def cached_tokens(usage: Any) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` where the server reports it, else None."""
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return int(value) if isinstance(value, int | float) else None
+
+
 class ColumnBuilder:
     """Accumulates canary records chunk by chunk into ``CanaryColumns``; also used for synthetic runs."""
 
     def __init__(self) -> None:
-        self._scalars: dict[str, list[Any]] = {k: [] for k in (*_SCALARS, "file", "temperature", "request_key")}
+        extra = ("file", "temperature", "request_key", "cached_tokens")
+        self._scalars: dict[str, list[Any]] = {k: [] for k in (*_SCALARS, *extra)}
         self._ids: list[IntMatrix] = []
         self._codes: list[IntMatrix] = []
         self._lps: list[FloatMatrix] = []
@@ -271,9 +280,12 @@ class ColumnBuilder:
         request = raw.get("request")
         request = request if isinstance(request, dict) else {}
         self._scalars["temperature"].append(request.get("temperature"))
+        # a per-request cache_salt is meant to differ; the rest of the body must not
+        keyed = {k: v for k, v in request.items() if k != "cache_salt"}
         self._scalars["request_key"].append(
-            hashlib.blake2b(orjson.dumps(request, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+            hashlib.blake2b(orjson.dumps(keyed, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
         )
+        self._scalars["cached_tokens"].append(cached_tokens(raw.get("usage")))
         self._pending.append(raw)
         if len(self._pending) >= _CHUNK_ROWS:
             self._flush()

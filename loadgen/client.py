@@ -155,6 +155,16 @@ def send(
     return out
 
 
+def reset_cache(client: HTTPClient, path: str) -> int | None:
+    """POST the engine's prefix-cache reset route; its HTTP status, or None when it could not be reached."""
+    try:
+        resp = client.request("POST", path, body=b"")
+        resp.read()
+        return int(resp.status_code)
+    except (OSError, HTTPParseError, gevent.Timeout):
+        return None
+
+
 def _read_stream(resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: bool) -> None:
     decoder = SSEDecoder()
     acc = StreamAccumulator(kind, tokens_as_ids=tokens_as_ids)

@@ -27,6 +27,7 @@ class StageSnapshot:
     quota: int
     completed: int
     ready: bool
+    burst: bool = False
 
     @property
     def finished(self) -> bool:
@@ -52,7 +53,7 @@ class Coordinator:
         stage = t.current
         if stage is None:
             return StageSnapshot(t.index, None, None, 0, 0, False)
-        return StageSnapshot(t.index, stage.phase, stage.level, stage.quota, t.completed, t.ready)
+        return StageSnapshot(t.index, stage.phase, stage.level, stage.quota, t.completed, t.ready, stage.burst)
 
     def on_inflight(self, worker: str, users: int, inflight: int, now: float) -> bool:
         """Record one worker's counts; True when the stage just became ready (publish a snapshot)."""
@@ -84,6 +85,7 @@ class Mirror:
         self.n_canaries = n_canaries
         self.snapshot: StageSnapshot | None = None
         self.outstanding: Ticket | None = None
+        self.burst_taken: int | None = None  # stage index whose burst was handed out
 
     def update(self, snap: StageSnapshot) -> None:
         self.snapshot = snap
@@ -95,9 +97,22 @@ class Mirror:
     def finished(self) -> bool:
         return self.snapshot is not None and self.snapshot.finished
 
+    def take_burst(self) -> list[Ticket]:
+        """Every remaining ticket of a burst stage at once (each canary copy goes out concurrently), once."""
+        snap = self.snapshot
+        if snap is None or not snap.burst or snap.phase is None or snap.level is None or not snap.ready:
+            return []
+        if self.burst_taken == snap.index:
+            return []
+        self.burst_taken = snap.index
+        n = self.n_canaries
+        return [Ticket(snap.index, snap.phase, snap.level, seq % n, seq) for seq in range(snap.completed, snap.quota)]
+
     def take_ticket(self) -> Ticket | None:
         snap = self.snapshot
         if snap is None or snap.phase is None or snap.level is None or not snap.ready or self.outstanding:
+            return None
+        if snap.burst:
             return None
         if snap.completed >= snap.quota:
             return None

@@ -1,9 +1,11 @@
-"""Start and stop an engine process and wait until it serves: the embedded engine for now.
+"""Start and stop an engine process and wait until it prints ``READY <url>``: the embedded engine.
 
 Why: ``loadgen run`` with no endpoint, and tests, need a real server on a free port, started as a
 subprocess and stopped for sure. The engine prints ``READY <url>`` once it accepts connections;
 its output goes to a log file in the run's folder or a temporary one. An engine that never gets
-ready is an ``EngineError`` carrying the command and the log tail. No Locust imports.
+ready is an ``EngineError`` carrying the command and the log tail. Engines that announce nothing
+and are polled on a health URL instead (vLLM, SGLang, llama.cpp) are started by
+``loadgen.launchers``, which returns the same ``RunningEngine``. No Locust imports.
 """
 
 from __future__ import annotations
@@ -30,16 +32,28 @@ class RunningEngine:
     process: subprocess.Popen[bytes]
     command: list[str]
     log_path: Path
+    group: bool = False  # the process leads its own process group (a shell, an engine with workers): signal it all
 
     def stop(self, timeout_s: float = 10.0) -> int:
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self._signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                self._signal(signal.SIGKILL)
                 self.process.wait()
+        if self.group:
+            self._signal(signal.SIGKILL)  # workers that outlived their parent would hold the GPU and the port
         return int(self.process.returncode)
+
+    def _signal(self, signum: int) -> None:
+        try:
+            if self.group:
+                os.killpg(self.process.pid, signum)
+            else:
+                self.process.send_signal(signum)
+        except ProcessLookupError:  # already gone (the group is empty)
+            pass
 
     def __enter__(self) -> RunningEngine:
         return self
@@ -55,18 +69,23 @@ def log_tail(path: Path, lines: int = _TAIL_LINES) -> str:
         return "(no log)"
 
 
-def start_embedded(args: list[str], *, log_path: Path, ready_timeout_s: float = 60.0) -> RunningEngine:
+def start_embedded(
+    args: list[str], *, log_path: Path, ready_timeout_s: float = 60.0, env: dict[str, str] | None = None
+) -> RunningEngine:
     """Start ``python -m loadgen.engine --port 0 ARGS`` and return once it prints ``READY <url>``."""
     command = [sys.executable, "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0", *args]
-    return start_process(command, log_path=log_path, ready_timeout_s=ready_timeout_s)
+    return start_process(command, log_path=log_path, ready_timeout_s=ready_timeout_s, env=env)
 
 
-def start_process(command: list[str], *, log_path: Path, ready_timeout_s: float) -> RunningEngine:
-    """Start ``command``, log its output to ``log_path``, and return once it prints ``READY <url>``."""
+def start_process(
+    command: list[str], *, log_path: Path, ready_timeout_s: float, env: dict[str, str] | None = None
+) -> RunningEngine:
+    """Start ``command`` (``env`` added to this process's environment), log its output to ``log_path``,
+    and return once it prints ``READY <url>``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_fh:
         proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log_fh, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            command, stdout=subprocess.PIPE, stderr=log_fh, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         )
     ready: queue.Queue[bytes | None] = queue.Queue()
     # A thread (a greenlet where gevent has patched the process) copies stdout into the log for the engine's

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
+import gevent.pool
 import orjson
 from locust import LoadTestShape, User, constant, events, task
 from locust.env import Environment
@@ -35,7 +36,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from collectors.record import CanaryRecord
 from loadgen.background import BackgroundPrompts
-from loadgen.client import Outcome, api_path, make_client, send
+from loadgen.client import Outcome, api_path, make_client, reset_cache, send
 from loadgen.coordination import Coordinator, StageSnapshot
 from loadgen.dialects import Features, build_body
 from loadgen.errors import LoadgenError
@@ -285,32 +286,52 @@ class CanaryUser(User):
     @task
     def canary(self) -> None:
         st = user_state(self.environment)
-        ticket = st.mirror.take_ticket()
-        while ticket is None:
+        while True:
             if st.mirror.finished:
                 gevent.sleep(0.2)
                 return
+            if burst := st.mirror.take_burst():
+                self._burst(st, burst)
+                return
+            if ticket := st.mirror.take_ticket():
+                break
             gevent.sleep(_POLL_S)
-            ticket = st.mirror.take_ticket()
-        self._send(st, ticket)
+        self._send(st, ticket, self.http)
         if st.scenario.sweep.canary_pace_s:
             gevent.sleep(st.scenario.sweep.canary_pace_s)
 
-    def _send(self, st: RunState, ticket: Ticket) -> None:
+    def _burst(self, st: RunState, tickets: list[Ticket]) -> None:
+        """Fire every copy at once, each on its own connection, as the original identical-requests experiment."""
+        ep = st.scenario.endpoint
+        clients = [make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s,
+                               api_key=st.api_key) for _ in tickets]  # fmt: skip
+        group = gevent.pool.Group()
+        try:
+            for ticket, http in zip(tickets, clients, strict=True):
+                group.spawn(self._send, st, ticket, http)
+            group.join()
+        finally:
+            group.kill()
+            for http in clients:
+                http.close()
+
+    def _send(self, st: RunState, ticket: Ticket, http: Any) -> None:
         canary = st.scenario.canaries[ticket.canary_index]
         kind = st.scenario.canary_kind(canary)
         features = st.canary_body_features(ticket.canary_index)
+        reset_status = reset_cache(http, st.scenario.endpoint.cache_reset_path) if canary.cache == "reset" else None
+        extra = {"cache_salt": uuid.uuid4().hex} if canary.cache == "salt" else None
         messages = None
         if kind == "chat":
             messages = ([m.model_dump() for m in canary.messages] if canary.messages
                         else [{"role": "user", "content": canary.prompt or ""}])  # fmt: skip
         body = build_body(kind, model=st.model, prompt=canary.prompt if kind == "completions" else None,
                           messages=messages, max_tokens=canary.max_tokens, seed=canary.seed, stream=canary.stream,
-                          features=features)  # fmt: skip
+                          features=features, extra=extra)  # fmt: skip
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
-            out = send(self.http, api_path(st.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids,
+            out = send(http, api_path(st.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids,
                        secret=st.api_key)  # fmt: skip
         finally:
             st.inflight.canary -= 1
@@ -324,6 +345,7 @@ class CanaryUser(User):
             token_ids=c.token_ids if c else None, tokens=c.tokens if c else None,
             logprobs=c.logprobs if c else None, top_logprobs=c.top_logprobs if c else None,
             text=c.text if c else None, finish_reason=c.finish_reason if c else None, usage=c.usage if c else None,
+            cache_action=None if canary.cache == "keep" else canary.cache, cache_reset_status=reset_status,
         )  # fmt: skip
         self.environment.events.canary_record.fire(record=record)
         _fire_stats(self.environment, f"canary:{canary.id}", out)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from loadgen.errors import ScenarioError
 
@@ -43,6 +43,9 @@ class Endpoint(_Strict):
     api_key_env: str | None = None  # the NAME of an environment variable; its value is never stored
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=600.0, gt=0)  # long generations: not Locust's 60 s
+    # POSTed before a canary with cache = "reset": vLLM and the embedded engine "/reset_prefix_cache"
+    # (vLLM needs VLLM_SERVER_DEV_MODE=1), SGLang "/flush_cache"
+    cache_reset_path: str = Field(default="/reset_prefix_cache", pattern=r"^/")
 
     @field_validator("base_url")
     @classmethod
@@ -105,6 +108,11 @@ class Canary(_Strict):
     logprobs: bool = True
     top_logprobs: Annotated[int, Field(ge=0, le=20)] = 2
     stream: bool = False
+    # prefix cache before this canary: "keep" it, "reset" it (POST endpoint.cache_reset_path), or "salt" the
+    # request with a fresh per-request cache_salt (vLLM, SGLang): both make the canary a guaranteed miss
+    cache: Literal["keep", "reset", "salt"] = "keep"
+    # what usage.prompt_tokens_details.cached_tokens should show; the report flags canaries that disagree
+    expect_cache: Literal["hit", "miss"] | None = None
 
     @field_validator("messages")
     @classmethod
@@ -157,12 +165,22 @@ class Sweep(_Strict):
     canary_pace_s: float = Field(default=0.0, ge=0.0)  # 0: back to back
     spawn_rate: float = Field(default=100.0, gt=0)
     settle_timeout_s: float = Field(default=10.0, gt=0)  # longest wait for a level's users to be in flight
+    # after the levels: this many copies of each canary fired at once, no background (the original
+    # "1,000 identical requests" experiment); recorded at level = burst
+    burst: NonNegInt = 0
 
     @field_validator("levels")
     @classmethod
     def _unique(cls, v: list[int]) -> list[int]:
         if len(set(v)) != len(v):
             raise ValueError(f"levels must be distinct, got {v}")
+        return v
+
+    @field_validator("burst")
+    @classmethod
+    def _burst_apart(cls, v: int, info: ValidationInfo) -> int:
+        if v and v in info.data.get("levels", []):
+            raise ValueError(f"burst {v} equals a level: the two would be reported as one; pick another size")
         return v
 
 

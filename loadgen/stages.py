@@ -17,8 +17,14 @@ from loadgen.scenario import Sweep
 @dataclass(frozen=True, slots=True)
 class Stage:
     phase: Phase
-    level: int  # background users to hold
+    level: int  # the concurrency this stage is reported under
     quota: int  # canary requests to complete in this stage
+    burst: bool = False  # the quota is fired at once, with no background: level = copies in flight
+
+    @property
+    def background(self) -> int:
+        """Background users to hold."""
+        return 0 if self.burst else self.level
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +44,14 @@ def build_stages(sweep: Sweep, n_canaries: int) -> list[Stage]:
     if sweep.baseline:
         stages.append(Stage("baseline", 0, sweep.baseline * n_canaries))
     stages.extend(Stage("sweep", level, sweep.canaries_per_level * n_canaries) for level in sweep.levels)
+    if sweep.burst:
+        stages.append(Stage("sweep", sweep.burst, sweep.burst * n_canaries, burst=True))
     return stages
 
 
 def users_for(stage: Stage | None, canary_users: int) -> int | None:
     """Total users the shape should hold for ``stage``; None ends the test."""
-    return None if stage is None else stage.level + canary_users
+    return None if stage is None else stage.background + canary_users
 
 
 class StageTracker:
@@ -75,9 +83,10 @@ class StageTracker:
             return True
         if self.stage_started_at is None:
             self.stage_started_at = now
-        if background_users == stage.level and background_inflight >= stage.level:
+        want = stage.background
+        if background_users == want and background_inflight >= want:
             self.ready = True
-        elif now - self.stage_started_at >= self.settle_timeout_s and background_users >= stage.level:
+        elif now - self.stage_started_at >= self.settle_timeout_s and background_users >= want:
             self.ready = True
             self.unsettled_levels.append(stage.level)
         return self.ready

@@ -15,6 +15,7 @@ import numpy as np
 
 from collectors.runfolder import CanaryColumns, RunData
 from reports.analysis import analyse
+from reports.cache_checks import cache_expectations, cache_notices
 from reports.engine_join import nearest_sample
 from reports.stats import quantiles
 
@@ -49,6 +50,9 @@ def build_report(run: RunData) -> dict[str, Any]:
         "background": background_section(run.background),
         "scenario_checks": scenario_checks(run, canaries),
     }
+    expectations = cache_expectations(run.canaries.frame, m.get("scenario") or {})
+    report["scenario_checks"]["cache_expectations"] = expectations
+    report["run"]["notices"] += cache_notices(expectations)
     if len(canaries) == 1:
         for key in ("verdict", "reference", "overall", "levels", "forks"):
             report[key] = canaries[0][key]

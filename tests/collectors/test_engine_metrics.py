@@ -190,7 +190,7 @@ def metrics_server(served: Served) -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -315,6 +315,7 @@ def test_scraper_runs_as_a_greenlet_under_gevent(tmp_path: Path) -> None:
     assert {r["engine"] for r in read_jsonl(out).rows} == {"sglang"}
 
 
+@pytest.mark.timeout(90)
 def test_embedded_engine_running_batch_is_seen_and_joined(tmp_path: Path) -> None:
     """The embedded engine serves vLLM's names: under 6 concurrent requests its running gauge rises."""
     with start_embedded([], log_path=tmp_path / "engine.log") as engine:

@@ -78,3 +78,17 @@ def test_every_stage_completes_exactly_its_quota(quotas: list[int], n_canaries: 
         coord.on_done(t.stage_index, now)
         mirror.update(coord.snapshot())
     assert done == quotas
+
+
+def test_burst_stage_hands_out_every_ticket_once_with_no_background() -> None:
+    coord, mirror = setup([Stage("sweep", 6, 6, burst=True)], n_canaries=2)
+    assert coord.on_inflight("", 0, 0, now=0)  # ready with zero background users
+    mirror.update(coord.snapshot())
+    assert mirror.take_ticket() is None
+    tickets = mirror.take_burst()
+    assert [t.seq for t in tickets] == list(range(6)) and [t.canary_index for t in tickets] == [0, 1] * 3
+    assert mirror.take_burst() == []
+    for t in tickets:
+        coord.on_done(t.stage_index, now=0.1)
+    mirror.update(coord.snapshot())
+    assert mirror.finished

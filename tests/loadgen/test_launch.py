@@ -11,9 +11,11 @@ from loadgen.errors import EngineError
 def test_engine_starts_serves_and_stops(tmp_path: Path) -> None:
     import urllib.request
 
-    with launch.start_embedded([], log_path=tmp_path / "engine.log") as engine:
-        with urllib.request.urlopen(engine.url + "/health", timeout=5) as resp:
-            assert resp.status == 200
+    with (
+        launch.start_embedded([], log_path=tmp_path / "engine.log") as engine,
+        urllib.request.urlopen(engine.url + "/health", timeout=5) as resp,
+    ):
+        assert resp.status == 200
     assert engine.process.poll() is not None
 
 
@@ -29,7 +31,7 @@ def test_engine_that_dies_is_an_error_with_command_and_log_tail(tmp_path: Path) 
 def test_engine_that_never_gets_ready_times_out(tmp_path: Path) -> None:
     sleeper = [sys.executable, "-c", "import time; print('starting', flush=True); time.sleep(30)"]
     t0 = time.monotonic()
-    with pytest.raises(EngineError, match="within 0.5 s") as info:
+    with pytest.raises(EngineError, match=r"within 0\.5 s") as info:
         launch.start_process(sleeper, log_path=tmp_path / "e.log", ready_timeout_s=0.5)
     assert "starting" in str(info.value)  # the log tail carries what it printed
     assert time.monotonic() - t0 < 5

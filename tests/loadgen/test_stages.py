@@ -59,3 +59,17 @@ def test_every_stage_gets_exactly_its_quota(levels: list[int], per_level: int, n
         done[t.index] += 1
         t.complete(t.index)
     assert done == [s.quota for s in stages]
+
+
+def test_burst_stage_comes_last_and_holds_no_background() -> None:
+    stages = build_stages(Sweep(levels=[0, 4], canaries_per_level=2, warmup=0, baseline=1, burst=100), n_canaries=2)
+    assert stages[-1] == Stage("sweep", 100, 200, burst=True)
+    assert users_for(stages[-1], canary_users=1) == 1
+
+
+def test_burst_size_may_not_equal_a_level() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="burst 4 equals a level"):
+        Sweep(levels=[0, 4], burst=4)

@@ -31,6 +31,10 @@ class Completion:
     tops: tuple[tuple[tuple[int, float], ...], ...]
     cached_tokens: int
 
+    def numerics(self) -> tuple[object, ...]:
+        """Everything the model computed (ids, logprobs, top-k); not how much came from the cache."""
+        return (self.token_ids, self.logprobs, self.tops)
+
 
 def _completion(events: list[TokenEvent], cached: int) -> Completion:
     return Completion(
@@ -51,12 +55,14 @@ def generate(sched: Scheduler, prompt: str, max_tokens: int = 32, logprobs: int 
     return _completion(events, cached)
 
 
-def generate_in_batch(sched: Scheduler, prompt: str, others: int, seed: int, max_tokens: int = 16) -> Completion:
+def generate_in_batch(
+    sched: Scheduler, prompt: str, others: int, seed: int, max_tokens: int = 16, bg_tokens: int = 24
+) -> Completion:
     """The prompt sent while ``others`` background requests of varied lengths are in flight."""
     rnd = random.Random(seed)
     for i in range(others):
         text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(2, 40)))
-        params = SamplingParams(max_tokens=rnd.randint(1, 24), temperature=0, ignore_eos=True)
+        params = SamplingParams(max_tokens=rnd.randint(1, bg_tokens), temperature=0, ignore_eos=True)
         sched.add(EngineRequest(f"bg{i}", sched.tokenizer.encode(text), params))
         if rnd.random() < 0.3:
             sched.step()

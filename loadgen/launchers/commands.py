@@ -1,0 +1,89 @@
+"""The command line, environment and URLs that start each kind of engine: pure functions, no processes.
+
+Why: each server spells its options differently, and a wrong flag costs minutes of model loading
+before it shows. Building the command is kept apart from running it, so tests pin every kind's
+command without vLLM, SGLang or llama.cpp installed. Flags, as the servers document them:
+
+- vLLM: ``vllm serve MODEL --host H --port P``; ``--no-enable-prefix-caching`` turns prefix caching
+  off; env ``VLLM_BATCH_INVARIANT=1`` turns batch-invariant kernels on; env
+  ``VLLM_SERVER_DEV_MODE=1`` (set by default here) exposes ``POST /reset_prefix_cache``.
+- SGLang: ``python -m sglang.launch_server --model-path M --host H --port P``;
+  ``--enable-deterministic-inference``, ``--disable-radix-cache``; ``--enable-metrics`` (added by
+  default) serves ``/metrics``.
+- llama.cpp: ``llama-server -m MODEL --host H --port P``; ``-np N`` parallel slots; ``--metrics``
+  (added by default) serves ``/metrics``. Its ``/health`` answers 503 while the model loads.
+- embedded: ``python -m loadgen.engine --host H --port P`` (``--batch-invariant``,
+  ``--no-enable-prefix-caching``); it prints ``READY <url>`` once serving.
+- command: ``/bin/sh -c COMMAND`` with ``{port}`` replaced, the launcher's ``args`` appended.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+from loadgen.launchers.spec import PORT_PLACEHOLDER, LauncherSpec
+
+ReadyBy = Literal["line", "health"]  # "line": the process prints READY <url>; "health": poll health_url for 200
+
+DEFAULT_ENV: dict[str, dict[str, str]] = {"vllm": {"VLLM_SERVER_DEV_MODE": "1"}}
+DEFAULT_FLAGS: dict[str, tuple[str, ...]] = {"sglang": ("--enable-metrics",), "llamacpp": ("--metrics",)}
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    argv: list[str]
+    env: dict[str, str]  # added to the launching process's environment
+    ready_by: ReadyBy
+    base_url: str | None  # None when the process announces it (ready_by "line")
+    health_url: str | None
+
+    def shown(self) -> str:
+        """The command as a user would type it, environment first (for manifests and error messages)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"  # listening everywhere: talk to it locally
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _with_defaults(kind: str, args: list[str]) -> list[str]:
+    return [*args, *(f for f in DEFAULT_FLAGS.get(kind, ()) if f not in args)]
+
+
+def plan_launch(spec: LauncherSpec, port: int, *, python: str = sys.executable) -> LaunchPlan:
+    """The plan for starting ``spec`` on ``port`` (0 only for the embedded engine, which picks and announces one)."""
+    if port == 0 and spec.kind != "embedded":
+        raise ValueError(f"plan_launch: kind {spec.kind!r} needs a concrete port, got 0")
+    env = {**DEFAULT_ENV.get(spec.kind, {}), **spec.env}
+    where = ["--host", spec.host, "--port", str(port)]
+    if spec.kind == "embedded":
+        argv = [python, "-m", "loadgen.engine", *where, *spec.args]
+        return LaunchPlan(argv, env, "line", None, None)
+    assert spec.kind == "command" or spec.model is not None  # the spec's validator guarantees it
+    if spec.kind == "vllm":
+        argv = [spec.executable or "vllm", "serve", str(spec.model), *where, *spec.args]
+    elif spec.kind == "sglang":
+        argv = [spec.executable or python, "-m", "sglang.launch_server", "--model-path", str(spec.model), *where,
+                *_with_defaults("sglang", spec.args)]  # fmt: skip
+    elif spec.kind == "llamacpp":
+        argv = [
+            spec.executable or "llama-server",
+            "-m",
+            str(spec.model),
+            *where,
+            *_with_defaults("llamacpp", spec.args),
+        ]
+    else:
+        assert spec.command is not None
+        line = spec.command.replace(PORT_PLACEHOLDER, str(port))
+        argv = ["/bin/sh", "-c", line + (" " + shlex.join(spec.args) if spec.args else "")]
+    base_url = f"http://{_url_host(spec.host)}:{port}"
+    return LaunchPlan(argv, env, "health", base_url, base_url + spec.health_path)
