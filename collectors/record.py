@@ -65,6 +65,8 @@ class CanaryRecord:
     cache_action: str | None = None  # "reset" (cache reset just before) or "salt" (fresh cache_salt); None: kept
     cache_reset_status: int | None = None  # HTTP status of the reset, or None where it failed to connect
     schema: int = SCHEMA
+    boot: int | None = None  # cold-boot studies: which engine start (1-based) this request was sent to
+    boot_index: int | None = None  # cold-boot studies: this canary's request number within its boot (1-based)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

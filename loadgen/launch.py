@@ -73,7 +73,8 @@ def start_embedded(
     args: list[str], *, log_path: Path, ready_timeout_s: float = 60.0, env: dict[str, str] | None = None
 ) -> RunningEngine:
     """Start ``python -m loadgen.engine --port 0 ARGS`` and return once it prints ``READY <url>``."""
-    command = [sys.executable, "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0", *args]
+    # -P: the caller's working directory is not put on sys.path (a stray local module cannot shadow a dependency)
+    command = [sys.executable, "-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0", *args]
     return start_process(command, log_path=log_path, ready_timeout_s=ready_timeout_s, env=env)
 
 

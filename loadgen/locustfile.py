@@ -33,6 +33,7 @@ from locust.event import EventHook
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from collectors.engine_metrics import MetricsScraper
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from collectors.record import CanaryRecord
 from loadgen.background import BackgroundPrompts
@@ -41,7 +42,8 @@ from loadgen.coordination import Coordinator, StageSnapshot
 from loadgen.dialects import Features, build_body
 from loadgen.errors import LoadgenError
 from loadgen.options import add_arguments, normalise
-from loadgen.prepare import prepare_run
+from loadgen.prepare import api_key_of, prepare_run
+from loadgen.run import record_metrics_summary
 from loadgen.runstate import RunState, plan_of, state_from_plan
 from loadgen.scenario import load_scenario, parse_scenario, with_overrides
 from loadgen.stages import StageTracker, Ticket, build_stages, users_for
@@ -63,6 +65,7 @@ class CoordState:
     spawn_rate: float
     done: int = 0
     workers: dict[str, str] | None = None  # worker name -> Locust client id, from their reports
+    scraper: MetricsScraper | None = None  # only when this process owns the run (``loadgen run`` scrapes otherwise)
 
 
 _COORD: CoordState | None = None
@@ -123,6 +126,10 @@ def coordinator(environment: Environment) -> CoordState:
         scenario = parse_scenario(plan["scenario"], f"{run_dir}/manifest.json")
         tracker = StageTracker(build_stages(scenario.sweep, len(scenario.canaries)), scenario.sweep.settle_timeout_s)
         _COORD = CoordState(run_dir, Coordinator(tracker), owns_report, scenario.sweep.spawn_rate, workers={})
+        if owns_report:
+            _COORD.scraper = MetricsScraper(plan["endpoint"]["base_url"], run_dir / "engine_metrics.jsonl",
+                                            api_key=api_key_of(scenario, str(run_dir)))  # fmt: skip
+            _COORD.scraper.start()
         update_manifest(run_dir, status="running")
         environment.host = plan["endpoint"]["base_url"]
         assert environment.runner is not None
@@ -175,6 +182,9 @@ def _finish_coordinator(environment: Environment) -> None:
     update_manifest(st.run_dir, status="finished" if tracker.finished else "interrupted", finished=now_iso(),
                     canaries_reported=st.done, unsettled_levels=tracker.unsettled_levels,
                     workers=sorted(st.workers or {}), workers_vanished=vanished)  # fmt: skip
+    if st.scraper is not None:
+        st.scraper.close()
+        record_metrics_summary(st.run_dir, st.scraper)
     if st.owns_report:
         try:
             from reports import write_reports

@@ -20,9 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from collectors.engine_metrics import MetricsScraper
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from loadgen.launch import RunningEngine, start_embedded
-from loadgen.prepare import prepare_run
+from loadgen.prepare import api_key_of, prepare_run
 from loadgen.scenario import Scenario, load_scenario, with_overrides
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -37,7 +38,7 @@ class RunResult:
 
 
 def _locust_base(base_url: str, scenario_path: str, out_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", base_url,
+    return [sys.executable, "-P", "-m", "locust", "-f", str(LOCUSTFILE), "--host", base_url,
             "--scenario", scenario_path, "--out-dir", str(out_dir), "--stop-timeout", f"{STOP_TIMEOUT_S:g}",
             "--exit-code-on-error", "0"]  # fmt: skip
 
@@ -59,6 +60,15 @@ def ui_command(scenario: Scenario, scenario_path: str, out_dir: Path, *, web_hos
             "--levels", ",".join(map(str, scenario.sweep.levels)),
             "--canaries-per-level", str(scenario.sweep.canaries_per_level), "--labels", labels,
             "--web-host", web_host, "--web-port", str(web_port)]  # fmt: skip
+
+
+def record_metrics_summary(run_dir: Path, scraper: MetricsScraper) -> None:
+    """What the scraper saw goes into the manifest; an endpoint without /metrics becomes a report notice."""
+    manifest = read_manifest(run_dir)
+    notices = list(manifest.get("notices") or [])
+    if scraper.notice:
+        notices.append(scraper.notice)
+    update_manifest(run_dir, engine_metrics=scraper.summary(), notices=notices)
 
 
 def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
@@ -119,11 +129,17 @@ def run(
             return RunResult(out_dir, "ui", _wait_forwarding_signals(subprocess.Popen(cmd)))
         extra = {"engine": {"kind": "embedded", "command": engine.command[1:]}} if engine else {}
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
+        # the scraper lives here, not in the Locust process: parsing must not steal time from the load
+        scraper = MetricsScraper(scenario.endpoint.base_url, run_dir / "engine_metrics.jsonl",
+                                 api_key=api_key_of(scenario, source))  # fmt: skip
         try:
+            scraper.start()
             with open(run_dir / "locust.log", "ab") as log:
                 cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)
                 code = _wait_forwarding_signals(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
         finally:
+            scraper.close()
+            record_metrics_summary(run_dir, scraper)
             if engine is not None:
                 engine.stop()
                 shutil.copy(engine.log_path, run_dir / "engine.log")

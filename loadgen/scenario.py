@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from loadgen.errors import ScenarioError
+from loadgen.launchers.spec import ColdBootSpec, LauncherSpec, MatrixSpec
 
 EndpointKind = Literal["completions", "chat"]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -193,6 +194,9 @@ class Scenario(_Strict):
     background: Background = Background()
     sweep: Sweep = Sweep()
     labels: dict[str, str] = {}
+    launcher: LauncherSpec | None = None  # how to start the engine when endpoint.base_url is not set
+    cold_boot: ColdBootSpec | None = None  # `loadgen coldboot`: restart the engine between trials
+    matrix: MatrixSpec | None = None  # `loadgen matrix`: the same study over several engine configurations
 
     @field_validator("canaries")
     @classmethod

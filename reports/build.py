@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from collectors.engine_metrics import nearest_running
 from collectors.runfolder import CanaryColumns, RunData
 from reports.analysis import analyse
 from reports.cache_checks import cache_expectations, cache_notices
-from reports.engine_join import nearest_sample
 from reports.stats import quantiles
 
 REPORT_SCHEMA = 1
@@ -117,7 +117,8 @@ def _with_engine_join(run: RunData) -> CanaryColumns:
     er = cols.frame["engine_running"].to_numpy()
     if run.engine_t is None or run.engine_running is None or cols.n == 0 or not bool(np.isnan(er).all()):
         return cols
-    joined = nearest_sample(run.engine_t, run.engine_running, cols.frame["sent_at"].to_numpy())
+    # scrapes come every 0.25 s by default; a sample further than this from the send time says little
+    joined = nearest_running(cols.frame["sent_at"].to_numpy(), run.engine_t, run.engine_running, max_gap_s=5.0)
     frame = cols.frame.assign(engine_running=joined)
     return CanaryColumns(frame, cols.token_ids, cols.token_codes, cols.vocab, cols.logprobs, cols.top_gap)
 

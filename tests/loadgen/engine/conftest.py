@@ -56,12 +56,12 @@ def generate(sched: Scheduler, prompt: str, max_tokens: int = 32, logprobs: int 
 
 
 def generate_in_batch(
-    sched: Scheduler, prompt: str, others: int, seed: int, max_tokens: int = 16, bg_tokens: int = 24
+    sched: Scheduler, prompt: str, others: int, seed: int, max_tokens: int = 16, bg_tokens: int = 24, bg_words: int = 40
 ) -> Completion:
     """The prompt sent while ``others`` background requests of varied lengths are in flight."""
     rnd = random.Random(seed)
     for i in range(others):
-        text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(2, 40)))
+        text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(2, bg_words)))
         params = SamplingParams(max_tokens=rnd.randint(1, bg_tokens), temperature=0, ignore_eos=True)
         sched.add(EngineRequest(f"bg{i}", sched.tokenizer.encode(text), params))
         if rnd.random() < 0.3:
@@ -117,7 +117,7 @@ def _engine_process(*flags: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
             proc.wait(timeout=30)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def engine_process() -> object:
     """A factory: ``with engine_process(*flags) as (url, proc):`` runs a fresh engine process."""
     return _engine_process

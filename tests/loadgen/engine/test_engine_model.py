@@ -21,7 +21,7 @@ def test_invariant_mode_is_bitwise_equal_alone_and_in_batches_of_1_to_64(drive: 
     alone = drive.generate_in_batch(drive.fresh(batch_invariant=True), CURVE_CANARY, 0, seed=0, max_tokens=6)
     sched = drive.fresh(batch_invariant=True, max_num_seqs=64)
     for others in range(64):
-        got = drive.generate_in_batch(sched, CURVE_CANARY, others, seed=others, max_tokens=6, bg_tokens=8)
+        got = drive.generate_in_batch(sched, CURVE_CANARY, others, seed=others, max_tokens=6, bg_tokens=8, bg_words=10)
         assert got.numerics() == alone.numerics(), f"batch of {others + 1} changed the canary's logprobs"
 
 

@@ -1,0 +1,86 @@
+"""``Launcher``: start, stop and restart one engine configuration, any kind, with one interface.
+
+Why: a cold-boot study restarts the engine between trials and a matrix starts one configuration
+per cell; both should not care whether the engine is the embedded one, vLLM, SGLang, llama.cpp or
+a user's shell command. Each start appends a header line and the engine's output to the log file
+it is given (the run folder's ``engine.log``). Raises ``EngineError``; prints nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from collectors.manifest import now_iso
+from loadgen.errors import EngineError
+from loadgen.launch import RunningEngine, start_process
+from loadgen.launchers.commands import LaunchPlan, plan_launch
+from loadgen.launchers.health import free_port, start_health_checked
+from loadgen.launchers.spec import LauncherSpec
+
+
+class Launcher:
+    """One engine configuration; at most one process of it runs at a time."""
+
+    def __init__(self, spec: LauncherSpec) -> None:
+        self.spec = spec
+        self.engine: RunningEngine | None = None
+        self.plan: LaunchPlan | None = None
+        self.starts = 0
+        self._log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        if self.engine is None:
+            raise EngineError("the engine is not running (call start first)")
+        return self.engine.url
+
+    def start(self, log_path: Path) -> RunningEngine:
+        """Start the engine and return once it serves; its output is appended to ``log_path``."""
+        if self.engine is not None:
+            raise EngineError(f"the engine is already running at {self.engine.url}; stop or restart it")
+        spec = self.spec
+        port = spec.port or (0 if spec.kind == "embedded" else free_port(spec.host))
+        plan = plan_launch(spec, port)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.write(f"--- loadgen: start {self.starts + 1} at {now_iso()}: {plan.shown()}\n")
+        if plan.ready_by == "line":
+            engine = start_process(plan.argv, log_path=log_path, ready_timeout_s=spec.ready_timeout_s, env=plan.env)
+        else:
+            engine = start_health_checked(plan, log_path=log_path, ready_timeout_s=spec.ready_timeout_s)
+        self.engine, self.plan, self._log_path = engine, plan, log_path
+        self.starts += 1
+        return engine
+
+    def stop(self) -> int | None:
+        """Stop the running engine (SIGTERM, then SIGKILL); its exit code, or None when none ran."""
+        if self.engine is None:
+            return None
+        engine, self.engine = self.engine, None
+        return engine.stop(timeout_s=self.spec.stop_timeout_s)
+
+    def restart(self, log_path: Path | None = None) -> RunningEngine:
+        """Stop the engine and start a fresh process (a cold boot), logging to ``log_path`` or the last log."""
+        target = log_path or self._log_path
+        if target is None:
+            raise EngineError("restart before any start: give a log path")
+        self.stop()
+        return self.start(target)
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records about the engine: kind, the last command with its environment, starts."""
+        return {
+            "kind": self.spec.kind,
+            "model": self.spec.model,
+            "command": self.plan.shown() if self.plan else None,
+            "env": dict(self.plan.env) if self.plan else dict(self.spec.env),
+            "starts": self.starts,
+        }
+
+    def __enter__(self) -> Launcher:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
