@@ -101,8 +101,8 @@ class Renderer:
         if not self.req.chat:
             if not stream:
                 choice["prompt_logprobs"] = None
-            if not stream or self._first_chunk:
-                choice["prompt_token_ids"] = self.req.prompt_ids if self.req.return_token_ids else None
+            first = not stream or self._first_chunk
+            choice["prompt_token_ids"] = self.req.prompt_ids if first and self.req.return_token_ids else None
         return choice
 
     def full(self, events: list[TokenEvent], cached_tokens: int) -> dict[str, Any]:

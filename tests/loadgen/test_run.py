@@ -56,6 +56,9 @@ def test_every_canary_sent_is_recorded_once(fault_server: str, tmp_path: Path) -
     assert counts["canaries_written"] == len(records) and counts["canary_write_failures"] == 0
     assert manifest["features"]["completions"]["identity"] == "token_ids"
     assert manifest["levels"] == [0, 2, 4]
+    # this server has no /metrics: a notice, not a failure
+    assert manifest["engine_metrics"]["available"] is False
+    assert f"{fault_server}/metrics: no Prometheus /metrics" in manifest["notices"][0]
 
     background = read_jsonl(run_dir / "background.jsonl").rows
     levels = Counter(b["level"] for b in background)

@@ -223,7 +223,9 @@ def test_client_disconnect_aborts_the_request(url: str) -> None:
         + f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
     )
-    assert b"data: " in sock.recv(4096)
+    received = b""
+    while b"data: " not in received:
+        received += sock.recv(4096)
     assert _metric(url, "vllm:num_requests_running") == 1
     sock.close()
     deadline = time.monotonic() + 10

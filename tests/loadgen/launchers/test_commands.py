@@ -75,7 +75,7 @@ def test_real_engines_need_a_concrete_port() -> None:
         plan_launch(LauncherSpec(kind="vllm", model="m"), 0)
 
 
-@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12),
+@given(st.lists(st.text(alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=12),
                 max_size=6))  # fmt: skip
 def test_args_reach_the_engine_unchanged_through_every_kind(args: list[str]) -> None:
     for spec in (LauncherSpec(kind="vllm", model="m", args=args), LauncherSpec(args=args)):
