@@ -27,7 +27,24 @@ import orjson
 
 from loadgen.engine.prompts import CURVE_CANARY, D3_LONG_PROMPT, D3_MAX_TOKENS, D3_SHORT_PROMPT
 
-WORDS = "the old man sea river house light story night town water boat song morning children king".split()
+WORDS = [
+    "the",
+    "old",
+    "man",
+    "sea",
+    "river",
+    "house",
+    "light",
+    "story",
+    "night",
+    "town",
+    "water",
+    "boat",
+    "song",
+    "morning",
+    "children",
+    "king",
+]
 
 
 @contextlib.contextmanager

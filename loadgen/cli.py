@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from loadgen import __version__
-from loadgen.commands import check, compare, export, report, run, serve
+from loadgen.commands import check, coldboot, compare, export, matrix, report, run, serve
 from loadgen.errors import LoadgenError
 
 
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"loadgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, serve, report, compare, check, export):
+    for module in (run, serve, report, compare, check, export, coldboot, matrix):
         module.add_parser(sub)
     return parser
 

@@ -2,8 +2,9 @@
 
 Why: a user should not have to start an engine, prepare a folder, drive Locust and call the report
 by hand. Headless, this module validates and probes in this process (clean errors, before any
-traffic), starts the embedded engine when no endpoint is given, runs Locust in a child process
-(gevent's patching stays out of this one), then finishes the manifest and writes the reports.
+traffic), starts an engine when no endpoint is given (the scenario's ``[launcher]``, else the
+embedded engine), runs Locust in a child process (gevent's patching stays out of this one), then
+finishes the manifest and writes the reports.
 With ``ui=True`` it hands the validated options to Locust's web UI, where each start prepares and
 reports its own run folder. Library first: the CLI only parses arguments and renders errors.
 """
@@ -19,10 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from collectors.engine_metrics import MetricsScraper
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from loadgen.launch import RunningEngine, start_embedded
+from loadgen.launchers.launcher import Launcher
+from loadgen.launchers.spec import LauncherSpec
 from loadgen.prepare import api_key_of, prepare_run
 from loadgen.scenario import Scenario, load_scenario, with_overrides
 
@@ -88,18 +92,33 @@ def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+EngineInfo = dict[str, Any]  # what the manifest records under "engine"
+
+
 @contextmanager
-def endpoint_for(scenario: Scenario, engine_args: list[str]) -> Iterator[tuple[Scenario, RunningEngine | None]]:
-    """The scenario with a base URL: its own, or an embedded engine started here and stopped on exit."""
+def endpoint_for(
+    scenario: Scenario, engine_args: list[str], launcher: LauncherSpec | None = None
+) -> Iterator[tuple[Scenario, RunningEngine | None, EngineInfo | None]]:
+    """The scenario with a base URL: its own, or an engine started here and stopped on exit: ``launcher``,
+    else the scenario's ``[launcher]``, else the embedded engine (``engine_args`` appended to its arguments)."""
     if scenario.endpoint.base_url is not None:
-        yield scenario, None
+        yield scenario, None, None
         return
+    spec = launcher or scenario.launcher
     tmp = Path(tempfile.mkdtemp(prefix="loadgen-engine-"))
     try:
-        with start_embedded(engine_args, log_path=tmp / "engine.log") as engine:
-            labels = {"engine": "embedded", **({"engine_args": " ".join(engine_args)} if engine_args else {}),
-                      **scenario.labels}  # fmt: skip
-            yield with_overrides(scenario, base_url=engine.url, labels=labels), engine
+        if spec is None:
+            with start_embedded(engine_args, log_path=tmp / "engine.log") as engine:
+                labels = {"engine": "embedded", **({"engine_args": " ".join(engine_args)} if engine_args else {}),
+                          **scenario.labels}  # fmt: skip
+                info = {"kind": "embedded", "command": engine.command[1:]}
+                yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, info
+        else:
+            spec = spec.model_copy(update={"args": [*spec.args, *engine_args]})
+            with Launcher(spec) as started:
+                engine = started.start(tmp / "engine.log")
+                labels = {"engine": spec.kind, **scenario.labels}
+                yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, started.describe()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -118,16 +137,17 @@ def run(
     web_port: int = 8089,
     processes: int = 0,
     report: bool = True,
+    launcher: LauncherSpec | None = None,
 ) -> RunResult:
     source = str(scenario_path)
     scenario = with_overrides(load_scenario(scenario_path), base_url=host, levels=levels,
                               canaries_per_level=canaries_per_level, labels=labels)  # fmt: skip
-    with endpoint_for(scenario, engine_args or []) as (scenario, engine):
+    with endpoint_for(scenario, engine_args or [], launcher) as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
         if ui:
             cmd = ui_command(scenario, source, out_dir, web_host=web_host, web_port=web_port)
             return RunResult(out_dir, "ui", _wait_forwarding_signals(subprocess.Popen(cmd)))
-        extra = {"engine": {"kind": "embedded", "command": engine.command[1:]}} if engine else {}
+        extra = {"engine": engine_info} if engine_info else {}
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
         # the scraper lives here, not in the Locust process: parsing must not steal time from the load
         scraper = MetricsScraper(scenario.endpoint.base_url, run_dir / "engine_metrics.jsonl",

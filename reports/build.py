@@ -96,12 +96,16 @@ def run_section(m: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
 def verdict(entry: dict[str, Any]) -> str:
     o, ref = entry["overall"], entry["reference"]
     unit = ref.get("unit", "token")
-    parts = [f"{o['unique_completions']} unique completions over {o['completions']} canaries"]
+    parts = [f"{_n(o['unique_completions'], 'unique completion')} over {_n(o['completions'], 'canary', 'canaries')}"]
     if o["errors"]:
-        parts[0] += f" ({o['errors']} errors)"
+        parts[0] += f" ({_n(o['errors'], 'error')})"
     ed = o["earliest_divergence"]
     parts.append(f"earliest divergence at {unit} {ed}" if ed is not None else "no divergence from the reference")
     fc = o.get("first_divergent_concurrency")

@@ -41,7 +41,7 @@ def test_single_canary_shape_and_context() -> None:
         {"median": 4.5},
     ]
     assert report["verdict"] == (
-        "3 unique completions over 15 canaries (1 errors); earliest divergence at token 3; "
+        "3 unique completions over 15 canaries (1 error); earliest divergence at token 3; "
         "divergence first seen at concurrency 2"
     )
     fork = report["forks"][0]

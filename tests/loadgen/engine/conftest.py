@@ -21,7 +21,23 @@ from loadgen.engine.runner import EngineOptions, build_scheduler
 from loadgen.engine.sampling import SamplingParams
 from loadgen.engine.scheduler import EngineRequest, Scheduler, TokenEvent
 
-WORDS = "the old man sea river house light story night town water boat song morning king".split()
+WORDS = [
+    "the",
+    "old",
+    "man",
+    "sea",
+    "river",
+    "house",
+    "light",
+    "story",
+    "night",
+    "town",
+    "water",
+    "boat",
+    "song",
+    "morning",
+    "king",
+]
 
 
 @dataclass(frozen=True)

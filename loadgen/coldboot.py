@@ -1,0 +1,217 @@
+"""``loadgen coldboot``: restart the engine K times; after each boot send every canary N times, one at a time.
+
+Why: some divergence is not about load at all: the first request after a boot can differ from the
+ones after it (a cache-miss prefill reduces differently from a cache-hit one; the D3 study). That
+needs fresh engine processes and strictly serialised requests, so no Locust here: a blocking
+client (``loadgen.client``, the load path's own request code) sends each canary and every
+completion is written as a ``CanaryRecord`` (phase ``sweep``, level 0, with ``boot`` and
+``boot_index``) the moment it returns. Each boot repeats the same preamble (health wait, then the
+probe, whose prompt shares no prefix with a canary), so boot 1 is not special.
+
+Writes a normal run folder (manifest, ``canaries.jsonl``, ``engine.log``, report files) plus
+``coldboot.json`` and ``coldboot.md``. Raises ``LoadgenError`` subclasses; prints nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collectors.jsonl import JsonlWriter
+from collectors.manifest import now_iso, read_manifest, update_manifest
+from collectors.record import CanaryRecord
+from loadgen.client import api_path, make_client, reset_cache, send
+from loadgen.coldboot_summary import render_markdown, summarise
+from loadgen.dialects import Features, build_body
+from loadgen.errors import LoadgenError, ScenarioError, UsageError
+from loadgen.launchers.launcher import Launcher
+from loadgen.launchers.spec import ColdBootSpec, LauncherSpec
+from loadgen.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
+from loadgen.probe import probe
+from loadgen.scenario import Canary, Scenario, load_scenario, with_overrides
+from reports import write_reports
+from reports.writer import report_json, write_text
+
+
+@dataclass
+class ColdBootResult:
+    run_dir: Path
+    status: str  # manifest status: finished / failed / interrupted
+    summary: dict[str, Any]
+
+
+@dataclass
+class _Boot:
+    """What one boot's requests need: where to send, as which model, asking for which fields."""
+
+    run_id: str
+    base_url: str
+    model: str
+    features: dict[str, Features]  # per endpoint kind, as probed on boot 1
+    api_key: str | None
+    number: int
+
+
+def study_size(scenario: Scenario, boots: int | None, requests: int | None) -> ColdBootSpec:
+    """The scenario's ``[cold_boot]`` (or the D3 default, 6 x 6), with command-line overrides."""
+    if boots is not None and boots < 1:
+        raise UsageError(f"--boots must be at least 1, got {boots}")
+    if requests is not None and requests < 2:
+        raise UsageError(f"--requests must be at least 2 (request 1 is compared with 2..N), got {requests}")
+    base = scenario.cold_boot or ColdBootSpec()
+    return ColdBootSpec(boots=boots or base.boots, requests=requests or base.requests)
+
+
+def launcher_for(scenario: Scenario, source: str, launcher: LauncherSpec | None) -> LauncherSpec:
+    """The engine to restart: ``launcher``, the scenario's ``[launcher]``, else the embedded engine."""
+    chosen = launcher or scenario.launcher
+    if chosen is not None:
+        return chosen
+    if scenario.endpoint.base_url is not None:
+        raise ScenarioError(
+            f"{source}: field endpoint.base_url: a cold-boot study restarts the engine, so it needs a [launcher] "
+            "(kind 'command' runs any shell command that serves on {port}); remove base_url or add one"
+        )
+    return LauncherSpec()
+
+
+def send_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, client: Any) -> CanaryRecord:
+    kind = scenario.canary_kind(canary)
+    features = canary_features(boot.features[kind], canary)
+    reset_status = reset_cache(client, scenario.endpoint.cache_reset_path) if canary.cache == "reset" else None
+    extra = {"cache_salt": uuid.uuid4().hex} if canary.cache == "salt" else None
+    messages = None
+    if kind == "chat":
+        messages = ([m.model_dump() for m in canary.messages] if canary.messages
+                    else [{"role": "user", "content": canary.prompt or ""}])  # fmt: skip
+    body = build_body(kind, model=boot.model, prompt=canary.prompt if kind == "completions" else None,
+                      messages=messages, max_tokens=canary.max_tokens, seed=canary.seed, stream=canary.stream,
+                      features=features, extra=extra)  # fmt: skip
+    out = send(client, api_path(boot.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids,
+               secret=boot.api_key)  # fmt: skip
+    c = out.completion
+    return CanaryRecord(
+        run_id=boot.run_id, canary_id=canary.id, request_id=uuid.uuid4().hex, phase="sweep", level=0,
+        inflight_at_send=0, sent_at=out.sent_at, status="ok" if out.ok else "error", latency_s=out.latency_s,
+        ttft_s=out.ttft_s, error_kind=out.error_kind, error_message=out.error_message, http_status=out.http_status,
+        endpoint=kind, stream=canary.stream, request=body, worker="coldboot",
+        token_ids=c.token_ids if c else None, tokens=c.tokens if c else None,
+        logprobs=c.logprobs if c else None, top_logprobs=c.top_logprobs if c else None,
+        text=c.text if c else None, finish_reason=c.finish_reason if c else None, usage=c.usage if c else None,
+        cache_action=None if canary.cache == "keep" else canary.cache, cache_reset_status=reset_status,
+        boot=boot.number, boot_index=index,
+    )  # fmt: skip
+
+
+def _features(run_dir: Path) -> dict[str, Features]:
+    return {k: Features(**v["features"]) for k, v in read_manifest(run_dir)["features"].items()}
+
+
+def _send_all(boot: _Boot, scenario: Scenario, requests: int, writer: JsonlWriter) -> list[CanaryRecord]:
+    ep = scenario.endpoint
+    client = make_client(boot.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s,
+                         api_key=boot.api_key)  # fmt: skip
+    records = []
+    try:
+        for canary in scenario.canaries:
+            for index in range(1, requests + 1):
+                record = send_canary(boot, scenario, canary, index, client)
+                writer.write(record)
+                records.append(record)
+    finally:
+        client.close()
+    return records
+
+
+class _Study:
+    """One cold-boot study in progress: the launcher, the run folder (made on boot 1), its writer and log."""
+
+    def __init__(self, scenario: Scenario, source: str, spec: LauncherSpec, size: ColdBootSpec, out_dir: Path) -> None:
+        self.scenario, self.source, self.size, self.out_dir = scenario, source, size, out_dir
+        self.api_key = api_key_of(scenario, source)
+        self.engines = Launcher(spec)
+        self.tmp = Path(tempfile.mkdtemp(prefix="loadgen-coldboot-"))
+        self.run_dir: Path | None = None
+        self.writer: JsonlWriter | None = None
+        self.records: list[CanaryRecord] = []
+        self.boots: list[dict[str, Any]] = []
+        self.status = "interrupted"
+        self.features: dict[str, Features] = {}
+        self.model = ""
+
+    def run(self) -> None:
+        try:
+            for number in range(1, self.size.boots + 1):
+                self.boot(number)
+        except LoadgenError:
+            self.status = "failed"
+            raise
+        self.status = "finished"
+
+    def boot(self, number: int) -> None:
+        """(Re)start the engine, repeat the preamble (health, probe), send every canary N times."""
+        t0 = time.monotonic()
+        log = self.tmp / "engine.log"
+        engine = self.engines.start(log) if number == 1 else self.engines.restart(log)
+        self.boots.append({"boot": number, "url": engine.url, "started": now_iso(),
+                           "ready_s": round(time.monotonic() - t0, 3)})  # fmt: skip
+        labels = {"engine": self.engines.spec.kind, **self.scenario.labels}
+        booted = with_overrides(self.scenario, base_url=engine.url, labels=labels)
+        if self.run_dir is None:  # boot 1: the probe, the run folder and its manifest
+            extra = {"engine": self.engines.describe(), "cold_boot": self.size.model_dump()}
+            self.run_dir = prepare_run(booted, source=self.source, out_dir=self.out_dir, extra=extra)
+            update_manifest(self.run_dir, status="running")
+            self.writer = JsonlWriter(self.run_dir / "canaries.jsonl")
+            self.features, self.model = _features(self.run_dir), str(read_manifest(self.run_dir)["endpoint"]["model"])
+        else:
+            probe(engine.url, model=self.model, kinds=endpoint_kinds(booted), wanted=wanted_features(booted),
+                  api_key=self.api_key, timeout_s=min(self.scenario.endpoint.connect_timeout_s, 10.0))  # fmt: skip
+        assert self.writer is not None
+        boot = _Boot(self.run_dir.name, engine.url, self.model, self.features, self.api_key, number)
+        self.records += _send_all(boot, booted, self.size.requests, self.writer)
+
+    def close(self) -> None:
+        """Stop the engine, keep its log in the run folder and finish the manifest, whatever happened."""
+        self.engines.stop()
+        if self.writer is not None:
+            self.writer.close()
+        if self.run_dir is not None:
+            log = self.tmp / "engine.log"
+            if log.exists():
+                shutil.copy(log, self.run_dir / "engine.log")
+            update_manifest(self.run_dir, status=self.status, finished=now_iso(), boots=self.boots,
+                            engine=self.engines.describe(), canaries_reported=len(self.records))  # fmt: skip
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def cold_boot(
+    scenario_path: Path,
+    *,
+    out_dir: Path = Path("runs"),
+    boots: int | None = None,
+    requests: int | None = None,
+    labels: dict[str, str] | None = None,
+    launcher: LauncherSpec | None = None,
+    report: bool = True,
+) -> ColdBootResult:
+    """Run the cold-boot study of ``scenario_path`` into a new run folder under ``out_dir``."""
+    source = str(scenario_path)
+    scenario = with_overrides(load_scenario(scenario_path), labels=labels)
+    size = study_size(scenario, boots, requests)
+    study = _Study(scenario, source, launcher_for(scenario, source, launcher), size, out_dir)
+    try:
+        study.run()
+    finally:
+        study.close()
+    assert study.run_dir is not None
+    summary = summarise(study.records, boots=size.boots, requests=size.requests)
+    write_text(study.run_dir / "coldboot.json", report_json(summary))
+    write_text(study.run_dir / "coldboot.md", render_markdown(summary))
+    if report:
+        write_reports(study.run_dir)
+    return ColdBootResult(study.run_dir, study.status, summary)
