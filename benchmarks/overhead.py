@@ -88,7 +88,7 @@ def timed_client(client: Any, wire: list[float]) -> Any:
 def tool_worker(user: CanaryUser, st: RunState, wire: list[float], done: list[float], stop_at: float) -> None:
     while time.perf_counter() < stop_at:
         t0 = time.perf_counter()
-        user._send(st, TICKET)
+        user._send(st, TICKET, user.http)
         total = time.perf_counter() - t0
         done.append(total - wire[-1])
 

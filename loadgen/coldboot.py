@@ -161,7 +161,11 @@ class _Study:
         self.boots.append({"boot": number, "url": engine.url, "started": now_iso(),
                            "ready_s": round(time.monotonic() - t0, 3)})  # fmt: skip
         labels = {"engine": self.engines.spec.kind, **self.scenario.labels}
-        booted = with_overrides(self.scenario, base_url=engine.url, labels=labels)
+        # every request is sent at level 0: the manifest says so, and counts boots x requests there
+        per_level = self.size.boots * self.size.requests
+        booted = with_overrides(
+            self.scenario, base_url=engine.url, labels=labels, levels=[0], canaries_per_level=per_level
+        )
         if self.run_dir is None:  # boot 1: the probe, the run folder and its manifest
             extra = {"engine": self.engines.describe(), "cold_boot": self.size.model_dump()}
             self.run_dir = prepare_run(booted, source=self.source, out_dir=self.out_dir, extra=extra)

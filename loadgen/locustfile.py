@@ -20,7 +20,7 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,14 @@ from loadgen.client import Outcome, api_path, make_client, reset_cache, send
 from loadgen.coordination import Coordinator, StageSnapshot
 from loadgen.dialects import Features, build_body
 from loadgen.errors import LoadgenError
+from loadgen.live import LiveTable, first_divergence, identity_hash, identity_of
 from loadgen.options import add_arguments, normalise
 from loadgen.prepare import api_key_of, prepare_run
 from loadgen.run import record_metrics_summary
 from loadgen.runstate import RunState, plan_of, state_from_plan
 from loadgen.scenario import load_scenario, parse_scenario, with_overrides
 from loadgen.stages import StageTracker, Ticket, build_stages, users_for
+from loadgen.webui import install_tab
 from scenarios import path_of
 
 log = logging.getLogger("loadgen")
@@ -66,9 +68,12 @@ class CoordState:
     done: int = 0
     workers: dict[str, str] | None = None  # worker name -> Locust client id, from their reports
     scraper: MetricsScraper | None = None  # only when this process owns the run (``loadgen run`` scrapes otherwise)
+    live: LiveTable = field(default_factory=LiveTable)
+    references_sent: bool = False
 
 
 _COORD: CoordState | None = None
+_LAST: CoordState | None = None  # the previous run, for the web UI after it ended
 _USER: RunState | None = None
 _REPORTER: gevent.Greenlet | None = None
 
@@ -94,6 +99,9 @@ def _init(environment: Environment, **_: Any) -> None:
     if not isinstance(runner, MasterRunner):
         runner.register_message("lg_plan", _on_plan)
         runner.register_message("lg_stage", _on_stage)
+        runner.register_message("lg_reference", _on_reference)
+    if environment.web_ui is not None:
+        install_tab(environment.web_ui, table=_live_rows, report=_latest_report)
 
 
 def _worker_name(environment: Environment) -> str:
@@ -158,8 +166,28 @@ def _on_done(environment: Environment, msg: Any, **_: Any) -> None:
     if _COORD is None:
         return
     _COORD.done += 1
+    _COORD.live.add(msg.data)
     _COORD.coordinator.on_done(int(msg.data["stage"]), time.monotonic())
+    stage = _COORD.coordinator.tracker.current
+    if not _COORD.references_sent and (stage is None or stage.phase == "sweep"):
+        _COORD.references_sent = True
+        if refs := _COORD.live.choose_references():
+            assert environment.runner is not None
+            environment.runner.send_message("lg_reference", {"refs": refs})
     _publish(environment)
+
+
+def _live_rows() -> list[dict[str, Any]]:
+    st = _COORD or _LAST
+    return st.live.rows() if st is not None else []
+
+
+def _latest_report() -> Path | None:
+    """The report of the run in progress's predecessor, or of the last run: written when a run ends."""
+    for st in (_COORD, _LAST):
+        if st is not None and (st.run_dir / "report.html").exists():
+            return st.run_dir / "report.html"
+    return None
 
 
 def _vanished_workers(environment: Environment, st: CoordState) -> list[str]:
@@ -171,10 +199,11 @@ def _vanished_workers(environment: Environment, st: CoordState) -> list[str]:
 
 
 def _finish_coordinator(environment: Environment) -> None:
-    global _COORD
+    global _COORD, _LAST
     st, _COORD = _COORD, None
     if st is None:
         return
+    _LAST = st
     tracker = st.coordinator.tracker
     vanished = _vanished_workers(environment, st)
     if vanished:
@@ -213,6 +242,11 @@ def _on_plan(environment: Environment, msg: Any, **_: Any) -> None:
 def _on_stage(environment: Environment, msg: Any, **_: Any) -> None:
     if _USER is not None:
         _USER.mirror.update(StageSnapshot.from_msg(msg.data))
+
+
+def _on_reference(environment: Environment, msg: Any, **_: Any) -> None:
+    if _USER is not None:
+        _USER.references = dict(msg.data["refs"])
 
 
 def _report_inflight(environment: Environment, st: RunState) -> None:
@@ -360,10 +394,19 @@ class CanaryUser(User):
         self.environment.events.canary_record.fire(record=record)
         _fire_stats(self.environment, f"canary:{canary.id}", out)
         assert self.environment.runner is not None
-        self.environment.runner.send_message("lg_done", {"stage": ticket.stage_index, "canary": canary.id,
-                                                         "level": ticket.level, "status": record.status})  # fmt: skip
+        self.environment.runner.send_message("lg_done", done_summary(st, ticket, record))
         if out.cancelled:
             raise gevent.GreenletExit
+
+
+def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str, Any]:
+    """A canary completion as the coordinator needs it: counters and a hash, small and msgpack-safe."""
+    ident = identity_of(record.token_ids, record.tokens, record.text) if record.status == "ok" else None
+    ref = st.references.get(record.canary_id)
+    return {"stage": ticket.stage_index, "canary": record.canary_id, "phase": ticket.phase, "level": ticket.level,
+            "status": record.status, "hash": None if ident is None else identity_hash(ident),
+            "identity": ident if ticket.phase == "baseline" else None,
+            "first_div": first_divergence(ident, ref) if ident is not None and ref is not None else None}  # fmt: skip
 
 
 class BackgroundUser(User):

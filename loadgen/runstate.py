@@ -37,6 +37,7 @@ class RunState:
     worker: str
     inflight: Inflight = field(default_factory=Inflight)
     background_users: int = 0
+    references: dict[str, Any] = field(default_factory=dict)  # canary id -> reference identity, once chosen
     _next_user_index: int = 0
 
     def next_user_index(self) -> int:

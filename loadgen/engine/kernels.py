@@ -54,12 +54,14 @@ def to_bf16(x: F32) -> F32:
 
 
 def split_k_matmul(x: F32, w64: F64, splits: int) -> F32:
-    """``x @ w`` with the K dimension cut into ``splits`` tiles, merged in fp32 left to right.
+    """``x @ w`` with the K dimension cut into ``splits`` tiles, reduced into a bf16 output.
 
-    ``x`` is (M, K) bf16-valued; ``w64`` is the (K, N) weight as float64. Each split's partial
-    product is exact in float64 and rounded once to fp32 (the tile's accumulator); the partials
-    are then added in split order, in fp32, as a split-K GEMM's reduction does. One split is the
-    fixed order of batch-invariant mode.
+    ``x`` is (M, K) bf16-valued; ``w64`` is the (K, N) weight as float64. Each split accumulates
+    its share of K in fp32 (exact in float64, rounded once), and the splits are reduced into
+    the bf16 output tensor in split order, as an atomic-add split-K kernel does: the partial
+    is stored as bf16 and every add is rounded to bf16. With one split (the fixed order of
+    batch-invariant mode) the result is the fp32-accumulated dot product. The output is fp32
+    holding bf16 values when ``splits > 1``; callers round to bf16 anyway.
     """
     m, k = x.shape
     if k % splits:
@@ -70,10 +72,10 @@ def split_k_matmul(x: F32, w64: F64, splits: int) -> F32:
         return (x64 @ w64).astype(np.float32)
     xs = x64.reshape(m, splits, kc).transpose(1, 0, 2)
     ws = w64.reshape(splits, kc, w64.shape[1])
-    partials: F32 = np.matmul(xs, ws).astype(np.float32)
-    acc: F32 = partials[0].copy()
+    partials: F32 = to_bf16(np.matmul(xs, ws).astype(np.float32))
+    acc: F32 = partials[0]
     for j in range(1, splits):
-        acc += partials[j]
+        acc = to_bf16(acc + partials[j])
     return acc
 
 

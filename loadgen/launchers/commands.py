@@ -12,7 +12,7 @@ command without vLLM, SGLang or llama.cpp installed. Flags, as the servers docum
   default) serves ``/metrics``.
 - llama.cpp: ``llama-server -m MODEL --host H --port P``; ``-np N`` parallel slots; ``--metrics``
   (added by default) serves ``/metrics``. Its ``/health`` answers 503 while the model loads.
-- embedded: ``python -m loadgen.engine --host H --port P`` (``--batch-invariant``,
+- embedded: ``python -P -m loadgen.engine --host H --port P`` (``--batch-invariant``,
   ``--no-enable-prefix-caching``); it prints ``READY <url>`` once serving.
 - command: ``/bin/sh -c COMMAND`` with ``{port}`` replaced, the launcher's ``args`` appended.
 """
@@ -65,7 +65,8 @@ def plan_launch(spec: LauncherSpec, port: int, *, python: str = sys.executable) 
     env = {**DEFAULT_ENV.get(spec.kind, {}), **spec.env}
     where = ["--host", spec.host, "--port", str(port)]
     if spec.kind == "embedded":
-        argv = [python, "-m", "loadgen.engine", *where, *spec.args]
+        # -P: the caller's working directory is not put on sys.path (a stray local module cannot shadow a dependency)
+        argv = [python, "-P", "-m", "loadgen.engine", *where, *spec.args]
         return LaunchPlan(argv, env, "line", None, None)
     assert spec.kind == "command" or spec.model is not None  # the spec's validator guarantees it
     if spec.kind == "vllm":

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,3 +33,33 @@ def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("engine") / "engine.log"
     with start_embedded([], log_path=log) as engine:
         yield engine.url
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_http(url: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A port nothing listens on right now."""
+    return _free_port()
+
+
+@pytest.fixture
+def wait_http() -> Callable[[str], None]:
+    """Wait until a URL answers (any status), or raise after 30 s."""
+    return _wait_http

@@ -67,8 +67,9 @@ def test_every_canary_sent_is_recorded_once(fault_server: str, tmp_path: Path) -
     with open(run_dir / "locust_stats.csv") as fh:
         stats = {row["Name"]: row for row in csv.DictReader(fh)}
     assert int(stats["canary:story"]["Request Count"]) == len(records)
-    # Locust writes its final CSV while the last background requests may still be finishing
-    assert len(background) - 2 * 4 <= int(stats["background"]["Request Count"]) <= len(background)
+    # Locust writes its final CSV while the last background requests may still be finishing; on a busy
+    # machine that can be a few dozen of thousands
+    assert 0.95 * len(background) <= int(stats["background"]["Request Count"]) <= len(background)
 
 
 def test_endpoint_faults_are_recorded_not_dropped(fault_server: str, tmp_path: Path) -> None:

@@ -4,42 +4,28 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from collectors.jsonl import read_jsonl
 from collectors.manifest import read_manifest
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_http(url: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def test_form_start_uses_typed_options_and_reports(fault_server: str, tmp_path: Path) -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "run", "--ui", "--host", fault_server, "--web-port", str(port),
-         "--out", str(tmp_path), "--levels", "0,1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+def test_form_start_uses_typed_options_and_reports(
+    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    port = free_port
+    log_path = tmp_path / "ui.log"
+    with open(log_path, "wb") as log:  # a file, not a pipe: Locust logs a lot and would block on a full pipe
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadgen", "run", "--ui", "--host", fault_server, "--web-port", str(port),
+             "--out", str(tmp_path / "runs"), "--levels", "0,1"],
+            stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/")
@@ -48,11 +34,11 @@ def test_form_start_uses_typed_options_and_reports(fault_server: str, tmp_path: 
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert json.loads(resp.read())["success"] is True
         deadline = time.monotonic() + 60
-        while not list(tmp_path.glob("*/report.json")):
+        while not list((tmp_path / "runs").glob("*/report.json")):
             assert time.monotonic() < deadline, "no report from the UI-started run"
             assert proc.poll() is None
             time.sleep(0.2)
-        (run_dir,) = [p.parent for p in tmp_path.glob("*/report.json")]
+        (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/report.json")]
         manifest = read_manifest(run_dir)
         assert manifest["levels"] == [0, 2] and manifest["canaries_per_level"] == 2
         assert manifest["labels"] == {"from": "ui"} and manifest["status"] == "finished"
@@ -60,5 +46,5 @@ def test_form_start_uses_typed_options_and_reports(fault_server: str, tmp_path: 
         assert len(rows) == 1 + 4 + 2 * 2
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err.decode()[-2000:]
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log_path.read_text()[-2000:]

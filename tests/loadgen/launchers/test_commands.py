@@ -53,7 +53,7 @@ def test_llama_server_with_slots_and_metrics() -> None:
 
 def test_embedded_engine_announces_its_own_port() -> None:
     plan = plan_launch(LauncherSpec(args=["--batch-invariant"]), 0, python="/venv/bin/python")
-    assert plan.argv == ["/venv/bin/python", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0",
+    assert plan.argv == ["/venv/bin/python", "-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0",
                          "--batch-invariant"]  # fmt: skip
     assert plan.ready_by == "line" and plan.base_url is None and plan.health_url is None
 
