@@ -1,6 +1,6 @@
 """The embedded engine: a small OpenAI-compatible CPU server with GPU-like batch-dependent numerics.
 
-Layout (one job per module): ``kernels`` (bf16 storage, split reductions, fp32 merges),
+Layout (one job per module): ``kernels`` (bf16 storage, split reductions and their merges),
 ``plan`` (split counts from a step's shape), ``weights`` and ``tokenizer`` (the fixed model),
 ``model`` (forward pass of one step), ``kvcache`` (slots and prefix cache), ``sampling`` and
 ``detok`` (tokens and text), ``scheduler`` (continuous batching), ``runner`` (engine thread),

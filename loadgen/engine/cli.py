@@ -50,8 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--logit-scale",
         type=float,
         default=4.0,
-        help="weight of the contextual logits against the fixed unigram prior; higher means "
-        "more near-ties decided by rounding",
+        help="weight of the contextual logits against the fixed unigram prior; lower values flatten the top "
+        "of the distribution, so more near-ties are decided by rounding (more divergence under load)",
     )
     return p
 

@@ -1,18 +1,20 @@
-"""Numerical kernels of the embedded engine: bf16 storage, fp32 merges, shape-chosen reduction orders.
+"""Numerical kernels of the embedded engine: bf16 storage, split reductions, shape-chosen orders.
 
 Why this module exists: the engine must be batch-variant for the same reason GPU engines are,
 floating-point reduction order, and batch-invariant on request. Every kernel here splits its
 reduction the way a GPU kernel would (split-K for matmul, split-KV for attention, a split
-reduction for RMSNorm) and merges the partial results in fp32, in a fixed order for a given
-split count. The split count is an argument: :mod:`loadgen.engine.plan` picks it from the step's
-shape (default mode) or fixes it (batch-invariant mode).
+reduction for RMSNorm) and merges the partial results in a fixed order for a given split count:
+attention and RMSNorm partials in fp32, split-K partials into the bf16 output (atomic-add
+split-K), which is what makes a split-count change visible after bf16 storage. The split
+count is an argument: :mod:`loadgen.engine.plan` picks it from the step's shape (default mode)
+or fixes it (batch-invariant mode).
 
 How order-dependence is kept *only* where it is meant to be: activations are stored as bf16
 with a narrowed exponent range (:func:`to_bf16` flushes below 2**-12 and saturates at 2**8) and
 weights sit on a bf16 grid of bounded range, so every tile-level dot product (one split's worth
 of a matmul, one KV tile of attention) is exact in float64 whatever order BLAS uses. Rounding
 that exact value to fp32 is the tile's fp32 accumulator; the merges of tiles and splits are
-explicit fp32 operations written out below. Nothing here depends on BLAS blocking or threads.
+explicit operations written out below. Nothing here depends on BLAS blocking or threads.
 
 Pure: numpy in, numpy out; no state, no I/O.
 """

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from loadgen.engine.metrics import metrics_registry, render
 from loadgen.engine.protocol import MODEL_ID, ApiError, ParsedRequest, parse_request
 from loadgen.engine.responses import Renderer
-from loadgen.engine.runner import EngineRunner
+from loadgen.engine.runner import EngineRunner, RequestStream
 from loadgen.engine.scheduler import EngineRequest, TokenEvent
 
 RUNNER_KEY = web.AppKey("runner", EngineRunner)
@@ -78,7 +78,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             runner.abort(engine_id)
 
 
-async def _stream(request: web.Request, parsed: ParsedRequest, renderer: Renderer, stream: Any) -> web.StreamResponse:
+async def _stream(
+    request: web.Request, parsed: ParsedRequest, renderer: Renderer, stream: RequestStream
+) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
 

@@ -22,7 +22,7 @@ ONE_CANARY = """
 name = "cb"
 [[canaries]]
 id = "short"
-prompt = "The old man climbed the green hill after the long winter and then began to"
+prompt = "The old man climbed the green hill near the old town before the long night, so"
 max_tokens = 8
 """
 

@@ -7,11 +7,14 @@ failure; elsewhere the test is skipped when no Chromium is installed.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -58,7 +61,14 @@ def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:
         # the tab fills while the run goes: the level-16 row appears with all 5 canaries counted
         row16 = table.locator("tr", has_text="story").filter(has=page.locator("td", has_text="16"))
         expect(row16.first).to_be_visible(timeout=120_000)
-        expect(page.locator("header")).to_contain_text("stopped", ignore_case=True, timeout=180_000)
+        deadline = time.monotonic() + 180
+        while (state := json.loads(urllib.request.urlopen(ui + "/stats/requests").read())["state"]) != "stopped":
+            assert time.monotonic() < deadline, f"run did not stop: state {state}"
+            time.sleep(0.5)
+        # Locust's page stops polling once it has seen "cleanup" (background requests finishing): reload
+        page.reload()
+        expect(page.locator("header")).to_contain_text("stopped", ignore_case=True, timeout=30_000)
+        page.get_by_role("tab", name="Batch invariance").click()
         cells = [c.inner_text() for c in row16.first.locator("td").all()]
         assert cells[:3] == ["story", "16", "5"]
         if shot := os.environ.get("LOADGEN_SCREENSHOT"):
