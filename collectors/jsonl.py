@@ -52,28 +52,28 @@ class JsonlRead:
     skipped_lines: list[int]  # 1-based line numbers skipped
 
 
-def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    with open(path, "rb") as fh:
-        yield from enumerate(fh, start=1)
+def iter_objects(path: Path, skipped: list[int]) -> Iterator[dict[str, Any]]:
+    """Each complete JSON object line of a JSONL file; appends the numbers of unreadable lines to ``skipped``."""
+    try:
+        with open(path, "rb") as fh:
+            for n, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    skipped.append(n)
+                    continue
+                if isinstance(obj, dict):
+                    yield obj
+                else:
+                    skipped.append(n)
+    except OSError as exc:
+        raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
 
 def read_jsonl(path: Path) -> JsonlRead:
     """Read every complete JSON object line; count (not raise on) lines that do not parse."""
-    rows: list[dict[str, Any]] = []
     skipped: list[int] = []
-    try:
-        for n, line in iter_lines(path):
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                skipped.append(n)
-                continue
-            if isinstance(obj, dict):
-                rows.append(obj)
-            else:
-                skipped.append(n)
-    except OSError as exc:
-        raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    rows = list(iter_objects(path, skipped))
     return JsonlRead(rows=rows, skipped=len(skipped), skipped_lines=skipped)

@@ -57,15 +57,22 @@ def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """The manifest as a dict; a missing, unreadable, malformed or unknown-schema one is a RunFolderError."""
     path = run_dir / MANIFEST
     try:
         data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise RunFolderError(f"{path}: missing (every run folder has a manifest.json)") from None
     except OSError as exc:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except orjson.JSONDecodeError as exc:
         raise RunFolderError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise RunFolderError(f"{path}: expected a JSON object")
+        raise RunFolderError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    if data.get("schema") != MANIFEST_SCHEMA:
+        raise RunFolderError(
+            f"{path}: manifest schema {data.get('schema')!r} is not supported (expected {MANIFEST_SCHEMA})"
+        )
     return data
 
 

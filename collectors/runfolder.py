@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -25,6 +24,8 @@ import numpy.typing as npt
 import orjson
 import pandas as pd  # type: ignore[import-untyped]
 
+from collectors.jsonl import iter_objects
+from collectors.manifest import read_manifest
 from collectors.record import SCHEMA, CanaryRecord
 from loadgen.errors import RunFolderError
 
@@ -111,7 +112,7 @@ def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: not a directory (expected a run folder with manifest.json)")
-    manifest = read_manifest(run_dir / "manifest.json")
+    manifest = read_manifest(run_dir)
     canary_paths = sorted(run_dir.glob("canaries*.jsonl"))
     if not canary_paths:
         raise RunFolderError(f"{run_dir}: no canaries*.jsonl file (is this a run folder?)")
@@ -129,48 +130,6 @@ def load_run(run_dir: Path) -> RunData:
         engine_t=engine_t,
         engine_running=engine_running,
     )
-
-
-def read_manifest(path: Path) -> dict[str, Any]:
-    try:
-        raw = orjson.loads(path.read_bytes())
-    except FileNotFoundError as exc:
-        raise RunFolderError(f"{path}: missing (every run folder has a manifest.json)") from exc
-    except OSError as exc:
-        raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    except orjson.JSONDecodeError as exc:
-        raise RunFolderError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(raw, dict):
-        raise RunFolderError(f"{path}: expected a JSON object, got {type(raw).__name__}")
-    if raw.get("schema") != MANIFEST_SCHEMA:
-        raise RunFolderError(
-            f"{path}: manifest schema {raw.get('schema')!r} is not supported (expected {MANIFEST_SCHEMA})"
-        )
-    return raw
-
-
-def _lines(path: Path) -> Iterable[tuple[int, bytes]]:
-    try:
-        with open(path, "rb") as fh:
-            yield from enumerate(fh, start=1)
-    except OSError as exc:
-        raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-
-
-def iter_objects(path: Path, skipped: list[int]) -> Iterator[dict[str, Any]]:
-    """Each complete JSON object line of a JSONL file; appends the numbers of unreadable lines to ``skipped``."""
-    for n, line in _lines(path):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            skipped.append(n)
-            continue
-        if isinstance(obj, dict):
-            yield obj
-        else:
-            skipped.append(n)
 
 
 def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,10 @@ from typing import Any
 from collectors.jsonl import JsonlWriter
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from collectors.record import CanaryRecord
+from loadgen.canary_request import canary_body, canary_record
 from loadgen.client import api_path, make_client, reset_cache, send
 from loadgen.coldboot_summary import render_markdown, summarise
-from loadgen.dialects import Features, build_body
+from loadgen.dialects import Features
 from loadgen.errors import LoadgenError, ScenarioError, UsageError
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.spec import ColdBootSpec, LauncherSpec
@@ -81,31 +81,14 @@ def launcher_for(scenario: Scenario, source: str, launcher: LauncherSpec | None)
 
 
 def send_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, client: Any) -> CanaryRecord:
-    kind = scenario.canary_kind(canary)
-    features = canary_features(boot.features[kind], canary)
+    features = canary_features(boot.features[scenario.canary_kind(canary)], canary)
     reset_status = reset_cache(client, scenario.endpoint.cache_reset_path) if canary.cache == "reset" else None
-    extra = {"cache_salt": uuid.uuid4().hex} if canary.cache == "salt" else None
-    messages = None
-    if kind == "chat":
-        messages = ([m.model_dump() for m in canary.messages] if canary.messages
-                    else [{"role": "user", "content": canary.prompt or ""}])  # fmt: skip
-    body = build_body(kind, model=boot.model, prompt=canary.prompt if kind == "completions" else None,
-                      messages=messages, max_tokens=canary.max_tokens, seed=canary.seed, stream=canary.stream,
-                      features=features, extra=extra)  # fmt: skip
+    kind, body = canary_body(scenario, canary, model=boot.model, features=features)
     out = send(client, api_path(boot.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids,
                secret=boot.api_key)  # fmt: skip
-    c = out.completion
-    return CanaryRecord(
-        run_id=boot.run_id, canary_id=canary.id, request_id=uuid.uuid4().hex, phase="sweep", level=0,
-        inflight_at_send=0, sent_at=out.sent_at, status="ok" if out.ok else "error", latency_s=out.latency_s,
-        ttft_s=out.ttft_s, error_kind=out.error_kind, error_message=out.error_message, http_status=out.http_status,
-        endpoint=kind, stream=canary.stream, request=body, worker="coldboot",
-        token_ids=c.token_ids if c else None, tokens=c.tokens if c else None,
-        logprobs=c.logprobs if c else None, top_logprobs=c.top_logprobs if c else None,
-        text=c.text if c else None, finish_reason=c.finish_reason if c else None, usage=c.usage if c else None,
-        cache_action=None if canary.cache == "keep" else canary.cache, cache_reset_status=reset_status,
-        boot=boot.number, boot_index=index,
-    )  # fmt: skip
+    return canary_record(out, run_id=boot.run_id, canary=canary, kind=kind, body=body, phase="sweep", level=0,
+                         inflight_at_send=0, worker="coldboot", cache_reset_status=reset_status, boot=boot.number,
+                         boot_index=index)  # fmt: skip
 
 
 def _features(run_dir: Path) -> dict[str, Features]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from collectors.engine_metrics import MetricsScraper
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from collectors.record import CanaryRecord
 from loadgen.background import BackgroundPrompts
+from loadgen.canary_request import canary_body, canary_record
 from loadgen.client import Outcome, api_path, make_client, reset_cache, send
 from loadgen.coordination import Coordinator, StageSnapshot
 from loadgen.dialects import Features, build_body
@@ -310,6 +310,13 @@ def _fire_stats(environment: Environment, name: str, out: Outcome) -> None:
     )  # fmt: skip
 
 
+def endpoint_client(st: RunState) -> Any:
+    """A one-connection client to the run's endpoint with the scenario's timeouts and key."""
+    ep = st.scenario.endpoint
+    return make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s,
+                       api_key=st.api_key)  # fmt: skip
+
+
 class CanaryUser(User):
     """Sends the scenario's canaries one at a time, only when the current stage says so."""
 
@@ -317,10 +324,7 @@ class CanaryUser(User):
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        st = user_state(self.environment)
-        ep = st.scenario.endpoint
-        self.http = make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s,
-                                read_timeout_s=ep.read_timeout_s, api_key=st.api_key)  # fmt: skip
+        self.http = endpoint_client(user_state(self.environment))
 
     def on_stop(self) -> None:
         if _USER is not None:
@@ -346,9 +350,7 @@ class CanaryUser(User):
 
     def _burst(self, st: RunState, tickets: list[Ticket]) -> None:
         """Fire every copy at once, each on its own connection, as the original identical-requests experiment."""
-        ep = st.scenario.endpoint
-        clients = [make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s,
-                               api_key=st.api_key) for _ in tickets]  # fmt: skip
+        clients = [endpoint_client(st) for _ in tickets]
         group = gevent.pool.Group()
         try:
             for ticket, http in zip(tickets, clients, strict=True):
@@ -361,17 +363,9 @@ class CanaryUser(User):
 
     def _send(self, st: RunState, ticket: Ticket, http: Any) -> None:
         canary = st.scenario.canaries[ticket.canary_index]
-        kind = st.scenario.canary_kind(canary)
         features = st.canary_body_features(ticket.canary_index)
         reset_status = reset_cache(http, st.scenario.endpoint.cache_reset_path) if canary.cache == "reset" else None
-        extra = {"cache_salt": uuid.uuid4().hex} if canary.cache == "salt" else None
-        messages = None
-        if kind == "chat":
-            messages = ([m.model_dump() for m in canary.messages] if canary.messages
-                        else [{"role": "user", "content": canary.prompt or ""}])  # fmt: skip
-        body = build_body(kind, model=st.model, prompt=canary.prompt if kind == "completions" else None,
-                          messages=messages, max_tokens=canary.max_tokens, seed=canary.seed, stream=canary.stream,
-                          features=features, extra=extra)  # fmt: skip
+        kind, body = canary_body(st.scenario, canary, model=st.model, features=features)
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
@@ -379,18 +373,9 @@ class CanaryUser(User):
                        secret=st.api_key)  # fmt: skip
         finally:
             st.inflight.canary -= 1
-        c = out.completion
-        record = CanaryRecord(
-            run_id=st.run_dir.name, canary_id=canary.id, request_id=uuid.uuid4().hex, phase=ticket.phase,
-            level=ticket.level, inflight_at_send=inflight_at_send, sent_at=out.sent_at,
-            status="ok" if out.ok else "error", latency_s=out.latency_s, ttft_s=out.ttft_s,
-            error_kind=out.error_kind, error_message=out.error_message, http_status=out.http_status,
-            endpoint=kind, stream=canary.stream, request=body, worker=st.worker,
-            token_ids=c.token_ids if c else None, tokens=c.tokens if c else None,
-            logprobs=c.logprobs if c else None, top_logprobs=c.top_logprobs if c else None,
-            text=c.text if c else None, finish_reason=c.finish_reason if c else None, usage=c.usage if c else None,
-            cache_action=None if canary.cache == "keep" else canary.cache, cache_reset_status=reset_status,
-        )  # fmt: skip
+        record = canary_record(out, run_id=st.run_dir.name, canary=canary, kind=kind, body=body, phase=ticket.phase,
+                               level=ticket.level, inflight_at_send=inflight_at_send, worker=st.worker,
+                               cache_reset_status=reset_status)  # fmt: skip
         self.environment.events.canary_record.fire(record=record)
         _fire_stats(self.environment, f"canary:{canary.id}", out)
         assert self.environment.runner is not None
@@ -416,9 +401,7 @@ class BackgroundUser(User):
 
     def on_start(self) -> None:
         st = user_state(self.environment)
-        ep = st.scenario.endpoint
-        self.http = make_client(st.base_url, connect_timeout_s=ep.connect_timeout_s,
-                                read_timeout_s=ep.read_timeout_s, api_key=st.api_key)  # fmt: skip
+        self.http = endpoint_client(st)
         self.prompts = BackgroundPrompts(st.scenario.background, st.next_user_index())
         self.kind = st.scenario.background.kind or st.scenario.endpoint.kind
         self.path = api_path(st.base_url, self.kind)

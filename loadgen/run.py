@@ -11,13 +11,15 @@ reports its own run folder. Library first: the CLI only parses arguments and ren
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,9 +54,18 @@ def headless_command(run_dir: Path, base_url: str, scenario_path: str, *, proces
            "--only-summary", "--loglevel", "INFO" if processes else "WARNING", "--csv", str(run_dir / "locust"),
            "--html", str(run_dir / "locust.html")]  # fmt: skip
     if processes:
-        # a worker that dies takes its users with it: rebalancing restarts them (the canary user too) elsewhere
-        cmd += ["--processes", str(processes), "--enable-rebalancing"]
+        # a worker that dies takes its users with it: rebalancing restarts them (the canary user too) elsewhere;
+        # master and workers talk on a free loopback port, never on every interface, never on a busy default
+        port = str(free_port())
+        cmd += ["--processes", str(processes), "--enable-rebalancing", "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", port, "--master-port", port]  # fmt: skip
     return cmd
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def ui_command(scenario: Scenario, scenario_path: str, out_dir: Path, *, web_host: str, web_port: int) -> list[str]:
@@ -75,8 +86,22 @@ def record_metrics_summary(run_dir: Path, scraper: MetricsScraper) -> None:
     update_manifest(run_dir, engine_metrics=scraper.summary(), notices=notices)
 
 
+def _start_locust(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Locust in a session of its own: its worker processes can be cleaned up as one group afterwards."""
+    return subprocess.Popen(cmd, start_new_session=True, **kwargs)
+
+
 def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
-    """Wait for Locust; on SIGTERM or Ctrl-C let it stop gracefully so the manifest and records are finished."""
+    """Wait for Locust; on SIGTERM or Ctrl-C let it stop gracefully so the manifest and records are finished.
+    Then no process of its group may outlive it (a worker whose master failed would wait for it forever)."""
+    try:
+        return _wait(proc)
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
 
     def forward(signum: int, _frame: object) -> None:
         proc.send_signal(signum)
@@ -87,7 +112,7 @@ def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
             try:
                 return proc.wait()
             except KeyboardInterrupt:
-                proc.send_signal(signal.SIGINT)  # harmless if the terminal already sent it to the group
+                proc.send_signal(signal.SIGINT)  # Locust runs in its own session: pass Ctrl-C on
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -146,7 +171,7 @@ def run(
         assert scenario.endpoint.base_url is not None
         if ui:
             cmd = ui_command(scenario, source, out_dir, web_host=web_host, web_port=web_port)
-            return RunResult(out_dir, "ui", _wait_forwarding_signals(subprocess.Popen(cmd)))
+            return RunResult(out_dir, "ui", _wait_forwarding_signals(_start_locust(cmd)))
         extra = {"engine": engine_info} if engine_info else {}
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
         # the scraper lives here, not in the Locust process: parsing must not steal time from the load
@@ -156,7 +181,7 @@ def run(
             scraper.start()
             with open(run_dir / "locust.log", "ab") as log:
                 cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)
-                code = _wait_forwarding_signals(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
+                code = _wait_forwarding_signals(_start_locust(cmd, stdout=log, stderr=subprocess.STDOUT))
         finally:
             scraper.close()
             record_metrics_summary(run_dir, scraper)
