@@ -222,7 +222,25 @@ def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = N
     overall = summarise(c, sweep)
     diverged_levels = [lv["concurrency"] for lv in per_level if lv["diverged"]]
     overall["first_divergent_concurrency"] = min(diverged_levels) if diverged_levels else None
-    return {"reference": _reference_block(c), "overall": overall, "levels": per_level, "forks": _forks(c)}
+    return {"reference": _reference_block(c), "overall": overall, "levels": per_level, "forks": _forks(c),
+            "by_engine_running": by_engine_running(c, sweep)}  # fmt: skip
+
+
+def by_engine_running(c: _Canary, sweep: npt.NDArray[np.bool_]) -> list[dict[str, Any]] | None:
+    """Divergence grouped by the engine's own running-request count at send time (None without metrics):
+    the batch the canary really shared, which a level only asks for."""
+    known = sweep & ~np.isnan(c.engine.astype(np.float64))
+    if not known.any():
+        return None
+    running = np.full(len(known), -1, np.int64)
+    running[known] = np.rint(c.engine[known].astype(np.float64)).astype(np.int64)
+    out = []
+    for n in np.unique(running[known]):
+        fig = summarise(c, known & (running == n))
+        out.append({"engine_running": int(n), **{k: fig[k] for k in (
+            "canaries", "completions", "unique_completions", "diverged", "divergence_rate",
+            "divergence_rate_ci95", "earliest_divergence")}})  # fmt: skip
+    return out
 
 
 def analyse(cols: CanaryColumns, levels: list[int] | None = None) -> list[dict[str, Any]]:

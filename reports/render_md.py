@@ -84,7 +84,23 @@ def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
             f"{ref['completions']} baseline canaries (earliest divergence {fmt(ref['earliest_divergence'])})."
         )
     lines += ["", *_levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
+    lines += _engine_table(entry.get("by_engine_running"))
     return lines
+
+
+def _engine_table(rows: list[dict[str, Any]] | None) -> list[str]:
+    if not rows:
+        return []
+    out = [
+        "Divergence by the engine's own running-request count at send time (from its `/metrics`):",
+        "",
+        "| engine running | canaries | unique | diverged | rate (95% CI) |",
+        "|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        out.append(f"| {r['engine_running']} | {r['canaries']} | {r['unique_completions']} | {fmt(r['diverged'])} | "
+                   f"{pct(r['divergence_rate'])} ({ci(r['divergence_rate_ci95'])}) |")  # fmt: skip
+    return [*out, ""]
 
 
 def render_markdown(report: dict[str, Any]) -> str:

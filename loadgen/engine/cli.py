@@ -14,8 +14,10 @@ import sys
 
 from aiohttp import web
 
+from loadgen.engine.faults import FaultPlan, add_fault_arguments
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
 from loadgen.engine.server import build_app
+from loadgen.errors import UsageError
 
 # The engine thread and the HTTP loop share the GIL; a short switch interval keeps token
 # delivery from waiting behind a whole step.
@@ -53,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="weight of the contextual logits against the fixed unigram prior; lower values flatten the top "
         "of the distribution, so more near-ties are decided by rounding (more divergence under load)",
     )
+    add_fault_arguments(p)
     return p
 
 
@@ -73,13 +76,20 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
     )
 
 
-async def serve(opts: EngineOptions, host: str, port: int) -> None:
+def faults_from_args(args: argparse.Namespace) -> FaultPlan:
+    try:
+        return FaultPlan.from_args(args)
+    except UsageError as exc:
+        raise SystemExit(f"loadgen serve: {exc}") from None
+
+
+async def serve(opts: EngineOptions, host: str, port: int, faults: FaultPlan | None = None) -> None:
     """Run until SIGTERM/SIGINT; prints the READY line once listening."""
     loop = asyncio.get_running_loop()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     runner = EngineRunner(build_scheduler(opts), loop)
     runner.start()
-    app_runner = web.AppRunner(build_app(runner), handler_cancellation=True, access_log=None)
+    app_runner = web.AppRunner(build_app(runner, faults), handler_cancellation=True, access_log=None)
     await app_runner.setup()
     site = web.TCPSite(app_runner, host, port)
     await site.start()
@@ -98,8 +108,9 @@ async def serve(opts: EngineOptions, host: str, port: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     opts = options_from_args(args)
+    faults = faults_from_args(args)
     try:
-        asyncio.run(serve(opts, args.host, args.port))
+        asyncio.run(serve(opts, args.host, args.port, faults))
     except OSError as exc:
         print(f"loadgen serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2

@@ -4,11 +4,14 @@ Why this module exists: it is the only place that speaks HTTP. Each generation h
 validates (4xx on any client mistake), submits to the engine thread, and either waits for the
 finish or streams SSE chunks as tokens arrive, merging tokens that arrived together into one
 chunk as vLLM does when a client lags. A client that disconnects gets its request aborted and
-its slot freed. Numerics, scheduling and formatting live elsewhere.
+its slot freed. With ``--fault-*`` flags it applies the fault plan (loadgen/engine/faults.py) here, at
+the HTTP layer, and counts applied faults on ``/metrics``; without them every answer is untouched.
+Numerics, scheduling and formatting live elsewhere.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from importlib import metadata
@@ -18,6 +21,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from loadgen.engine.faults import REFUSED, Fault, FaultCounters, FaultPlan, malformed, strip_identity
 from loadgen.engine.metrics import metrics_registry, render
 from loadgen.engine.protocol import MODEL_ID, ApiError, ParsedRequest, parse_request
 from loadgen.engine.responses import Renderer
@@ -26,6 +30,8 @@ from loadgen.engine.scheduler import EngineRequest, TokenEvent
 
 RUNNER_KEY = web.AppKey("runner", EngineRunner)
 METRICS_KEY = web.AppKey("metrics", CollectorRegistry)
+FAULTS_KEY = web.AppKey("faults", FaultPlan)
+FAULT_COUNTERS_KEY = web.AppKey("fault_counters", FaultCounters)
 
 
 def _json(body: dict[str, Any], status: int = 200) -> web.Response:
@@ -51,6 +57,30 @@ async def _read_json(request: web.Request) -> object:
         raise ApiError(400, f"request body is not valid JSON: {exc}") from exc
 
 
+def _draw_fault(request: web.Request, stream: bool) -> Fault | None:
+    """This request's fault (None without ``--fault-*`` flags); in the refusal window the connection is
+    aborted here, before any byte of an answer, and ``ConnectionResetError`` ends the handler."""
+    plan = request.app.get(FAULTS_KEY)
+    if plan is None:
+        return None
+    counters = request.app[FAULT_COUNTERS_KEY]
+    index = counters.next_index()
+    if index < plan.skip:
+        return None
+    now = time.monotonic()
+    counters.first_at = now if counters.first_at is None else counters.first_at
+    if plan.refused(now - counters.first_at):
+        counters.injected[REFUSED] += 1
+        assert request.transport is not None
+        request.transport.abort()
+        raise ConnectionResetError("fault injection: connection refused for the window")
+    fault = plan.decide(index)
+    if fault is None or (fault.kind == "no_done" and not stream):  # only a stream has a [DONE] to leave out
+        return None
+    counters.injected[fault.kind] += 1
+    return fault
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     runner = request.app[RUNNER_KEY]
     sched = runner.scheduler
@@ -58,6 +88,15 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         parsed = parse_request(await _read_json(request), chat, sched.tokenizer, sched.model.w.config.max_model_len)
     except ApiError as err:
         return _error(err)
+    fault = _draw_fault(request, parsed.stream)
+    if fault is not None and fault.kind == "status":
+        assert fault.status is not None
+        resp = _error(ApiError(fault.status, f"fault injection: HTTP {fault.status}"))
+        if fault.retry_after_s is not None:
+            resp.headers["Retry-After"] = str(fault.retry_after_s)
+        return resp
+    if fault is not None and fault.delay_s is not None:
+        await asyncio.sleep(fault.delay_s)  # no byte before the delay: the client waits for headers
     prefix = "chatcmpl-" if chat else "cmpl-"
     response_id = prefix + (parsed.request_id or uuid.uuid4().hex)
     engine_id = f"{response_id}-{uuid.uuid4().hex[:8]}"
@@ -65,27 +104,50 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     renderer = Renderer(parsed, sched.tokenizer, response_id, int(time.time()))
     try:
         if parsed.stream:
-            return await _stream(request, parsed, renderer, stream)
+            return await _stream(request, parsed, renderer, stream, fault)
         events: list[TokenEvent] = []
         while True:
             got = await stream.next_events()
             if not got:
                 break
             events.extend(got)
-        return _json(renderer.full(events, stream.cached_tokens))
+        body = renderer.full(events, stream.cached_tokens)
+        if fault is None:
+            return _json(body)
+        return await _faulty_body(request, strip_identity(body, fault.kind), fault)
     finally:
         if not stream.finished:
             runner.abort(engine_id)
 
 
+async def _faulty_body(request: web.Request, body: dict[str, Any], fault: Fault) -> web.StreamResponse:
+    payload = orjson.dumps(body)
+    if fault.kind == "malformed":
+        return web.Response(body=malformed(payload), content_type="application/json")
+    if fault.kind != "reset":
+        return _json(body)
+    resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+    resp.content_length = len(payload)
+    await resp.prepare(request)
+    await resp.write(payload[: len(payload) // 2])
+    assert request.transport is not None
+    request.transport.abort()
+    return resp
+
+
 async def _stream(
-    request: web.Request, parsed: ParsedRequest, renderer: Renderer, stream: RequestStream
+    request: web.Request, parsed: ParsedRequest, renderer: Renderer, stream: RequestStream, fault: Fault | None
 ) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
+    kind = fault.kind if fault is not None else None
+    deltas = 0
 
     async def send(chunk: dict[str, Any]) -> None:
-        await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        payload = orjson.dumps(strip_identity(chunk, kind) if kind else chunk)
+        if kind == "malformed" and deltas == 1:
+            payload = malformed(payload)
+        await resp.write(b"data: " + payload + b"\n\n")
 
     if parsed.chat:
         await send(renderer.role_chunk())
@@ -93,10 +155,16 @@ async def _stream(
         events = await stream.next_events()
         if not events:
             break
+        deltas += 1
         await send(renderer.delta_chunk(events, stream.cached_tokens))
+        if kind == "reset":
+            assert request.transport is not None
+            request.transport.abort()  # mid-stream: the client has headers and one chunk, then a reset
+            return resp
     if parsed.include_usage:
         await send(renderer.usage_chunk(stream.cached_tokens))
-    await resp.write(b"data: [DONE]\n\n")
+    if kind != "no_done":
+        await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp
 
@@ -154,10 +222,15 @@ async def _errors_as_json(request: web.Request, handler: Any) -> web.StreamRespo
         return _error(ApiError(exc.status, f"{exc.reason}: {request.method} {request.path}"))
 
 
-def build_app(runner: EngineRunner) -> web.Application:
+def build_app(runner: EngineRunner, faults: FaultPlan | None = None) -> web.Application:
+    """``faults``: the ``--fault-*`` plan; None or an inactive plan leaves every answer untouched."""
     app = web.Application(middlewares=[_errors_as_json], client_max_size=4 * 1024 * 1024)
     app[RUNNER_KEY] = runner
     app[METRICS_KEY] = metrics_registry(runner.scheduler)
+    if faults is not None and faults.active:
+        app[FAULTS_KEY] = faults
+        app[FAULT_COUNTERS_KEY] = FaultCounters()
+        app[METRICS_KEY].register(app[FAULT_COUNTERS_KEY])
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", models)

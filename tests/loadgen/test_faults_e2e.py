@@ -1,0 +1,183 @@
+"""End to end: each fault class of the embedded engine becomes recorded, counted, gated data.
+
+A real engine is started with one ``--fault-*`` flag, a short real ``loadgen.run.run`` drives Locust
+against it, and the test reads what a user would read: canaries.jsonl, report.json, Locust's CSV,
+``loadgen check``'s exit code, and the engine's own ``/metrics`` (requests received = records written:
+no hidden retries). ``--fault-skip 1`` spares the tool's one probe request (a completions scenario).
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from collectors.jsonl import read_jsonl
+from loadgen.launch import start_embedded
+from loadgen.run import RunResult, run
+
+SCENARIO = """
+name = "faults-{name}"
+[endpoint]
+kind = "completions"
+read_timeout_s = {read_timeout_s}
+[[canaries]]
+id = "c"
+prompt = "The old harbour town begins with a small group of fishermen who"
+max_tokens = 8
+seed = 0
+logprobs = true
+stream = {stream}
+[background]
+seed = 7
+prompt_words = [4, 12]
+max_tokens = [4, 8]
+[sweep]
+levels = [0, 2]
+canaries_per_level = 4
+warmup = 0
+baseline = 2
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    flags: tuple[str, ...]
+    stream: bool
+    error_kind: str | None  # None: the fault leaves records ok (missing ids/logprobs)
+    http_status: int | None = None
+    read_timeout_s: float = 600.0
+
+
+CASES = [
+    Case("status503", ("--fault-status", "503", "--fault-rate", "0.4"), False, "http_status", 503),
+    Case("status500", ("--fault-status", "500", "--fault-rate", "0.4"), True, "http_status", 500),
+    Case("status429", ("--fault-status", "429", "--fault-rate", "0.4", "--fault-retry-after", "2"), False,
+         "http_status", 429),  # fmt: skip
+    Case("refused", ("--fault-refuse-window-s", "0:0.6"), False, "connection"),
+    Case("reset", ("--fault-reset-rate", "0.4"), True, "truncated_stream"),
+    Case("no_done", ("--fault-no-done-rate", "0.4"), True, "truncated_stream"),
+    Case("malformed", ("--fault-malformed-rate", "0.4"), True, "malformed_body"),
+    Case("slow", ("--fault-slow-first-token-s", "1.5", "--fault-slow-rate", "0.3"), True, "timeout",
+         read_timeout_s=0.8),  # fmt: skip
+    Case("missing_logprobs", ("--fault-missing-logprobs-rate", "0.4"), False, None),
+]
+
+
+def _metrics(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("loadgen:") or line.startswith("vllm:request_success_total"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+@dataclass
+class Outcome:
+    case: Case
+    result: RunResult
+    rows: list[dict[str, Any]]
+    report: dict[str, Any]
+    metrics: dict[str, float]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: c.name)
+def outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
+    case: Case = request.param
+    tmp = tmp_path_factory.mktemp(case.name)
+    scenario = tmp / "scenario.toml"
+    scenario.write_text(SCENARIO.format(name=case.name, stream=str(case.stream).lower(),
+                                        read_timeout_s=case.read_timeout_s))  # fmt: skip
+    with start_embedded([*case.flags, "--fault-skip", "1", "--fault-seed", "3"], log_path=tmp / "engine.log") as eng:
+        result = run(scenario, host=eng.url, out_dir=tmp / "runs")
+        metrics = _metrics(eng.url)
+    rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
+    report = orjson.loads((result.run_dir / "report.json").read_bytes())
+    yield Outcome(case, result, rows, report, metrics)
+
+
+def _check(run_dir: Path, *args: str) -> int:
+    cmd = [sys.executable, "-m", "loadgen", "check", str(run_dir), *args]
+    return subprocess.run(cmd, capture_output=True, check=False).returncode
+
+
+def test_run_continues_and_records_the_fault_with_its_kind(outcome: Outcome) -> None:
+    case, rows = outcome.case, outcome.rows
+    assert outcome.result.status == "finished"
+    assert Counter((r["phase"], r["level"]) for r in rows) == {("baseline", 0): 2, ("sweep", 0): 4, ("sweep", 2): 4}
+    errors = [r for r in rows if r["status"] == "error"]
+    if case.error_kind is None:
+        assert not errors
+        return
+    assert errors, "the fault plan hit no canary: pick another seed or rate"
+    assert len(errors) < len(rows), "every canary failed: the run shows no recovery"
+    assert {r["error_kind"] for r in errors} == {case.error_kind}
+    assert all(r["http_status"] == case.http_status for r in errors)
+    assert all(r["token_ids"] in (None, []) or r["status"] == "ok" for r in rows)
+
+
+def test_report_counts_errors_and_keeps_them_out_of_identity(outcome: Outcome) -> None:
+    (canary,) = outcome.report["canaries"] if "canaries" in outcome.report else [outcome.report]
+    sweep = [r for r in outcome.rows if r["phase"] == "sweep"]
+    for level in canary["levels"]:
+        at = [r for r in sweep if r["level"] == level["concurrency"]]
+        errs = Counter(r["error_kind"] for r in at if r["status"] == "error")
+        assert level["canaries"] == len(at)
+        assert level["errors"] == sum(errs.values())
+        assert level["error_kinds"] == dict(errs)
+        ok = [r for r in at if r["status"] == "ok"]
+        key = "token_ids" if canary["reference"]["identity"] == "token_ids" else "text"
+        assert level["unique_completions"] == len({orjson.dumps(r[key]) for r in ok})
+    assert canary["overall"]["errors"] == sum(1 for r in sweep if r["status"] == "error")
+
+
+def test_locust_statistics_show_the_failures(outcome: Outcome) -> None:
+    with open(outcome.result.run_dir / "locust_stats.csv") as fh:
+        stats = {row["Name"]: row for row in csv.DictReader(fh)}
+    row = stats["canary:c"]
+    assert int(row["Request Count"]) == len(outcome.rows)
+    assert int(row["Failure Count"]) == sum(1 for r in outcome.rows if r["status"] == "error")
+
+
+def test_check_exit_codes_follow_the_policy(outcome: Outcome) -> None:
+    run_dir = outcome.result.run_dir
+    failed = any(r["status"] == "error" and r["phase"] == "sweep" for r in outcome.rows)
+    assert _check(run_dir, "--max-errors", "0") == (1 if failed else 0)
+    assert _check(run_dir, "--max-errors", "100") == 0
+
+
+def test_no_hidden_retries(outcome: Outcome) -> None:
+    m = outcome.metrics
+    background = len(read_jsonl(outcome.result.run_dir / "background.jsonl").rows)
+    # every generation request the engine saw is the probe, a recorded canary or a recorded background request
+    assert m["loadgen:generation_requests_total"] == 1 + len(outcome.rows) + background
+    kind = {"http_status": "status", "connection": "refused", "truncated_stream": None, "malformed_body": "malformed",
+            "timeout": "slow_first_token"}.get(outcome.case.error_kind or "")  # fmt: skip
+    if kind is not None:
+        canary_errors = sum(1 for r in outcome.rows if r["status"] == "error")
+        assert m[f'loadgen:faults_injected_total{{kind="{kind}"}}'] >= canary_errors
+
+
+def test_missing_logprobs_falls_back_to_text_and_says_so(outcome: Outcome) -> None:
+    if outcome.case.name != "missing_logprobs":
+        pytest.skip("identity fallback is the missing-logprobs case")
+    bare = [r for r in outcome.rows if r["token_ids"] is None]
+    assert bare and all(r["status"] == "ok" and r["logprobs"] is None and r["text"] for r in bare)
+    (canary,) = outcome.report["canaries"] if "canaries" in outcome.report else [outcome.report]
+    ref = canary["reference"]
+    assert ref["identity"] == "text"
+    assert ref["identity_available"]["token_ids"] == ref["identity_available"]["completions"] - len(bare)
+    assert "compared by text" in ref["identity_note"]
