@@ -66,7 +66,7 @@ class CoordState:
     owns_report: bool  # prepared here (web UI, plain ``locust -f``): this process writes the report
     spawn_rate: float
     done: int = 0
-    workers: dict[str, str] | None = None  # worker name -> Locust client id, from their reports
+    workers: dict[str, str] = field(default_factory=dict)  # worker name -> Locust client id, from their reports
     scraper: MetricsScraper | None = None  # only when this process owns the run (``loadgen run`` scrapes otherwise)
     live: LiveTable = field(default_factory=LiveTable)
     references_sent: bool = False
@@ -133,7 +133,7 @@ def coordinator(environment: Environment) -> CoordState:
         plan = plan_of(run_dir)
         scenario = parse_scenario(plan["scenario"], f"{run_dir}/manifest.json")
         tracker = StageTracker(build_stages(scenario.sweep, len(scenario.canaries)), scenario.sweep.settle_timeout_s)
-        _COORD = CoordState(run_dir, Coordinator(tracker), owns_report, scenario.sweep.spawn_rate, workers={})
+        _COORD = CoordState(run_dir, Coordinator(tracker), owns_report, scenario.sweep.spawn_rate)
         if owns_report:
             _COORD.scraper = MetricsScraper(plan["endpoint"]["base_url"], run_dir / "engine_metrics.jsonl",
                                             api_key=api_key_of(scenario, str(run_dir)))  # fmt: skip
@@ -156,8 +156,7 @@ def _on_inflight(environment: Environment, msg: Any, **_: Any) -> None:
     if _COORD is None:
         return
     data = msg.data
-    if _COORD.workers is not None:
-        _COORD.workers[data["worker"]] = str(msg.node_id)
+    _COORD.workers[data["worker"]] = str(msg.node_id)
     if _COORD.coordinator.on_inflight(data["worker"], data["users"], data["inflight"], time.monotonic()):
         _publish(environment)
 
@@ -183,7 +182,7 @@ def _live_rows() -> list[dict[str, Any]]:
 
 
 def _latest_report() -> Path | None:
-    """The report of the run in progress's predecessor, or of the last run: written when a run ends."""
+    """The newest report there is: written when a run ends, so while one runs this is the previous run's."""
     for st in (_COORD, _LAST):
         if st is not None and (st.run_dir / "report.html").exists():
             return st.run_dir / "report.html"
@@ -210,7 +209,7 @@ def _finish_coordinator(environment: Environment) -> None:
         log.warning("workers vanished during the run: %s", ", ".join(vanished))
     update_manifest(st.run_dir, status="finished" if tracker.finished else "interrupted", finished=now_iso(),
                     canaries_reported=st.done, unsettled_levels=tracker.unsettled_levels,
-                    workers=sorted(st.workers or {}), workers_vanished=vanished)  # fmt: skip
+                    workers=sorted(st.workers), workers_vanished=vanished)  # fmt: skip
     if st.scraper is not None:
         st.scraper.close()
         record_metrics_summary(st.run_dir, st.scraper)

@@ -11,11 +11,14 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
+from typing import cast
 
 from aiohttp import web
 
 from loadgen.engine.faults import FaultPlan, add_fault_arguments
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
+from loadgen.engine.scheduler import Scheduler
 from loadgen.engine.server import build_app
 from loadgen.errors import UsageError
 
@@ -31,6 +34,18 @@ def build_parser() -> argparse.ArgumentParser:
         "and prefix-cache state, as GPU engines' do.",
     )
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--backend",
+        choices=["cpu", "gpu"],
+        default="cpu",
+        help="cpu: the numpy model; gpu: a bf16 transformers model on CUDA (needs torch and transformers)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="gpu backend: a local transformers checkpoint folder (default: a seeded random Qwen3, no download)",
+    )
     p.add_argument("--port", type=int, default=8000, help="0 binds a free port (see the READY line)")
     p.add_argument(
         "--batch-invariant",
@@ -83,11 +98,28 @@ def faults_from_args(args: argparse.Namespace) -> FaultPlan:
         raise SystemExit(f"loadgen serve: {exc}") from None
 
 
-async def serve(opts: EngineOptions, host: str, port: int, faults: FaultPlan | None = None) -> None:
+def make_scheduler(opts: EngineOptions, backend: str = "cpu", checkpoint: Path | None = None) -> Scheduler:
+    """The CPU scheduler, or the GPU one (imported only here, so CPU installs never import torch)."""
+    if backend == "cpu":
+        return build_scheduler(opts)
+    from loadgen.engine.gpu.build import build_gpu_scheduler
+
+    # GpuScheduler offers every attribute the runner, the handlers and /metrics read of a Scheduler.
+    return cast(Scheduler, build_gpu_scheduler(opts, checkpoint))
+
+
+async def serve(
+    opts: EngineOptions,
+    host: str,
+    port: int,
+    faults: FaultPlan | None = None,
+    backend: str = "cpu",
+    checkpoint: Path | None = None,
+) -> None:
     """Run until SIGTERM/SIGINT; prints the READY line once listening."""
     loop = asyncio.get_running_loop()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    runner = EngineRunner(build_scheduler(opts), loop)
+    runner = EngineRunner(make_scheduler(opts, backend, checkpoint), loop)
     runner.start()
     app_runner = web.AppRunner(build_app(runner, faults), handler_cancellation=True, access_log=None)
     await app_runner.setup()
@@ -110,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = options_from_args(args)
     faults = faults_from_args(args)
     try:
-        asyncio.run(serve(opts, args.host, args.port, faults))
+        asyncio.run(serve(opts, args.host, args.port, faults, args.backend, args.checkpoint))
     except OSError as exc:
         print(f"loadgen serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,187 @@
+"""Continuous batching on the GPU model, with the CPU scheduler's interface.
+
+Why this module exists: ``EngineRunner``, the HTTP handlers and ``/metrics`` drive a scheduler
+through ``add``, ``abort``, ``has_work``, ``step``, ``running``, ``waiting``, ``stats``,
+``kv_usage``, ``prefix_cache`` and ``model.w.config``; this class offers the same so the GPU
+backend reuses all of them. Each ``step`` decodes one token for every running sequence, then
+admits waiting requests (slots and token budget permitting) and prefills them, so the batch a
+request shares is whatever else is in flight, as on the CPU engine. Sampling, stop strings and
+finish reasons use the CPU engine's own functions on fp32 logits rows. There is no prefix cache
+on this backend: every prompt is prefilled in full, ``cached_tokens`` is 0, and a cache reset
+has nothing to drop (the counters still answer). It knows nothing of HTTP.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from loadgen.engine.detok import TextState
+from loadgen.engine.gpu.model import F32, GpuModel, to_host
+from loadgen.engine.kvcache import PrefixCache
+from loadgen.engine.sampling import sample_row
+from loadgen.engine.scheduler import Delivery, EngineRequest, SchedulerStats, TokenEvent
+from loadgen.engine.tokenizer import EOS_ID, Tokenizer
+from loadgen.engine.weights import ModelConfig
+
+
+@dataclass(frozen=True)
+class _Weights:
+    config: ModelConfig
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What the HTTP layer reads of a model (``scheduler.model.w.config.max_model_len``)."""
+
+    w: _Weights
+
+
+@dataclass
+class _Seq:
+    req: EngineRequest
+    slot: int
+    tokens: list[int]
+    text: TextState
+    rng: np.random.Generator
+    generated: int = 0
+
+
+@dataclass
+class GpuScheduler:
+    """Waiting queue, running set and the step over a :class:`GpuModel`; ``invariant`` fixes every shape."""
+
+    gpu: GpuModel
+    tokenizer: Tokenizer
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    invariant: bool
+    waiting: deque[EngineRequest] = field(default_factory=deque)
+    running: dict[str, _Seq] = field(default_factory=dict)
+    stats: SchedulerStats = field(default_factory=SchedulerStats)
+    prefix_cache: PrefixCache = field(default_factory=lambda: PrefixCache(0, False))
+    free: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.free = list(range(self.max_num_seqs - 1, -1, -1))
+        self.model = ModelCard(_Weights(ModelConfig(max_model_len=self.gpu.cfg.max_model_len)))
+
+    @property
+    def max_model_len(self) -> int:
+        return self.gpu.cfg.max_model_len
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def kv_usage(self) -> float:
+        used = sum(len(s.tokens) for s in self.running.values())
+        return used / float(self.max_num_seqs * self.max_model_len)
+
+    def add(self, req: EngineRequest) -> None:
+        self.waiting.append(req)
+
+    def abort(self, request_id: str) -> bool:
+        """Drop a waiting or running request and free its slot; False if unknown (already done)."""
+        for req in self.waiting:
+            if req.request_id == request_id:
+                self.waiting.remove(req)
+                self.stats.aborted_total += 1
+                return True
+        seq = self.running.pop(request_id, None)
+        if seq is None:
+            return False
+        self.free.append(seq.slot)
+        self.stats.aborted_total += 1
+        return True
+
+    def _admit(self, budget: int) -> list[_Seq]:
+        admitted: list[_Seq] = []
+        while self.waiting and self.free:
+            req = self.waiting[0]
+            if admitted and len(req.prompt_ids) > budget:
+                break
+            self.waiting.popleft()
+            seq = _Seq(req, self.free.pop(), list(req.prompt_ids), TextState(req.params.stop), rng(req))
+            self.running[req.request_id] = seq
+            admitted.append(seq)
+            budget -= len(req.prompt_ids)
+            self.stats.prompt_tokens_total += len(req.prompt_ids)
+        return admitted
+
+    def _decode(self, seqs: list[_Seq]) -> F32:
+        if self.invariant:
+            # one shape for every step: all slots, all key positions; free slots write at the last position
+            by_slot = {s.slot: s for s in seqs}
+            last = self.max_model_len - 1
+            toks = [[by_slot[i].tokens[-1]] if i in by_slot else [0] for i in range(self.max_num_seqs)]
+            starts = [len(by_slot[i].tokens) - 1 if i in by_slot else last for i in range(self.max_num_seqs)]
+            logits = self.gpu.forward(list(range(self.max_num_seqs)), toks, starts, self.max_model_len, True)
+            return to_host(logits)[[s.slot for s in seqs]]
+        kv_len = max(len(s.tokens) for s in seqs)
+        starts = [len(s.tokens) - 1 for s in seqs]
+        return to_host(self.gpu.forward([s.slot for s in seqs], [[s.tokens[-1]] for s in seqs], starts, kv_len, False))
+
+    def _prefill(self, seqs: list[_Seq]) -> F32:
+        if self.invariant:  # each prompt alone: its prefill never depends on the others
+            rows = [to_host(self.gpu.forward([s.slot], [s.tokens], [0], len(s.tokens), False)) for s in seqs]
+            return np.concatenate(rows, axis=0)
+        kv_len = max(len(s.tokens) for s in seqs)
+        return to_host(
+            self.gpu.forward([s.slot for s in seqs], [s.tokens for s in seqs], [0] * len(seqs), kv_len, False)
+        )
+
+    def step(self) -> list[Delivery]:
+        """One iteration: a token for every running sequence, then prefill of the admitted ones."""
+        decoding = list(self.running.values())
+        admitted = self._admit(self.max_num_batched_tokens - len(decoding))
+        if not decoding and not admitted:
+            return []
+        pairs: list[tuple[_Seq, F32]] = []
+        if decoding:
+            pairs += list(zip(decoding, self._decode(decoding), strict=True))
+        if admitted:
+            pairs += list(zip(admitted, self._prefill(admitted), strict=True))
+        self.stats.steps_total += 1
+        self.stats.batch_rows_last = len(decoding) + sum(len(s.tokens) for s in admitted)
+        deliveries: list[Delivery] = []
+        for seq, row in pairs:
+            event = self._advance(seq, row)
+            deliveries.append(Delivery(seq.req.request_id, 0, [event]))
+            if event.finish_reason is not None:
+                del self.running[seq.req.request_id]
+                self.free.append(seq.slot)
+                self.stats.finished_total += 1
+        return deliveries
+
+    def _advance(self, seq: _Seq, logits: F32) -> TokenEvent:
+        """Sample one token and apply the stop rules, exactly as the CPU scheduler does."""
+        params = seq.req.params
+        sampled = sample_row(logits, params, seq.rng)
+        token = sampled.token_id
+        seq.tokens.append(token)
+        seq.generated += 1
+        self.stats.generation_tokens_total += 1
+        finish: str | None = None
+        stop_reason: str | int | None = None
+        is_eos = token == EOS_ID and not params.ignore_eos
+        if is_eos or token in params.stop_token_ids:
+            finish = "stop"
+            stop_reason = None if is_eos else token
+            text = seq.text.finish()
+        else:
+            text = seq.text.push(self.tokenizer.token_bytes[token])
+            if seq.text.stopped_by is not None:
+                finish, stop_reason = "stop", seq.text.stopped_by
+            elif seq.generated >= params.max_tokens or len(seq.tokens) >= self.max_model_len:
+                finish = "length"
+            if finish is not None:
+                text += seq.text.finish()
+        return TokenEvent(token, sampled.logprob, sampled.top, text, finish, stop_reason)
+
+
+def rng(req: EngineRequest) -> np.random.Generator:
+    """The request's sampling generator (seeded as on the CPU engine)."""
+    return np.random.default_rng(req.params.seed)

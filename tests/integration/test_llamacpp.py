@@ -1,0 +1,142 @@
+"""The whole pipeline against a real inference engine: llama.cpp's ``llama-server`` on CPU.
+
+Two real runs of the shipped ``serving-paths`` scenario (completions and chat, streamed and not) over
+levels 0, 2 and 6, one with 8 parallel slots (continuous batching) and one with a single slot, then
+``loadgen compare`` over both. The model is the seeded tiny random-weight llama from
+``loadgen.llamacpp`` and the binary the one it builds into the cache. Asserted: the pipeline's truths
+(every canary recorded, identity = token ids taken from llama.cpp's logprobs, every level present,
+engine metrics joined, report and comparison written). Not asserted: how many canaries diverge; that
+is the engine's behaviour. The per-level tables are printed to the terminal (CI log) instead.
+
+Runs when the cached build exists (``python -m loadgen.llamacpp`` makes it, about 10 minutes on 2
+cores); skipped otherwise, except that ``LOADGEN_LLAMACPP_TESTS=1`` (set by CI) turns a missing build
+into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from collectors.jsonl import read_jsonl
+from collectors.manifest import read_manifest
+from collectors.record import CanaryRecord
+from loadgen.launchers.spec import LauncherSpec
+from loadgen.llamacpp.build import built_server, cache_for, cache_home
+from loadgen.llamacpp.tiny_model import DEFAULT_VOCAB, TinyModelSpec, write_tiny_model
+from loadgen.run import run
+from scenarios import path_of
+
+LEVELS = [0, 2, 6]
+PER_LEVEL = 4
+CANARIES = {"completions", "completions-stream", "chat", "chat-stream"}  # serving-paths' canaries
+SLOTS = {"np8": 8, "np1": 1}  # parallel slots of each run; the first is the comparison's base
+N_VOCAB = 32000  # llama-spm
+
+
+@dataclass(frozen=True)
+class Runs:
+    dirs: dict[str, Path]
+    comparison: Path
+
+
+def _server_and_model() -> tuple[Path, Path]:
+    cache = cache_for(cache_home(os.environ))
+    server = built_server(cache)
+    if server is None:
+        hint = f"no llama-server built in {cache.root}: run `python -m loadgen.llamacpp` first"
+        if os.environ.get("LOADGEN_LLAMACPP_TESTS") == "1":
+            pytest.fail(hint + " (LOADGEN_LLAMACPP_TESTS=1 requires it)")
+        pytest.skip(hint)
+    vocab = cache.vocab_dir / f"ggml-vocab-{DEFAULT_VOCAB}.gguf"
+    return server, write_tiny_model(vocab, cache.root / "models", TinyModelSpec())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    server, model = _server_and_model()
+    out = tmp_path_factory.mktemp("llamacpp")
+    dirs = {}
+    for name, slots in SLOTS.items():
+        # per-slot context n_ctx / np must hold the longest background prompt (200 words) plus its 128 tokens
+        spec = LauncherSpec(kind="llamacpp", model=str(model), executable=str(server),
+                            args=["-np", str(slots), "-c", str(1024 * slots), "--threads", "2"],
+                            ready_timeout_s=120)  # fmt: skip
+        result = run(path_of("serving-paths"), out_dir=out / name, levels=LEVELS, canaries_per_level=PER_LEVEL,
+                     labels={"engine": "llama.cpp", "slots": str(slots)}, launcher=spec)  # fmt: skip
+        assert result.status == "finished" and result.locust_exit == 0, result
+        dirs[name] = result.run_dir
+    comparison = out / "comparison"
+    cmd = [sys.executable, "-m", "loadgen", "compare", *map(str, dirs.values()), "--out", str(comparison)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return Runs(dirs, comparison)
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    report: dict[str, Any] = orjson.loads((run_dir / "report.json").read_bytes())
+    return report
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", list(SLOTS))
+def test_every_canary_is_recorded_with_llamacpp_token_ids(runs: Runs, name: str) -> None:
+    read = read_jsonl(runs.dirs[name] / "canaries.jsonl")
+    assert read.skipped == 0
+    records = [CanaryRecord.from_dict(r) for r in read.rows]
+    expected = {(c, "warmup", 0): 1 for c in CANARIES} | {(c, "baseline", 0): 3 for c in CANARIES}
+    expected |= {(c, "sweep", level): PER_LEVEL for c in CANARIES for level in LEVELS}
+    assert Counter((r.canary_id, r.phase, r.level) for r in records) == expected
+    for r in records:
+        assert r.status == "ok", (r.canary_id, r.error_kind)
+        assert r.token_ids and all(0 <= t < N_VOCAB for t in r.token_ids), r.canary_id
+        # one id, token and logprob per generated token, as many as llama.cpp says it generated
+        assert len(r.token_ids) == len(r.tokens or []) == len(r.logprobs or []), r.canary_id
+        assert r.usage is not None and r.usage["completion_tokens"] == len(r.token_ids), r.canary_id
+    manifest = read_manifest(runs.dirs[name])
+    assert manifest["features"]["completions"]["identity"] == "token_ids"
+    assert manifest["features"]["chat"]["identity"] == "token_ids"
+    assert manifest["engine_metrics"]["available"] is True
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", list(SLOTS))
+def test_report_has_every_level_with_engine_metrics_joined(runs: Runs, name: str) -> None:
+    report = _report(runs.dirs[name])
+    assert report["run"]["labels"]["slots"] == str(SLOTS[name])
+    assert {c["id"] for c in report["canaries"]} == CANARIES
+    for canary in report["canaries"]:
+        assert canary["reference"]["kind"] == "baseline" and canary["reference"]["identity"] == "token_ids"
+        assert [lv["concurrency"] for lv in canary["levels"]] == LEVELS
+        for level in canary["levels"]:
+            assert level["canaries"] == PER_LEVEL and level["errors"] == 0
+            assert 1 <= level["unique_completions"] <= PER_LEVEL
+            # llamacpp:requests_processing, scraped during the level and joined to its canaries
+            assert level["engine_running"] is not None
+    for path in ("report.md", "report.html", "engine.log", "engine_metrics.jsonl"):
+        assert (runs.dirs[name] / path).stat().st_size > 0, path
+
+
+@pytest.mark.timeout(900)
+def test_comparison_puts_both_runs_side_by_side(runs: Runs, capsys: pytest.CaptureFixture[str]) -> None:
+    comparison = orjson.loads((runs.comparison / "comparison.json").read_bytes())
+    assert [r["labels"]["slots"] for r in comparison["runs"]] == [str(s) for s in SLOTS.values()]
+    assert {c["id"] for c in comparison["canaries"]} == CANARIES
+    for canary in comparison["canaries"]:
+        assert [lv["concurrency"] for lv in canary["levels"]] == LEVELS
+        assert all(len(lv["runs"]) == len(SLOTS) and None not in lv["runs"] for lv in canary["levels"])
+    assert (runs.comparison / "comparison.md").stat().st_size > 0
+    with capsys.disabled():  # the measured tables belong in the CI log, whatever pytest's capture mode
+        for name, run_dir in runs.dirs.items():
+            print(f"\n===== llama.cpp, {name} ({run_dir.name}): report.md =====")
+            print((run_dir / "report.md").read_text())
+        print("\n===== llama.cpp comparison.md =====")
+        print((runs.comparison / "comparison.md").read_text())
