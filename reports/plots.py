@@ -85,4 +85,4 @@ def divergence_cdf(entry: dict[str, Any], unit: str = "token") -> str:
     for s in series:
         s.points.append((float(max_pos), s.points[-1][1]))
     ticks = [(0.0, "0"), (max_pos / 2, f"{max_pos / 2:.0f}"), (float(max_pos), str(max_pos))]
-    return chart("First divergence: cumulative share by position", series, ticks, "share diverged", None, unit)
+    return chart("First divergence: cumulative share by position", series, ticks, "share diverged", 1.0, unit)

@@ -91,7 +91,8 @@ def split_view(entry: dict[str, Any], context: int = 24) -> str:
     first = forks[0]["position"]
     shown = ref["tokens"][max(0, first - context) : first]
     lead = f"… ({first - context} earlier) " if first > context else ""
-    parts = [f'<div class="split"><div class="prefix">shared prefix ({first} {escape(ref["unit"])}s): {lead}']
+    unit = escape(ref["unit"]) + ("" if first == 1 else "s")
+    parts = [f'<div class="split"><div class="prefix">shared prefix ({first} {unit}): {lead}']
     parts += [tok(t) for t in shown]
     parts.append("</div>")
     for f in forks[:20]:

@@ -6,6 +6,7 @@ model-produced or user-produced strings. Missing points (``None``) break the lin
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from html import escape
 
@@ -26,6 +27,14 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
+def nice_ceiling(v: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 (times a power of ten) at or above ``v``: axis tops that read well."""
+    if v <= 0:
+        return 1.0
+    scale = 10.0 ** math.floor(math.log10(v))
+    return next(m * scale for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * scale >= v * (1 - 1e-12))
+
+
 def chart(
     title: str,
     series: list[Series],
@@ -38,7 +47,7 @@ def chart(
     ys = [y for s in series for _, y in s.points if y is not None] + [hi for s in series for _, _, hi in s.band]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
     x1 = x1 if x1 > x0 else x0 + 1
-    top = y_max if y_max is not None else max([*ys, 0.0]) * 1.1 or 1.0
+    top = y_max if y_max is not None else nice_ceiling(max([*ys, 0.0]))
 
     def px(x: float) -> float:
         return L + (x - x0) / (x1 - x0) * (W - L - R)
