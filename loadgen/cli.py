@@ -26,6 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        # every argument after "serve" is the engine's, --help included
+        return serve.run(argparse.Namespace(command="serve", engine_args=argv[1:]))
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
