@@ -21,6 +21,7 @@ import argparse
 import json
 import random
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +42,8 @@ class Completion:
 
 def drain(sched: GpuScheduler, reqs: list[EngineRequest]) -> tuple[dict[str, Completion], float, int]:
     """Submit all, step until idle; completions by id, wall seconds and generated tokens."""
-    toks: dict[str, list[int]] = {r.request_id: [] for r in reqs}
-    lps: dict[str, list[float]] = {r.request_id: [] for r in reqs}
+    toks: dict[str, list[int]] = defaultdict(list)  # also requests added before this call
+    lps: dict[str, list[float]] = defaultdict(list)
     for r in reqs:
         sched.add(r)
     t0 = time.perf_counter()
@@ -70,14 +71,16 @@ def background(rng: random.Random, n: int, vocab: int, max_tokens: int) -> list[
     return out
 
 
-def determinism(sched: GpuScheduler, canary: list[int], tokens: int, levels: list[int]) -> list[dict[str, object]]:
+def determinism(
+    sched: GpuScheduler, canary: list[int], tokens: int, levels: list[int], reps: int
+) -> list[dict[str, object]]:
     alone, _, _ = drain(sched, [request("canary", canary, tokens)])
     ref = alone["canary"]
     rows: list[dict[str, object]] = []
     rng = random.Random(7)
     vocab = sched.gpu.vocab_size
     for k in levels:
-        for rep in range(3):
+        for rep in range(reps):
             reqs = background(rng, k, vocab, 2 * tokens)
             # the canary arrives mid-stream: first a step with the background alone
             for r in reqs:
@@ -119,6 +122,7 @@ def main() -> None:
     ap.add_argument("--levels", type=int, nargs="+", default=[0, 1, 7, 31, 127])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 8, 32, 128])
     ap.add_argument("--throughput-tokens", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=3, help="canary runs per background level")
     args = ap.parse_args()
     opts = EngineOptions(max_num_seqs=128, max_model_len=512, max_num_batched_tokens=8192)
     default = build_gpu_scheduler(opts)
@@ -129,7 +133,7 @@ def main() -> None:
     drain(invariant, [request("warm", canary, 8)])
     result: dict[str, object] = {}
     for name, sched in (("default", default), ("invariant", invariant)):
-        det = determinism(sched, canary, args.canary_tokens, args.levels)
+        det = determinism(sched, canary, args.canary_tokens, args.levels, args.reps)
         thr = throughput(sched, args.sizes, args.throughput_tokens)
         result[name] = {"determinism": det, "throughput": thr}
         print(f"## {name}")

@@ -7,7 +7,6 @@ half line such a process leaves behind. The writer counts its own failures, beca
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,15 +29,11 @@ class JsonlWriter:
     def write(self, obj: Any) -> bool:
         try:
             self._fh.write(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-        except (OSError, TypeError) as exc:
+        except (OSError, TypeError):
             self.failures += 1
-            self.last_failure = f"{type(exc).__name__}: {exc}"
             return False
         self.written += 1
         return True
-
-    def fsync(self) -> None:
-        os.fsync(self._fh.fileno())
 
     def close(self) -> None:
         if not self._fh.closed:

@@ -20,6 +20,7 @@ import argparse
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -185,7 +186,7 @@ class FaultCounters(Collector):
         yield faults
 
 
-def strip_identity(body: dict[str, object], kind: str) -> dict[str, object]:
+def strip_identity(body: dict[str, Any], kind: str) -> dict[str, Any]:
     """A response body or stream chunk without token ids (``missing_ids``), and without logprobs too
     (``missing_logprobs``), as servers that do not support them answer. Other kinds: unchanged."""
     if kind not in ("missing_ids", "missing_logprobs"):
