@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.engine.gpu.build import build_gpu_scheduler
+from loadgen.engine.gpu.model import to_host
 from loadgen.engine.gpu.scheduler import GpuScheduler
 from loadgen.engine.runner import EngineOptions
 from loadgen.engine.sampling import SamplingParams
@@ -115,6 +116,17 @@ def throughput(sched: GpuScheduler, sizes: list[int], tokens: int) -> list[dict[
     return rows
 
 
+def step_ms(sched: GpuScheduler, batch: int, steps: int = 30) -> float:
+    """Milliseconds per decode forward of ``batch`` rows at position 64 (host round trip included)."""
+    slots = list(range(batch))
+    for _ in range(3):
+        to_host(sched.gpu.forward(slots, [[5]] * batch, [64] * batch, 65))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        to_host(sched.gpu.forward(slots, [[5]] * batch, [64] * batch, 65))
+    return 1000 * (time.perf_counter() - t0) / steps
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", type=Path, default=None)
@@ -131,12 +143,13 @@ def main() -> None:
     canary = default.tokenizer.encode(CANARY)
     drain(default, [request("warm", canary, 8)])
     drain(invariant, [request("warm", canary, 8)])
-    result: dict[str, object] = {}
+    result: dict[str, object] = {"step_ms": {str(b): step_ms(default, b) for b in (1, 8, 32, 128)}}
+    print("decode forward ms by batch rows:", result["step_ms"], flush=True)
     for name, sched in (("default", default), ("invariant", invariant)):
         det = determinism(sched, canary, args.canary_tokens, args.levels, args.reps)
         thr = throughput(sched, args.sizes, args.throughput_tokens)
         result[name] = {"determinism": det, "throughput": thr}
-        print(f"## {name}")
+        print(f"## {name}", flush=True)
         print("| background | rep | tokens equal | logprobs bitwise equal | first divergence |")
         print("|---:|---:|---|---|---:|")
         for r in det:

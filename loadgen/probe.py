@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field, replace
@@ -140,6 +141,14 @@ def read_version(base_url: str, *, api_key: str | None, timeout_s: float) -> str
     return str(body.get("version")) if isinstance(body, dict) and body.get("version") is not None else None
 
 
+BUSY = frozenset({429, 500, 502, 503, 504})
+BUSY_RETRY_S = (0.5, 1.0, 2.0)  # the probe only: load requests are never retried
+
+
+def _error_text(raw: bytes) -> str:
+    return raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
+
+
 def probe_kind(
     base_url: str, kind: Kind, model: str, wanted: Features, *, api_key: str | None, timeout_s: float
 ) -> KindProbe:
@@ -166,6 +175,16 @@ def probe_kind(
             features=features,
         )
         status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body)
+        for wait_s in BUSY_RETRY_S:
+            if status not in BUSY:
+                break
+            # overloaded or failing now says nothing about the dialect: ask again, never drop a field for it
+            attempts.append(f"{asdict(features)} -> HTTP {status}, asked again after {wait_s:g} s")
+            time.sleep(wait_s)
+            status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body)
+        if status in BUSY:
+            raise EndpointError(f"{url}: HTTP {status} to every probe request ({len(BUSY_RETRY_S) + 1} tries); "
+                                f"the endpoint is overloaded or failing: {_error_text(raw)}")  # fmt: skip
         if status == 404:
             raise EndpointError(
                 f"{url}: HTTP 404; the server has no {kind} endpoint, which the scenario asks for "

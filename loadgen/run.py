@@ -103,8 +103,10 @@ def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
 
 def _wait(proc: subprocess.Popen[bytes]) -> int:
 
-    def forward(signum: int, _frame: object) -> None:
-        proc.send_signal(signum)
+    def forward(_signum: int, _frame: object) -> None:
+        # SIGINT, not SIGTERM: a Locust run with a load shape stops gracefully on SIGINT (users finish or are
+        # recorded as cancelled), while SIGTERM would end it before its handler is installed
+        proc.send_signal(signal.SIGINT)
 
     previous = signal.signal(signal.SIGTERM, forward)
     try:

@@ -35,7 +35,7 @@ RETRY_AFTER_STATUSES = (429, 503)
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # one of FAULT_KINDS
+    kind: str  # one of FAULT_KINDS, or REFUSED (the refusal window)
     status: int | None = None  # for "status"
     retry_after_s: int | None = None  # for "status" 429/503: the Retry-After header, whole seconds
     delay_s: float | None = None  # for "slow_first_token"

@@ -58,8 +58,7 @@ async def _read_json(request: web.Request) -> object:
 
 
 def _draw_fault(request: web.Request, stream: bool) -> Fault | None:
-    """This request's fault (None without ``--fault-*`` flags); in the refusal window the connection is
-    aborted here, before any byte of an answer, and ``ConnectionResetError`` ends the handler."""
+    """This request's fault: None without ``--fault-*`` flags, ``refused`` inside the refusal window."""
     plan = request.app.get(FAULTS_KEY)
     if plan is None:
         return None
@@ -71,9 +70,7 @@ def _draw_fault(request: web.Request, stream: bool) -> Fault | None:
     counters.first_at = now if counters.first_at is None else counters.first_at
     if plan.refused(now - counters.first_at):
         counters.injected[REFUSED] += 1
-        assert request.transport is not None
-        request.transport.abort()
-        raise ConnectionResetError("fault injection: connection refused for the window")
+        return Fault(REFUSED)
     fault = plan.decide(index)
     if fault is None or (fault.kind == "no_done" and not stream):  # only a stream has a [DONE] to leave out
         return None
@@ -89,6 +86,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     except ApiError as err:
         return _error(err)
     fault = _draw_fault(request, parsed.stream)
+    if fault is not None and fault.kind == REFUSED:
+        assert request.transport is not None
+        request.transport.abort()  # before any byte; aiohttp drops the answer to a closed transport quietly
+        return web.Response()
     if fault is not None and fault.kind == "status":
         assert fault.status is not None
         resp = _error(ApiError(fault.status, f"fault injection: HTTP {fault.status}"))
@@ -143,24 +144,29 @@ async def _stream(
     kind = fault.kind if fault is not None else None
     deltas = 0
 
-    async def send(chunk: dict[str, Any]) -> None:
+    async def send(chunk: dict[str, Any], first_delta: bool = False) -> None:
         payload = orjson.dumps(strip_identity(chunk, kind) if kind else chunk)
-        if kind == "malformed" and deltas == 1:
+        if kind == "malformed" and first_delta:
             payload = malformed(payload)
         await resp.write(b"data: " + payload + b"\n\n")
 
-    if parsed.chat:
-        await send(renderer.role_chunk())
-    while True:
-        events = await stream.next_events()
-        if not events:
-            break
-        deltas += 1
-        await send(renderer.delta_chunk(events, stream.cached_tokens))
-        if kind == "reset":
-            assert request.transport is not None
-            request.transport.abort()  # mid-stream: the client has headers and one chunk, then a reset
-            return resp
+    try:
+        if parsed.chat:
+            await send(renderer.role_chunk())
+        while True:
+            events = await stream.next_events()
+            if not events:
+                break
+            deltas += 1
+            await send(renderer.delta_chunk(events, stream.cached_tokens), first_delta=deltas == 1)
+            if kind == "reset":
+                assert request.transport is not None
+                request.transport.abort()  # mid-stream: the client has headers and one chunk, then a reset
+                return resp
+    except ConnectionResetError:
+        if kind is None:
+            raise
+        return resp  # the client hung up on a faulted stream (a malformed chunk): expected, not a server error
     if parsed.include_usage:
         await send(renderer.usage_chunk(stream.cached_tokens))
     if kind != "no_done":

@@ -23,6 +23,8 @@ import orjson
 import pytest
 
 from collectors.jsonl import read_jsonl
+from loadgen.client import api_path, make_client, send
+from loadgen.dialects import Features, build_body
 from loadgen.launch import start_embedded
 from loadgen.run import RunResult, run
 
@@ -180,8 +182,8 @@ def test_no_hidden_retries(tmp_path: Path) -> None:
     """Without background users every generation request is the probe or a canary: one request, one record."""
     scenario = tmp_path / "scenario.toml"
     text = SCENARIO.format(name="retries", stream="false", read_timeout_s=600.0)
-    scenario.write_text(text.replace("levels = [0, 2]", "levels = [0]").replace("canaries_per_level = 4",
-                                                                               "canaries_per_level = 6"))  # fmt: skip
+    text = text.replace("levels = [0, 2]", "levels = [0]").replace("canaries_per_level = 4", "canaries_per_level = 6")
+    scenario.write_text(text)
     flags = ["--fault-status", "503", "--fault-rate", "0.5", "--fault-skip", "1", "--fault-seed", "3"]
     with start_embedded(flags, log_path=tmp_path / "engine.log") as eng:
         result = run(scenario, host=eng.url, out_dir=tmp_path / "runs", report=False)
@@ -221,3 +223,29 @@ def test_status_fault_answers_like_a_busy_server(tmp_path: Path) -> None:
     assert info.value.code == 429 and info.value.headers["Retry-After"] == "2"
     assert "fault injection" in orjson.loads(info.value.read())["error"]["message"]
     assert metrics['loadgen:faults_injected_total{kind="status"}'] == 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "error_kind", "counted"),
+    [
+        ("--fault-reset-rate", "truncated_stream", 1),
+        ("--fault-malformed-rate", "malformed_body", 1),
+        ("--fault-no-done-rate", None, 0),
+    ],
+)
+def test_body_faults_without_streaming(tmp_path: Path, flag: str, error_kind: str | None, counted: int) -> None:
+    """A non-streamed answer is cut mid-body (reset) or not JSON (malformed); no_done needs a stream."""
+    with start_embedded([flag, "1"], log_path=tmp_path / "engine.log") as eng:
+        client = make_client(eng.url, connect_timeout_s=2.0, read_timeout_s=30.0, api_key=None)
+        try:
+            body = build_body("completions", model="loadgen-tiny", prompt="hello", messages=None, max_tokens=4,
+                              seed=0, stream=False, features=Features(return_token_ids=True))  # fmt: skip
+            out = send(client, api_path(eng.url, "completions"), "completions", body)
+        finally:
+            client.close()
+        metrics = _metrics(eng.url)
+    assert out.error_kind == error_kind and out.http_status == 200
+    assert (out.completion is not None and out.completion.token_ids is not None) == (error_kind is None)
+    kind = flag.removeprefix("--fault-").removesuffix("-rate").replace("-", "_")
+    assert metrics[f'loadgen:faults_injected_total{{kind="{kind}"}}'] == counted
+    assert metrics["loadgen:generation_requests_total"] == 1

@@ -35,3 +35,6 @@ def test_signal_finishes_manifest_and_reports(engine_url: str, tmp_path: Path, s
     assert report["input"]["records"] == len(rows) > 0
     assert any("did not finish" in n for n in report["run"]["notices"])
     assert sum(lv["canaries"] for lv in report["levels"]) < 3 * 40
+    # Locust itself stopped gracefully (its users finished or were recorded as cancelled), not killed
+    (process,) = run_dir.glob("process-*.json")
+    assert orjson.loads(process.read_bytes())["finished"] is True

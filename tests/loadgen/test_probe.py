@@ -1,5 +1,6 @@
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +42,20 @@ def test_unreachable_endpoint_fails_fast_with_url() -> None:
 def test_not_openai_compatible(fault_server: str) -> None:
     with pytest.raises(EndpointError, match="expected an OpenAI-compatible server"):
         probe(fault_server + "/nothing-here", model=None, kinds={"completions"}, wanted=WANTED, api_key=None)
+
+
+def test_a_busy_endpoint_is_asked_again_not_read_as_a_dialect(tmp_path: Path) -> None:
+    """503s say nothing about which fields the server accepts: the probe keeps asking for token ids."""
+    from loadgen.launch import start_embedded
+
+    args = ["--fault-status", "503", "--fault-rate", "0.5", "--fault-seed", "3"]
+    with start_embedded(args, log_path=tmp_path / "e.log") as engine:
+        info = probe(engine.url, model=None, kinds={"completions"}, wanted=WANTED, api_key=None)
+        assert info.kinds["completions"].features.return_token_ids
+        assert info.kinds["completions"].identity == "token_ids"
+    always = ["--fault-status", "503", "--fault-rate", "1.0"]
+    with (
+        start_embedded(always, log_path=tmp_path / "f.log") as engine,
+        pytest.raises(EndpointError, match="HTTP 503 to every probe request"),
+    ):
+        probe(engine.url, model=None, kinds={"completions"}, wanted=WANTED, api_key=None)

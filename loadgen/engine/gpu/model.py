@@ -4,13 +4,9 @@ Why this module exists: continuous batching needs every running sequence's decod
 forward pass although the sequences have different lengths. Each sequence owns a slot of a
 preallocated per-layer K/V buffer; ``SlotCache`` plugs into the model's attention layers (they
 call ``past_key_values.update(k, v, layer_idx)``) and writes each row's new K/V at its own
-position, and the 4-D mask written here hides every key beyond a row's length. Two step shapes:
-
-- ``default``: the batch holds the running rows only and keys run to the longest row, as in
-  engines that size kernels to the batch; a row's logits then depend on what else is in it.
-- ``fixed`` (batch-invariant): every decode step runs all ``max_num_seqs`` slots over all
-  ``max_model_len`` keys, so every kernel sees one shape whatever the load, and each prompt is
-  prefilled alone. The cost is computing empty rows and masked keys.
+position, and the 4-D mask written here hides every key beyond a row's length. A call's rows are
+whatever the scheduler passes: all running sequences at once (the default, kernels sized to the
+batch, so a row's logits depend on what else is in it), or one sequence alone (batch-invariant).
 
 It samples nothing and knows nothing of requests; it must not import the HTTP layer.
 """
@@ -81,11 +77,10 @@ class SlotCache:
         self._rows = torch.zeros(0, dtype=torch.long, device=device)
         self._start = torch.zeros(0, dtype=torch.long, device=device)
         self._kv_len = 0
-        self._all_slots = False
 
-    def bind(self, rows: torch.Tensor, start: torch.Tensor, kv_len: int, all_slots: bool) -> None:
+    def bind(self, rows: torch.Tensor, start: torch.Tensor, kv_len: int) -> None:
         """Rows (slot ids) of the next forward, each row's first new position, and the key length to return."""
-        self._rows, self._start, self._kv_len, self._all_slots = rows, start, kv_len, all_slots
+        self._rows, self._start, self._kv_len = rows, start, kv_len
 
     def update(
         self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, *args: object, **kwargs: object
@@ -98,8 +93,6 @@ class SlotCache:
         kb, vb = self.k[layer_idx], self.v[layer_idx]
         kb[rows, :, pos] = key.transpose(1, 2)
         vb[rows, :, pos] = value.transpose(1, 2)
-        if self._all_slots:
-            return kb[:, :, : self._kv_len], vb[:, :, : self._kv_len]
         return kb[self._rows, :, : self._kv_len], vb[self._rows, :, : self._kv_len]
 
 
@@ -117,20 +110,16 @@ class GpuModel:
             hf.num_hidden_layers, cfg.max_num_seqs, hf.num_key_value_heads, cfg.max_model_len, head_dim, device
         )
 
-    def forward(
-        self, slots: list[int], tokens: list[list[int]], starts: list[int], kv_len: int, all_slots: bool
-    ) -> torch.Tensor:
+    def forward(self, slots: list[int], tokens: list[list[int]], starts: list[int], kv_len: int) -> torch.Tensor:
         """Logits ``[rows, vocab]`` (fp32, on the device) for the last real token of each row.
 
         Rows are right-padded to the longest; ``starts`` is each row's first new position; keys
-        run to ``kv_len``. With ``all_slots`` the rows must be every slot in order.
+        run to ``kv_len``.
         """
         with torch.inference_mode():
-            return self._forward(slots, tokens, starts, kv_len, all_slots)
+            return self._forward(slots, tokens, starts, kv_len)
 
-    def _forward(
-        self, slots: list[int], tokens: list[list[int]], starts: list[int], kv_len: int, all_slots: bool
-    ) -> torch.Tensor:
+    def _forward(self, slots: list[int], tokens: list[list[int]], starts: list[int], kv_len: int) -> torch.Tensor:
         dev = self.device
         q = max(len(t) for t in tokens)
         ids = torch.tensor([t + [0] * (q - len(t)) for t in tokens], dtype=torch.long, device=dev)
@@ -140,7 +129,7 @@ class GpuModel:
         keys = torch.arange(kv_len, device=dev)
         # a query at position p sees keys 0..p; padded queries see their row's keys up to p, harmlessly
         mask = (keys[None, None, :] <= pos[:, :, None])[:, None, :, :]
-        self.cache.bind(torch.tensor(slots, dtype=torch.long, device=dev), start, kv_len, all_slots)
+        self.cache.bind(torch.tensor(slots, dtype=torch.long, device=dev), start, kv_len)
         out = self.model.model(
             input_ids=ids,
             position_ids=pos.clamp(max=self.cfg.max_model_len - 1),

@@ -5,8 +5,11 @@ through ``add``, ``abort``, ``has_work``, ``step``, ``running``, ``waiting``, ``
 ``kv_usage``, ``prefix_cache`` and ``model.w.config``; this class offers the same so the GPU
 backend reuses all of them. Each ``step`` decodes one token for every running sequence, then
 admits waiting requests (slots and token budget permitting) and prefills them, so the batch a
-request shares is whatever else is in flight, as on the CPU engine. Sampling, stop strings and
-finish reasons use the CPU engine's own functions on fp32 logits rows. There is no prefix cache
+request shares is whatever else is in flight, as on the CPU engine. With ``invariant`` every
+sequence's decode and prefill run alone, in admission order (batch size 1, keys exactly its own):
+its logits then depend on its own tokens only, at the price of one forward per sequence per step.
+Sampling, stop strings and finish reasons use the CPU engine's own functions on fp32 logits rows.
+There is no prefix cache
 on this backend: every prompt is prefilled in full, ``cached_tokens`` is 0, and a cache reset
 has nothing to drop (the counters still answer). It knows nothing of HTTP.
 """
@@ -113,25 +116,22 @@ class GpuScheduler:
 
     def _decode(self, seqs: list[_Seq]) -> F32:
         if self.invariant:
-            # one shape for every step: all slots, all key positions; free slots write at the last position
-            by_slot = {s.slot: s for s in seqs}
-            last = self.max_model_len - 1
-            toks = [[by_slot[i].tokens[-1]] if i in by_slot else [0] for i in range(self.max_num_seqs)]
-            starts = [len(by_slot[i].tokens) - 1 if i in by_slot else last for i in range(self.max_num_seqs)]
-            logits = self.gpu.forward(list(range(self.max_num_seqs)), toks, starts, self.max_model_len, True)
-            return to_host(logits)[[s.slot for s in seqs]]
+            # each sequence alone, in admission order: every kernel sees a shape set by that sequence only
+            rows = [self._alone(s, [s.tokens[-1]], len(s.tokens) - 1) for s in seqs]
+            return np.concatenate(rows, axis=0)
         kv_len = max(len(s.tokens) for s in seqs)
         starts = [len(s.tokens) - 1 for s in seqs]
-        return to_host(self.gpu.forward([s.slot for s in seqs], [[s.tokens[-1]] for s in seqs], starts, kv_len, False))
+        return to_host(self.gpu.forward([s.slot for s in seqs], [[s.tokens[-1]] for s in seqs], starts, kv_len))
 
     def _prefill(self, seqs: list[_Seq]) -> F32:
         if self.invariant:  # each prompt alone: its prefill never depends on the others
-            rows = [to_host(self.gpu.forward([s.slot], [s.tokens], [0], len(s.tokens), False)) for s in seqs]
-            return np.concatenate(rows, axis=0)
+            return np.concatenate([self._alone(s, s.tokens, 0) for s in seqs], axis=0)
         kv_len = max(len(s.tokens) for s in seqs)
-        return to_host(
-            self.gpu.forward([s.slot for s in seqs], [s.tokens for s in seqs], [0] * len(seqs), kv_len, False)
-        )
+        return to_host(self.gpu.forward([s.slot for s in seqs], [s.tokens for s in seqs], [0] * len(seqs), kv_len))
+
+    def _alone(self, seq: _Seq, tokens: list[int], start: int) -> F32:
+        """One sequence's rows in a forward of its own, keys exactly up to its last token."""
+        return to_host(self.gpu.forward([seq.slot], [tokens], [start], start + len(tokens)))
 
     def step(self) -> list[Delivery]:
         """One iteration: a token for every running sequence, then prefill of the admitted ones."""
