@@ -25,6 +25,7 @@ from loadgen.dialects import Completion, Kind, MalformedResponse, StreamAccumula
 from loadgen.sse import SSEDecoder
 
 _MAX_ERROR_BODY = 500
+_CLOSE = {"Connection": "close"}
 
 
 @dataclass(slots=True)
@@ -121,7 +122,9 @@ def send(
     out = Outcome(sent_at=sent_at, latency_s=None, ttft_s=None)
     headers_seen = False
     try:
-        resp = client.request("POST", path, body=payload)
+        # a streamed response ends its connection: some servers (llama.cpp's) close it after the stream while
+        # answering keep-alive, and a POST sent on such a socket fails; never reuse it, never retry a POST
+        resp = client.request("POST", path, body=payload, headers=_CLOSE if stream else None)
         headers_seen = True
         out.http_status = resp.status_code
         if not 200 <= resp.status_code < 300:

@@ -20,7 +20,7 @@ from loadgen.engine.faults import FaultPlan, add_fault_arguments
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
 from loadgen.engine.scheduler import Scheduler
 from loadgen.engine.server import build_app
-from loadgen.errors import UsageError
+from loadgen.errors import EngineError, UsageError
 
 # The engine thread and the HTTP loop share the GIL; a short switch interval keeps token
 # delivery from waiting behind a whole step.
@@ -102,10 +102,15 @@ def make_scheduler(opts: EngineOptions, backend: str = "cpu", checkpoint: Path |
     """The CPU scheduler, or the GPU one (imported only here, so CPU installs never import torch)."""
     if backend == "cpu":
         return build_scheduler(opts)
-    from loadgen.engine.gpu.build import build_gpu_scheduler
-
-    # GpuScheduler offers every attribute the runner, the handlers and /metrics read of a Scheduler.
-    return cast(Scheduler, build_gpu_scheduler(opts, checkpoint))
+    try:
+        from loadgen.engine.gpu.build import build_gpu_scheduler
+    except ImportError as exc:
+        raise SystemExit(f"loadgen serve --backend gpu needs torch and transformers ({exc})") from None
+    try:
+        # GpuScheduler offers every attribute the runner, the handlers and /metrics read of a Scheduler.
+        return cast(Scheduler, build_gpu_scheduler(opts, checkpoint))
+    except EngineError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 async def serve(
