@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -175,25 +176,43 @@ class Scheduler:
         return deliveries
 
     def _advance(self, seq: _Seq, logits: F32) -> TokenEvent:
-        params = seq.req.params
-        sampled = sample_row(logits, params, seq.rng)
-        token = sampled.token_id
-        seq.tokens.append(token)
-        seq.generated += 1
-        self.stats.generation_tokens_total += 1
-        finish: str | None = None
-        stop_reason: str | int | None = None
-        is_eos = token == EOS_ID and not params.ignore_eos
-        if is_eos or token in params.stop_token_ids:
-            finish = "stop"
-            stop_reason = None if is_eos else token
-            text = seq.text.finish()
-        else:
-            text = seq.text.push(self.tokenizer.token_bytes[token])
-            if seq.text.stopped_by is not None:
-                finish, stop_reason = "stop", seq.text.stopped_by
-            elif seq.generated >= params.max_tokens or len(seq.tokens) >= self.model.w.config.max_model_len:
-                finish = "length"
-            if finish is not None:
-                text += seq.text.finish()
-        return TokenEvent(token, sampled.logprob, sampled.top, text, finish, stop_reason)
+        return advance(seq, logits, tokenizer=self.tokenizer, max_model_len=self.model.w.config.max_model_len,
+                       stats=self.stats)  # fmt: skip
+
+
+class SequenceLike(Protocol):
+    """What the step's sampling and stop rules read and update on a running sequence (CPU or GPU)."""
+
+    req: EngineRequest
+    tokens: list[int]
+    text: TextState
+    rng: np.random.Generator
+    generated: int
+
+
+def advance(
+    seq: SequenceLike, logits: F32, *, tokenizer: Tokenizer, max_model_len: int, stats: SchedulerStats
+) -> TokenEvent:
+    """Sample one token for ``seq`` and apply the stop rules; one definition for every backend."""
+    params = seq.req.params
+    sampled = sample_row(logits, params, seq.rng)
+    token = sampled.token_id
+    seq.tokens.append(token)
+    seq.generated += 1
+    stats.generation_tokens_total += 1
+    finish: str | None = None
+    stop_reason: str | int | None = None
+    is_eos = token == EOS_ID and not params.ignore_eos
+    if is_eos or token in params.stop_token_ids:
+        finish = "stop"
+        stop_reason = None if is_eos else token
+        text = seq.text.finish()
+    else:
+        text = seq.text.push(tokenizer.token_bytes[token])
+        if seq.text.stopped_by is not None:
+            finish, stop_reason = "stop", seq.text.stopped_by
+        elif seq.generated >= params.max_tokens or len(seq.tokens) >= max_model_len:
+            finish = "length"
+        if finish is not None:
+            text += seq.text.finish()
+    return TokenEvent(token, sampled.logprob, sampled.top, text, finish, stop_reason)

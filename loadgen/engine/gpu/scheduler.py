@@ -24,9 +24,8 @@ import numpy as np
 from loadgen.engine.detok import TextState
 from loadgen.engine.gpu.model import F32, GpuModel, to_host
 from loadgen.engine.kvcache import PrefixCache
-from loadgen.engine.sampling import sample_row
-from loadgen.engine.scheduler import Delivery, EngineRequest, SchedulerStats, TokenEvent
-from loadgen.engine.tokenizer import EOS_ID, Tokenizer
+from loadgen.engine.scheduler import Delivery, EngineRequest, SchedulerStats, TokenEvent, advance
+from loadgen.engine.tokenizer import Tokenizer
 from loadgen.engine.weights import ModelConfig
 
 
@@ -157,29 +156,8 @@ class GpuScheduler:
         return deliveries
 
     def _advance(self, seq: _Seq, logits: F32) -> TokenEvent:
-        """Sample one token and apply the stop rules, exactly as the CPU scheduler does."""
-        params = seq.req.params
-        sampled = sample_row(logits, params, seq.rng)
-        token = sampled.token_id
-        seq.tokens.append(token)
-        seq.generated += 1
-        self.stats.generation_tokens_total += 1
-        finish: str | None = None
-        stop_reason: str | int | None = None
-        is_eos = token == EOS_ID and not params.ignore_eos
-        if is_eos or token in params.stop_token_ids:
-            finish = "stop"
-            stop_reason = None if is_eos else token
-            text = seq.text.finish()
-        else:
-            text = seq.text.push(self.tokenizer.token_bytes[token])
-            if seq.text.stopped_by is not None:
-                finish, stop_reason = "stop", seq.text.stopped_by
-            elif seq.generated >= params.max_tokens or len(seq.tokens) >= self.max_model_len:
-                finish = "length"
-            if finish is not None:
-                text += seq.text.finish()
-        return TokenEvent(token, sampled.logprob, sampled.top, text, finish, stop_reason)
+        """Sample one token and apply the stop rules: the CPU scheduler's own function."""
+        return advance(seq, logits, tokenizer=self.tokenizer, max_model_len=self.max_model_len, stats=self.stats)
 
 
 def rng(req: EngineRequest) -> np.random.Generator:
