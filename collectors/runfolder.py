@@ -37,7 +37,7 @@ _REQUIRED = frozenset(
     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 )
 # Scalar record fields kept as frame columns (token sequences go to matrices instead).
-_SCALARS = (
+SCALARS = (
     "canary_id",
     "request_id",
     "phase",
@@ -70,7 +70,7 @@ class CanaryColumns:
     ``n_logprobs``). Widths may differ between matrices.
     """
 
-    frame: Any  # pandas.DataFrame: _SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
+    frame: Any  # pandas.DataFrame: SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
     # n_logprobs
     token_ids: IntMatrix  # (n, w) int32 or int64
     token_codes: IntMatrix  # (n, w) int32 codes into ``vocab``
@@ -207,7 +207,7 @@ class ColumnBuilder:
 
     def __init__(self) -> None:
         extra = ("file", "temperature", "request_key", "cached_tokens")
-        self._scalars: dict[str, list[Any]] = {k: [] for k in (*_SCALARS, *extra)}
+        self._scalars: dict[str, list[Any]] = {k: [] for k in (*SCALARS, *extra)}
         self._ids: list[IntMatrix] = []
         self._codes: list[IntMatrix] = []
         self._lps: list[FloatMatrix] = []
@@ -233,7 +233,7 @@ class ColumnBuilder:
         missing = _REQUIRED - raw.keys()
         if missing:
             raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
-        for k in _SCALARS:
+        for k in SCALARS:
             self._scalars[k].append(raw.get(k))
         self._scalars["file"].append(file)
         request = raw.get("request")

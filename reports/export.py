@@ -16,26 +16,11 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from collectors.runfolder import CanaryColumns
+from collectors.runfolder import SCALARS, CanaryColumns
 from loadgen.errors import RunFolderError
 
-SCALARS = (
-    "canary_id",
-    "request_id",
-    "phase",
-    "level",
-    "inflight_at_send",
-    "sent_at",
-    "status",
-    "latency_s",
-    "ttft_s",
-    "error_kind",
-    "finish_reason",
-    "text",
-    "engine_running",
-    "worker",
-    "file",
-)
+# every scalar the reader keeps, and which file each record came from
+EXPORTED = (*SCALARS, "file")
 
 
 def _list_column(mat: Any, lengths: Any, value_type: Any, values: Any = None) -> Any:
@@ -50,7 +35,7 @@ def _list_column(mat: Any, lengths: Any, value_type: Any, values: Any = None) ->
 def records_table(cols: CanaryColumns) -> Any:
     f = cols.frame
     data: dict[str, Any] = {}
-    for name in SCALARS:
+    for name in EXPORTED:
         series = f[name]
         if series.dtype == object:
             data[name] = pa.array([None if v is None else str(v) for v in series.tolist()], type=pa.string())
