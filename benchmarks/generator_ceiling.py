@@ -11,7 +11,11 @@ and the drain after the last canary left out), read back from ``canaries.jsonl``
 ``background.jsonl``; its CPU is the Locust process's, sampled with psutil. "per core" divides by
 the CPU seconds the generator actually used in the window. Target: tool / bare >= 0.7.
 
-Run: ``python benchmarks/generator_ceiling.py [--quick] [--reps 3] [--users 64] [--seconds 8] [--stream]``.
+``--baseline REV`` adds a third generator, the tool as it was at git revision REV (a temporary
+worktree), alternated with the others: a fix's before/after measured in the same run.
+
+Run: ``python benchmarks/generator_ceiling.py [--quick] [--reps 3] [--users 64] [--seconds 8] [--stream]
+[--baseline REV]``.
 """
 
 from __future__ import annotations
@@ -24,12 +28,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from harness import REPO, Sampler, command_line, cores, fast_server, median, table
-from patches import FIXES, sitecustomize_dir
+from harness import REPO, Sampler, checkout, command_line, cores, fast_server, median, table, tool_env
 
 from loadgen.background import BackgroundPrompts
 from loadgen.dialects import Features, build_body
@@ -141,8 +145,9 @@ def _completions(run_dir: Path) -> tuple[list[float], float]:
 
 
 def run_tool(
-    url: str, scenario: Path, users: int, canaries: int, out_dir: Path, gen_cpu: int, server: Sampler, fixes: str = ""
+    url: str, scenario: Path, users: int, canaries: int, out_dir: Path, gen_cpu: int, server: Sampler, tree: Path | None
 ) -> Measured:
+    """One headless run of today's tool, or of the revision checked out at ``tree``."""
     cmd = [
         sys.executable,
         "-m",
@@ -159,18 +164,12 @@ def run_tool(
         str(out_dir),
         "--no-report",
     ]
-    env = dict(os.environ)
-    if fixes:
-        env["BENCH_PATCHES"] = fixes
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sitecustomize_dir()), env.get("PYTHONPATH")]))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=REPO, env=env, **pinned(gen_cpu))  # type: ignore[call-overload]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=tree or REPO, env=tool_env(tree), **pinned(gen_cpu))  # type: ignore[call-overload]
     with Sampler(proc.pid, child_marker="locust", every_s=0.2) as gen:
         stdout, _ = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"loadgen run failed ({proc.returncode}): {' '.join(cmd)}")
     run_dir = Path(stdout.decode().strip().splitlines()[-1])
-    if fixes and f"bench patches applied: {fixes}" not in (run_dir / "locust.log").read_text():
-        raise SystemExit(f"the patched run did not apply {fixes}: see {run_dir / 'locust.log'}")
     times, last_canary = _completions(run_dir)
     t0 = min(times) + RAMP_S
     n = sum(1 for t in times if t0 <= t <= last_canary)
@@ -184,7 +183,7 @@ def main() -> None:
     p.add_argument("--users", type=int, default=64, help="background users (plus one canary user)")
     p.add_argument("--seconds", type=float, default=8.0, help="steady window per measurement")
     p.add_argument("--stream", action="store_true", help="background requests streamed (SSE)")
-    p.add_argument("--fixes", default="F1,F2", help=f"proposed fixes for the third variant ({FIXES}); '' for none")
+    p.add_argument("--baseline", metavar="REV", help="also run the tool as of this git revision (before/after)")
     args = p.parse_args()
     if args.quick:
         args.reps, args.seconds = 2, 4.0
@@ -195,8 +194,13 @@ def main() -> None:
         f"background {'streamed' if args.stream else 'whole'}; {args.reps} reps alternating\n"
     )
     rows: list[tuple[str, int, Measured]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-ceiling-") as tmp_, fast_server(server_cpu) as (url, server_proc):
-        tmp = Path(tmp_)
+    with ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-ceiling-")))
+        url, server_proc = stack.enter_context(fast_server(server_cpu))
+        trees: dict[str, Path | None] = {"tool": None}
+        if args.baseline:
+            trees[f"tool@{args.baseline}"] = stack.enter_context(checkout(args.baseline))
+        variants = ["bare", *reversed(trees)]
         scenario = tmp / "ceiling.toml"
         scenario.write_text(SCENARIO.format(users=args.users, stream=str(args.stream).lower()))
         bodies = tmp / "bodies.jsonl"
@@ -204,15 +208,13 @@ def main() -> None:
         with Sampler(server_proc.pid, every_s=0.2) as server:
             rate_guess = 1500.0
             for rep in range(args.reps):
-                variants = ["bare", "tool"] + ([f"tool+{args.fixes}"] if args.fixes else [])
                 for which in variants if rep % 2 == 0 else variants[::-1]:
                     if which == "bare":
                         m = run_bare(url, bodies, args.users + 1, args.seconds, gen_cpu, server)
                         rate_guess = m.rate
                     else:
                         quota = max(20, math.ceil(rate_guess * (args.seconds + RAMP_S) / (args.users + 1)))
-                        fixes = which.partition("+")[2]
-                        m = run_tool(url, scenario, args.users, quota, tmp / "runs", gen_cpu, server, fixes)
+                        m = run_tool(url, scenario, args.users, quota, tmp / "runs", gen_cpu, server, trees[which])
                     rows.append((which, rep, m))
                     time.sleep(0.5)
     fmt = [

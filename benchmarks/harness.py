@@ -9,9 +9,11 @@ patch it themselves, first).
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -38,6 +40,30 @@ def cores() -> tuple[int, int]:
 
 def command_line() -> str:
     return " ".join([sys.executable, *sys.argv])
+
+
+@contextmanager
+def checkout(rev: str) -> Iterator[Path]:
+    """A detached git worktree of ``rev`` in a temporary folder, removed afterwards.
+
+    Put the folder first on ``PYTHONPATH`` and ``python -m loadgen`` runs that revision's tool: the
+    editable install's finder comes after the path entries. Lets a benchmark measure an earlier
+    version of the tool beside today's in one run (before/after of a fix, same machine, same minute)."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-rev-")) / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(folder), rev], cwd=REPO, check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=REPO, check=False)
+        shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+def tool_env(tree: Path | None) -> dict[str, str]:
+    """The environment for ``python -m loadgen`` from ``tree`` (a ``checkout``), or today's tool for None."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    return env
 
 
 @contextmanager

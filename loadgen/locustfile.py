@@ -31,6 +31,7 @@ from locust.env import Environment
 from locust.event import EventHook
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
+from locust.user.task import LOCUST_STATE_STOPPING
 
 from collectors.engine_metrics import MetricsScraper
 from collectors.manifest import now_iso, read_manifest, update_manifest
@@ -413,12 +414,27 @@ class BackgroundUser(User):
 
     @task
     def background(self) -> None:
+        """Requests back to back until Locust asks this user to stop, in one task call.
+
+        One task per request would cost Locust's task scheduling and a zero-second wait per request, as
+        much CPU as the tool's own work; the loop checks the stop request Locust leaves (``_state``) after
+        each request, so a stop ends it as promptly as a task boundary would. With ``wait_s`` each
+        request is its own task, and the pause is taken in it as before."""
         st = user_state(self.environment)
         spec = st.scenario.background
+        while True:
+            self._one(st, spec.stream)
+            if spec.wait_s:
+                gevent.sleep(spec.wait_s)
+                return
+            if self._state == LOCUST_STATE_STOPPING:
+                return
+
+    def _one(self, st: RunState, stream: bool) -> None:
         req = self.prompts.next()
         messages = [{"role": "user", "content": req.prompt}] if self.kind == "chat" else None
         body = build_body(self.kind, model=st.model, prompt=None if messages else req.prompt, messages=messages,
-                          max_tokens=req.max_tokens, seed=None, stream=spec.stream, features=_NO_FEATURES)  # fmt: skip
+                          max_tokens=req.max_tokens, seed=None, stream=stream, features=_NO_FEATURES)  # fmt: skip
         snap = st.mirror.snapshot  # None or finished once the last canary is in: background drains until the stop
         level = snap.level if snap is not None else None
         st.inflight.background += 1
@@ -436,8 +452,6 @@ class BackgroundUser(User):
         _fire_stats(self.environment, "background", out)
         if out.cancelled:
             raise gevent.GreenletExit
-        if spec.wait_s:
-            gevent.sleep(spec.wait_s)
 
 
 class LevelShape(LoadTestShape):

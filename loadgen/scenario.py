@@ -25,6 +25,8 @@ _KEY_RUN = re.compile(r"[A-Za-z0-9]{16,}")  # a long unbroken run with digits: a
 _SECRET_FIELDS = {"api_key", "apikey", "key", "token", "api_token", "authorization", "bearer", "password", "secret"}
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
+MAX_PROMPT_WORDS = 100_000  # about 130k tokens: beyond any served context; bounds the background word corpus
+PromptWords = Annotated[int, Field(ge=1, le=MAX_PROMPT_WORDS)]
 
 
 class _Strict(BaseModel):
@@ -135,7 +137,7 @@ class Background(_Strict):
     """Traffic that exists to shape the engine's batch; never analysed for determinism."""
 
     seed: int = 1
-    prompt_words: tuple[PositiveInt, PositiveInt] = (8, 200)
+    prompt_words: tuple[PromptWords, PromptWords] = (8, 200)
     max_tokens: tuple[PositiveInt, PositiveInt] = (16, 128)
     shared_prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
     shared_prefix_words: NonNegInt = 48
