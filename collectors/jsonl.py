@@ -1,12 +1,15 @@
-"""Append-only JSON-lines files: a writer that flushes per record and a reader that survives a torn tail.
+"""Append-only JSON-lines files: a writer that flushes per record (or per interval) and a reader that survives a torn tail.
 
 Why: a killed process must lose nothing it finished writing, and a reader must not fail on the
 half line such a process leaves behind. The writer counts its own failures, because Locust's
-``EventHook.fire`` logs and swallows listener exceptions.
+``EventHook.fire`` logs and swallows listener exceptions. Canary records are written one system
+call each; background rows, thousands a second and never analysed one by one, may be gathered for
+``flush_s`` seconds and written together (a killed process loses at most that much of them).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,26 +20,56 @@ import orjson
 from loadgen.errors import RunFolderError
 
 
-class JsonlWriter:
-    """Appends one JSON object per line and flushes it to the OS before returning."""
+_LINE = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 
-    def __init__(self, path: Path) -> None:
+
+class JsonlWriter:
+    """Appends one JSON object per line; hands it to the OS before returning, or within ``flush_s`` seconds.
+
+    ``written`` counts lines handed to the OS, ``failures`` objects that could not be serialised or
+    written; ``flush`` and ``close`` hand over what is pending."""
+
+    def __init__(self, path: Path, *, flush_s: float = 0.0) -> None:
         self.path = path
+        self.flush_s = flush_s
         self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the writer
+        self._pending: list[bytes] = []
+        self._due = 0.0
         self.written = 0
         self.failures = 0
 
     def write(self, obj: Any) -> bool:
         try:
-            self._fh.write(orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
-        except (OSError, TypeError):
+            line = orjson.dumps(obj, option=_LINE)
+        except TypeError:
             self.failures += 1
             return False
-        self.written += 1
+        if not self.flush_s:
+            return self._put([line])
+        self._pending.append(line)
+        now = time.monotonic()
+        if now >= self._due:
+            self._due = now + self.flush_s
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        if self._pending:
+            lines, self._pending = self._pending, []
+            self._put(lines)
+
+    def _put(self, lines: list[bytes]) -> bool:
+        try:
+            self._fh.write(lines[0] if len(lines) == 1 else b"".join(lines))
+        except (OSError, ValueError):  # ValueError: written after close
+            self.failures += len(lines)
+            return False
+        self.written += len(lines)
         return True
 
     def close(self) -> None:
         if not self._fh.closed:
+            self.flush()
             self._fh.close()
 
 

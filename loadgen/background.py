@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 
+import numpy as np
+
 from loadgen.scenario import MAX_PROMPT_WORDS, Background
 
 _WORD_TEXT = """
@@ -67,23 +69,39 @@ class BackgroundRequest:
 
 
 class BackgroundPrompts:
-    """An endless, seeded stream of background requests for one user."""
+    """An endless, seeded stream of background requests for one user.
+
+    The random numbers are drawn ``BATCH`` requests at a time with numpy (one call per field, not
+    five Python calls per request); only the strings are made per request."""
+
+    BATCH = 64
 
     def __init__(self, spec: Background, user_index: int) -> None:
         self.spec = spec
-        self._rng = random.Random(spec.seed * 1_000_003 + user_index)
+        self._rng = np.random.default_rng([spec.seed % 2**64, user_index])
         prefix_rng = random.Random(spec.seed ^ _SHARED_PREFIX_SEED)
         self._prefix = " ".join(prefix_rng.choice(_WORDS) for _ in range(spec.shared_prefix_words))
         self._corpus = corpus(spec.seed)
+        self._drawn: list[tuple[int, int, list[int], bool, int]] = []  # next request last
+
+    def _draw(self) -> None:
+        rng, spec, size = self._rng, self.spec, self.BATCH
+        words = rng.integers(*spec.prompt_words, endpoint=True, size=size)
+        starts = rng.integers(0, CORPUS_WORDS - np.maximum(words - HEAD_WORDS, 0), endpoint=True)
+        heads = rng.integers(0, len(_WORDS), size=(size, HEAD_WORDS))
+        shared = rng.random(size) < spec.shared_prefix_share
+        if not spec.shared_prefix_words:
+            shared[:] = False
+        max_tokens = rng.integers(*spec.max_tokens, endpoint=True, size=size)
+        drawn = zip(words.tolist(), starts.tolist(), heads.tolist(), shared.tolist(), max_tokens.tolist(), strict=True)
+        self._drawn = list(drawn)[::-1]
 
     def next(self) -> BackgroundRequest:
-        rng = self._rng
-        lo, hi = self.spec.prompt_words
-        n = rng.randint(lo, hi)
-        words = " ".join(rng.choices(_WORDS, k=min(n, HEAD_WORDS)))
+        if not self._drawn:
+            self._draw()
+        n, start, head, shared, max_tokens = self._drawn.pop()
+        words = " ".join([_WORDS[i] for i in head[:n]])
         if n > HEAD_WORDS:
-            rest = n - HEAD_WORDS
-            words += " " + self._corpus.words(rng.randrange(CORPUS_WORDS - rest + 1), rest)
-        shared = self.spec.shared_prefix_words > 0 and rng.random() < self.spec.shared_prefix_share
+            words += " " + self._corpus.words(start, n - HEAD_WORDS)
         prompt = f"{self._prefix} {words}" if shared else words
-        return BackgroundRequest(prompt, rng.randint(*self.spec.max_tokens), shared)
+        return BackgroundRequest(prompt, max_tokens, shared)

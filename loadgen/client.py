@@ -21,7 +21,15 @@ import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-from loadgen.dialects import Completion, Kind, MalformedResponse, StreamAccumulator, StreamError, parse_body
+from loadgen.dialects import (
+    Completion,
+    Kind,
+    MalformedResponse,
+    StreamAccumulator,
+    StreamError,
+    parse_body,
+    parse_usage,
+)
 from loadgen.sse import SSEDecoder
 
 _MAX_ERROR_BODY = 500
@@ -36,7 +44,8 @@ class Outcome:
     error_kind: str | None = None
     error_message: str | None = None
     http_status: int | None = None
-    completion: Completion | None = None
+    completion: Completion | None = None  # None when the caller asked for usage only
+    usage: dict[str, Any] | None = None
     response_bytes: int = 0
     cancelled: bool = False  # the greenlet was killed mid-request; the caller re-raises after recording
 
@@ -110,11 +119,14 @@ def send(
     *,
     tokens_as_ids: bool = False,
     secret: str | None = None,
+    usage_only: bool = False,
 ) -> Outcome:
     """POST ``body`` and return what happened; never raises for endpoint faults.
 
     ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them.
-    ``secret``: the API key, removed from any error text a server echoes back before it is recorded."""
+    ``secret``: the API key, removed from any error text a server echoes back before it is recorded.
+    ``usage_only``: a whole body is checked for the same faults but only its usage is kept (no
+    ``completion``): background traffic, where building one would be the generator's largest cost."""
     payload = orjson.dumps(body)
     stream = bool(body.get("stream"))
     sent_at = time.time()
@@ -137,7 +149,11 @@ def send(
         else:
             raw = resp.read()
             out.response_bytes = len(raw)
-            out.completion = parse_body(kind, raw, tokens_as_ids=tokens_as_ids)
+            if usage_only:
+                out.usage = parse_usage(raw)
+            else:
+                out.completion = parse_body(kind, raw, tokens_as_ids=tokens_as_ids)
+                out.usage = out.completion.usage
     except StreamError as exc:
         out.error_kind, out.error_message = "stream_error", exc.server_message[:_MAX_ERROR_BODY]
     except MalformedResponse as exc:
@@ -181,8 +197,7 @@ def _read_stream(resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: 
                 out.ttft_s = time.perf_counter() - t0
     for event in decoder.flush():
         acc.add(event.data)
+    out.completion = acc.finish()
+    out.usage = out.completion.usage
     if not acc.done:
         out.error_kind, out.error_message = "truncated_stream", "stream ended without data: [DONE]"
-        out.completion = acc.finish()
-        return
-    out.completion = acc.finish()

@@ -439,10 +439,10 @@ class BackgroundUser(User):
         level = snap.level if snap is not None else None
         st.inflight.background += 1
         try:
-            out = send(self.http, self.path, self.kind, body, secret=st.api_key)
+            out = send(self.http, self.path, self.kind, body, secret=st.api_key, usage_only=True)
         finally:
             st.inflight.background -= 1
-        usage = (out.completion.usage if out.completion else None) or {}
+        usage = out.usage or {}
         self.environment.events.background_request.fire(row={
             "level": level, "phase": (snap.phase if snap else None) or "drain", "sent_at": out.sent_at,
             "latency_s": out.latency_s, "ttft_s": out.ttft_s, "status": "ok" if out.ok else "error",

@@ -10,7 +10,7 @@ the hot path and in tests alike. Dialect evidence (which server file each shape 
 
 from loadgen.dialects.probe import features_from_probe
 from loadgen.dialects.request import SAMPLING_DEFAULTS, build_body
-from loadgen.dialects.response import StreamAccumulator, parse_body
+from loadgen.dialects.response import StreamAccumulator, parse_body, parse_usage
 from loadgen.dialects.types import KINDS, Completion, Features, Kind, MalformedResponse, StreamError
 
 __all__ = [
@@ -25,4 +25,5 @@ __all__ = [
     "build_body",
     "features_from_probe",
     "parse_body",
+    "parse_usage",
 ]

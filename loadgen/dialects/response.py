@@ -299,6 +299,25 @@ def parse_body(kind: Kind, body: bytes | str, *, tokens_as_ids: bool = False) ->
     return builder.finish()
 
 
+def parse_usage(body: bytes | str) -> dict[str, Any] | None:
+    """A non-streamed body checked as a completion (an object with ``choices``, not an error); its usage only.
+
+    For traffic nobody analyses (background): the same faults as ``parse_body``, without building a
+    ``Completion`` the caller would throw away."""
+    obj = _loads(body, "response body")
+    if not isinstance(obj, dict):
+        raise MalformedResponse(f"response body is a JSON {type(obj).__name__}, not an object")
+    if obj.get("error"):
+        raise StreamError(_error_message(obj["error"]))
+    if obj.get("object") == "error":
+        raise StreamError(_error_message(obj))
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise MalformedResponse("response body lacks `choices`")
+    usage = obj.get("usage")
+    return usage if isinstance(usage, dict) else None
+
+
 class StreamAccumulator:
     """Folds the ``data`` payloads of a streamed response into one ``Completion``.
 

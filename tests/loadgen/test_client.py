@@ -17,13 +17,13 @@ def server(fault_server: str) -> str:
     return fault_server
 
 
-def call(url: str, prompt: str, stream: bool, read_timeout_s: float = 5.0):  # type: ignore[no-untyped-def]
+def call(url: str, prompt: str, stream: bool, read_timeout_s: float = 5.0, usage_only: bool = False):  # type: ignore[no-untyped-def]
     client = make_client(url, connect_timeout_s=2.0, read_timeout_s=read_timeout_s, api_key=None)
     body = build_body(
         "completions", model="m", prompt=prompt, messages=None, max_tokens=3, seed=0, stream=stream, features=FEATURES
     )
     try:
-        return send(client, api_path(url, "completions"), "completions", body)
+        return send(client, api_path(url, "completions"), "completions", body, usage_only=usage_only)
     finally:
         client.close()
 
@@ -38,6 +38,15 @@ def test_ok_is_parsed_and_timed(server: str, stream: bool) -> None:
     assert (out.ttft_s is not None and out.ttft_s <= out.latency_s) if stream else out.ttft_s is None
 
 
+def test_usage_only_keeps_the_usage_of_a_whole_body(server: str) -> None:
+    full, light = call(server, "ok", False), call(server, "ok", False, usage_only=True)
+    assert light.ok and light.completion is None
+    assert light.usage == full.usage == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
+    streamed = call(server, "ok", True, usage_only=True)
+    assert streamed.ok and streamed.completion is not None  # a stream is decoded whole all the same
+
+
+@pytest.mark.parametrize("usage_only", [False, True])
 @pytest.mark.parametrize(
     ("prompt", "stream", "kind"),
     [
@@ -50,8 +59,8 @@ def test_ok_is_parsed_and_timed(server: str, stream: bool) -> None:
         ("error-in-stream", True, "stream_error"),
     ],
 )
-def test_faults_are_classified(server: str, prompt: str, stream: bool, kind: str) -> None:
-    out = call(server, prompt, stream)
+def test_faults_are_classified(server: str, prompt: str, stream: bool, kind: str, usage_only: bool) -> None:
+    out = call(server, prompt, stream, usage_only=usage_only)
     assert not out.ok
     assert out.error_kind == kind, out.error_message
     assert out.error_message
