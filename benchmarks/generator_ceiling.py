@@ -35,11 +35,9 @@ from pathlib import Path
 import orjson
 from harness import REPO, Sampler, checkout, command_line, cores, fast_server, median, table, tool_env
 
-from loadgen.background import BackgroundPrompts
-from loadgen.dialects import Features, build_body
+from loadgen.background import BackgroundBodies
 from loadgen.scenario import load_scenario
 
-NO_FEATURES = Features(return_token_ids=False, logprobs=False, top_logprobs=0, tokens_as_ids=False, include_usage=False)
 RAMP_S = 1.0  # left out at the start of the tool's window: users spawning, first connections
 SCENARIO = """\
 name = "bench-ceiling"
@@ -88,24 +86,12 @@ def pinned(cpu: int) -> dict[str, object]:
 
 
 def write_bodies(scenario_path: Path, users: int, out: Path, per_user: int = 60) -> None:
-    scenario = load_scenario(scenario_path)
-    spec = scenario.background
-    lines = []
+    """The bare loop's bodies: what the tool's background users send, serialised up front."""
+    spec = load_scenario(scenario_path).background
+    lines: list[bytes] = []
     for user in range(users):
-        prompts = BackgroundPrompts(spec, user)
-        for _ in range(per_user):
-            req = prompts.next()
-            body = build_body(
-                "completions",
-                model="bench/fixed",
-                prompt=req.prompt,
-                messages=None,
-                max_tokens=req.max_tokens,
-                seed=None,
-                stream=spec.stream,
-                features=NO_FEATURES,
-            )
-            lines.append(orjson.dumps(body))
+        gen = BackgroundBodies(spec, user, kind="completions", model="bench/fixed", stream=spec.stream)
+        lines.extend(gen.next().payload for _ in range(per_user))
     out.write_bytes(b"\n".join(lines) + b"\n")
 
 

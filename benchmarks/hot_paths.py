@@ -1,9 +1,9 @@
-"""Per-call cost of the load path's own steps, and of each proposed fix beside the code it replaces.
+"""Per-call cost of the load path's own steps, each beside the simpler code it replaced.
 
 Why: the profile (``profile_tool.py``) names the functions; this script gives each a price in
-microseconds on one core, today's version and the patched one (``patches.py``) in the same
-process, so a fix's before/after is a measured ratio, not a guess. It also checks that F2 writes
-byte-identical lines. No network, no gevent.
+microseconds on one core, with the replaced way of doing the same step measured in the same
+process, so a fix's before/after is a measured ratio. It also checks that the fast forms give
+the same result (same bytes written, same body, same usage). No network, no gevent.
 
 Run: ``python benchmarks/hot_paths.py [--quick]``.
 """
@@ -11,22 +11,36 @@ Run: ``python benchmarks/hot_paths.py [--quick]``.
 from __future__ import annotations
 
 import argparse
+import random
 import timeit
 import uuid
 from collections.abc import Callable
 
 import orjson
-import patches
 from canned import completion_body
 from harness import canary_record, command_line, median, table
 
-from loadgen.background import BackgroundPrompts
-from loadgen.dialects import Features, build_body, parse_body
+from loadgen.background import _WORDS, BackgroundBodies, prompt_of
+from loadgen.dialects import Features, build_body, parse_body, parse_usage
 from loadgen.scenario import Background
+
+NO_FEATURES = Features()
 
 
 def per_call_us(fn: Callable[[], object], repeat: int, number: int) -> float:
     return median([t / number * 1e6 for t in timeit.repeat(fn, repeat=repeat, number=number)])
+
+
+def replaced_background_body(spec: Background, rng: random.Random) -> Callable[[], bytes]:
+    """The first version: words drawn one ``choice`` at a time, ``build_body``, ``orjson.dumps``."""
+
+    def body() -> bytes:
+        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(*spec.prompt_words)))
+        return orjson.dumps(build_body("completions", model="bench/fixed", prompt=words, messages=None,
+                                       max_tokens=rng.randint(*spec.max_tokens), seed=None, stream=False,
+                                       features=NO_FEATURES))  # fmt: skip
+
+    return body
 
 
 def main() -> None:
@@ -35,44 +49,37 @@ def main() -> None:
     args = p.parse_args()
     repeat, number = (3, 500) if args.quick else (7, 2000)
     print(f"command: {command_line()}\nmedian of {repeat} x {number} calls, microseconds per call, one core\n")
-    spec = Background(seed=7, prompt_words=(8, 120), max_tokens=(16, 96), shared_prefix_share=0.25)
+    spec = Background(seed=7, prompt_words=(8, 120), max_tokens=(16, 96), shared_prefix_share=0.25, stream=False)
     rich = completion_body(64, 2)
     plain = completion_body(64, 0)
-    feats = Features(return_token_ids=True, logprobs=True, top_logprobs=2, tokens_as_ids=False, include_usage=True)
     record = canary_record(parse_body("completions", rich))
     if orjson.dumps(record.to_dict()) != orjson.dumps(record):
-        raise SystemExit("F2 would change the bytes written: orjson.dumps(record) != orjson.dumps(record.to_dict())")
+        raise SystemExit("orjson.dumps(record) != orjson.dumps(record.to_dict()): the record writer would change bytes")
+    if parse_usage(plain) != parse_body("completions", plain).usage:
+        raise SystemExit("parse_usage and parse_body disagree on the usage of the canned body")
+    gen = BackgroundBodies(spec, 0, kind="completions", model="bench/fixed", stream=False)
+    sample = gen.next()
+    rebuilt = build_body("completions", model="bench/fixed", prompt=prompt_of(sample), messages=None,
+                         max_tokens=sample.max_tokens, seed=None, stream=False, features=NO_FEATURES)  # fmt: skip
+    if orjson.loads(sample.payload) != rebuilt:
+        raise SystemExit("a background body is not what build_body makes of its prompt")
+
     rows = []
-
-    patches.restore()
-    before = BackgroundPrompts(spec, 0)
-    patches.apply("F1")
-    after = BackgroundPrompts(spec, 0)
-    patches.restore()
-    b = per_call_us(before.next, repeat, number)
-    patches.apply("F1")
-    a = per_call_us(after.next, repeat, number)
-    patches.restore()
-    rows.append(("F1 background prompt (8..120 words)", f"{b:.1f}", f"{a:.1f}", f"{b / a:.1f}x"))
-
+    old = replaced_background_body(spec, random.Random(7))
+    b, a = per_call_us(old, repeat, number), per_call_us(gen.next, repeat, number)
+    rows.append(("background body (8..120 words)", "choice/build/dumps", f"{b:.1f}", f"{a:.1f}", f"{b / a:.1f}x"))
     b = per_call_us(lambda: orjson.dumps(record.to_dict()), repeat, number)
     a = per_call_us(lambda: orjson.dumps(record), repeat, number)
-    rows.append(("F2 canary record -> JSON (64 tok, top-2)", f"{b:.1f}", f"{a:.1f}", f"{b / a:.1f}x"))
-
+    rows.append(("canary record -> JSON (64 tok, top-2)", "asdict + dumps", f"{b:.1f}", f"{a:.1f}", f"{b / a:.1f}x"))
+    b = per_call_us(lambda: parse_body("completions", plain).usage, repeat, number)
+    a = per_call_us(lambda: parse_usage(plain), repeat, number)
+    rows.append(("background body -> usage (64 tok)", "parse_body", f"{b:.1f}", f"{a:.1f}", f"{b / a:.1f}x"))
     for name, fn in (
-        ("parse_body 64 tok + ids + top-2", lambda: parse_body("completions", rich)),
-        ("parse_body 64 tok text only", lambda: parse_body("completions", plain)),
-        ("build_body canary + orjson.dumps", lambda: orjson.dumps(_canary_body(feats))),
+        ("parse_body 64 tok + ids + top-2 (canary)", lambda: parse_body("completions", rich)),
         ("uuid4().hex", lambda: uuid.uuid4().hex),
     ):
-        t = per_call_us(fn, repeat, number)
-        rows.append((name, f"{t:.1f}", "", ""))
-    print(table(["step", "today us", "patched us", "speed-up"], rows, [44, 12, 12, 10]))
-
-
-def _canary_body(feats: Features) -> dict[str, object]:
-    return build_body("completions", model="bench/fixed", prompt="The history of the old harbour town",
-                      messages=None, max_tokens=64, seed=0, stream=False, features=feats)  # fmt: skip
+        rows.append((name, "", "", f"{per_call_us(fn, repeat, number):.1f}", ""))
+    print(table(["step", "replaced", "before us", "today us", "speed-up"], rows, [42, 20, 11, 10, 10]))
 
 
 if __name__ == "__main__":

@@ -8,8 +8,7 @@ event into the real ``CanaryCollector``/``JsonlWriter`` (every canary recorded),
 Each user's client is wrapped so the time from ``request()`` to the end of ``read()`` is "wire";
 overhead = time in ``_send`` minus wire. Outside the wire a greenlet never yields, so that is the
 tool's own time for the request. Side by side, alternating, in the same process and against the
-same fast server: a bare loop (``request`` + ``read``, nothing else) and the tool with the proposed
-fixes (``patches.py``) applied. Target: overhead p50 < 1 ms.
+same fast server: a bare loop (``request`` + ``read``, nothing else). Target: overhead p50 < 1 ms.
 
 Run: ``python benchmarks/overhead.py [--quick] [--inflight 256] [--seconds 4] [--reps 3]``.
 """
@@ -26,7 +25,6 @@ from typing import Any
 
 import gevent
 import locust
-import patches
 from harness import command_line, cores, fast_server, median, pct, table
 from locust.env import Environment
 from locust.event import EventHook
@@ -136,7 +134,7 @@ def main() -> None:
         ep = st.scenario.endpoint
         bare_body = b'{"model":"bench/fixed","prompt":"x","max_tokens":64,"logprobs":2,"stream":false}'
         for rep in range(args.reps):
-            for variant in ("bare", "tool", "tool+F1F2") if rep % 2 == 0 else ("tool+F1F2", "tool", "bare"):
+            for variant in ("bare", "tool") if rep % 2 == 0 else ("tool", "bare"):
                 done: list[float] = []
                 stop_at = time.perf_counter() + WARMUP_S + args.seconds
                 clients = [make_client(url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s,
@@ -145,10 +143,9 @@ def main() -> None:
                     workers = [gevent.Greenlet(bare_worker, c, "/v1/completions", bare_body, done, stop_at)
                                for c in clients]  # fmt: skip
                 else:
-                    patches.apply("F1,F2" if variant == "tool+F1F2" else "")
-                    hook = EventHook()  # type: ignore[no-untyped-call]  # a fresh hook: a listener is bound when registered, so after patching
-                    env.events.canary_record = hook  # type: ignore[attr-defined]
-                    st.canaries.register(hook)
+                    if not hasattr(env.events, "canary_record"):
+                        env.events.canary_record = EventHook()  # type: ignore[attr-defined, no-untyped-call]
+                        st.canaries.register(env.events.canary_record)  # type: ignore[attr-defined]
                     workers = []
                     for c in clients:
                         user = CanaryUser(env)
@@ -158,13 +155,11 @@ def main() -> None:
                 results.append(measure(variant, workers, done, args.seconds))
                 for c in clients:
                     c.close()
-                patches.restore()
         written = st.canaries.writer.written
-        st.canaries.writer.close()  # not st.close(): its listener was bound under a patch since restored
-        st.background.writer.close()
+        st.close()
     rows = []
     bare_rate = median([r.requests / r.cpu_s for r in results if r.name == "bare"])
-    for name in ("bare", "tool", "tool+F1F2"):
+    for name in ("bare", "tool"):
         mine = [r for r in results if r.name == name]
         per_cpu = median([r.requests / r.cpu_s for r in mine])
         rate = median([r.requests / r.window_s for r in mine])

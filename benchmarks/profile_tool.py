@@ -23,7 +23,6 @@ from pathlib import Path
 
 from generator_ceiling import SCENARIO
 from harness import REPO, command_line, cores, fast_server, table
-from patches import sitecustomize_dir
 
 LOOP_MARKER = "User.run ("  # a sample below this frame was taken inside a user's task loop
 OWN = ("loadgen/", "collectors/")
@@ -70,7 +69,6 @@ def main() -> None:
     p.add_argument("--stream", action="store_true", help="background requests streamed (SSE)")
     p.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     p.add_argument("--top", type=int, default=30)
-    p.add_argument("--fixes", default="", help="apply proposed fixes from patches.py in the Locust process, e.g. F1,F2")
     args = p.parse_args()
     if args.quick:
         args.canaries = 200
@@ -88,14 +86,9 @@ def main() -> None:
                "-o", str(raw), "--", sys.executable, "-m", "loadgen", "run", str(scenario), "--host", url,
                "--levels", str(args.users), "--canaries-per-level", str(args.canaries), "--out", str(tmp / "runs"),
                "--no-report"]  # fmt: skip
-        env = dict(os.environ)
-        if args.fixes:
-            env["BENCH_PATCHES"] = args.fixes
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(sitecustomize_dir()), env.get("PYTHONPATH")]))
         pin = lambda: os.sched_setaffinity(0, {gen_cpu})  # noqa: E731
-        subprocess.run(cmd, check=True, cwd=REPO, capture_output=True, env=env, preexec_fn=pin)
+        subprocess.run(cmd, check=True, cwd=REPO, capture_output=True, preexec_fn=pin)
         total, inclusive, self_time = summarise(raw, args.top)
-    print(f"fixes applied: {args.fixes or 'none'}")
     print(f"{total} samples inside Locust task loops ({args.users} background users, "
           f"background {'streamed' if args.stream else 'whole'})\n")  # fmt: skip
     print("inclusive share of the task loops: the tool's functions and the libraries they call")

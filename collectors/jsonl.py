@@ -1,4 +1,4 @@
-"""Append-only JSON-lines files: a writer that flushes per record (or per interval) and a reader that survives a torn tail.
+"""Append-only JSON-lines files: a writer that flushes per record (or per interval), a reader that survives a torn tail.
 
 Why: a killed process must lose nothing it finished writing, and a reader must not fail on the
 half line such a process leaves behind. The writer counts its own failures, because Locust's
@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 
 from loadgen.errors import RunFolderError
-
 
 _LINE = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 

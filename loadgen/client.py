@@ -119,16 +119,30 @@ def send(
     *,
     tokens_as_ids: bool = False,
     secret: str | None = None,
-    usage_only: bool = False,
 ) -> Outcome:
     """POST ``body`` and return what happened; never raises for endpoint faults.
 
     ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them.
-    ``secret``: the API key, removed from any error text a server echoes back before it is recorded.
+    ``secret``: the API key, removed from any error text a server echoes back before it is recorded."""
+    return send_payload(client, path, kind, orjson.dumps(body), stream=bool(body.get("stream")),
+                        tokens_as_ids=tokens_as_ids, secret=secret)  # fmt: skip
+
+
+def send_payload(
+    client: HTTPClient,
+    path: str,
+    kind: Kind,
+    payload: bytes,
+    *,
+    stream: bool,
+    tokens_as_ids: bool = False,
+    secret: str | None = None,
+    usage_only: bool = False,
+) -> Outcome:
+    """``send`` for a body already serialised (``stream``: what the body asks for).
+
     ``usage_only``: a whole body is checked for the same faults but only its usage is kept (no
-    ``completion``): background traffic, where building one would be the generator's largest cost."""
-    payload = orjson.dumps(body)
-    stream = bool(body.get("stream"))
+    ``completion``): background traffic, where building one would be wasted work on the hot path."""
     sent_at = time.time()
     t0 = time.perf_counter()
     out = Outcome(sent_at=sent_at, latency_s=None, ttft_s=None)

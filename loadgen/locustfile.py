@@ -36,11 +36,10 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from collectors.engine_metrics import MetricsScraper
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from collectors.record import CanaryRecord
-from loadgen.background import BackgroundPrompts
+from loadgen.background import BackgroundBodies
 from loadgen.canary_request import canary_body, canary_record
-from loadgen.client import Outcome, api_path, make_client, reset_cache, send
+from loadgen.client import Outcome, api_path, make_client, reset_cache, send, send_payload
 from loadgen.coordination import Coordinator, StageSnapshot
-from loadgen.dialects import Features, build_body
 from loadgen.errors import LoadgenError
 from loadgen.live import LiveTable, first_divergence, identity_hash, identity_of
 from loadgen.options import add_arguments, normalise
@@ -57,7 +56,6 @@ _CANARY_USERS = 1
 _POLL_S = 0.005
 _REPORT_EVERY_S = 0.05
 _PLAN_WAIT_S = 30.0
-_NO_FEATURES = Features()
 
 
 @dataclass
@@ -402,8 +400,9 @@ class BackgroundUser(User):
     def on_start(self) -> None:
         st = user_state(self.environment)
         self.http = endpoint_client(st)
-        self.prompts = BackgroundPrompts(st.scenario.background, st.next_user_index())
-        self.kind = st.scenario.background.kind or st.scenario.endpoint.kind
+        spec = st.scenario.background
+        self.kind = spec.kind or st.scenario.endpoint.kind
+        self.bodies = BackgroundBodies(spec, st.next_user_index(), kind=self.kind, model=st.model, stream=spec.stream)
         self.path = api_path(st.base_url, self.kind)
         st.background_users += 1
 
@@ -431,22 +430,20 @@ class BackgroundUser(User):
                 return
 
     def _one(self, st: RunState, stream: bool) -> None:
-        req = self.prompts.next()
-        messages = [{"role": "user", "content": req.prompt}] if self.kind == "chat" else None
-        body = build_body(self.kind, model=st.model, prompt=None if messages else req.prompt, messages=messages,
-                          max_tokens=req.max_tokens, seed=None, stream=stream, features=_NO_FEATURES)  # fmt: skip
+        body = self.bodies.next()
         snap = st.mirror.snapshot  # None or finished once the last canary is in: background drains until the stop
         level = snap.level if snap is not None else None
         st.inflight.background += 1
         try:
-            out = send(self.http, self.path, self.kind, body, secret=st.api_key, usage_only=True)
+            out = send_payload(self.http, self.path, self.kind, body.payload, stream=stream, secret=st.api_key,
+                               usage_only=True)  # fmt: skip
         finally:
             st.inflight.background -= 1
         usage = out.usage or {}
         self.environment.events.background_request.fire(row={
             "level": level, "phase": (snap.phase if snap else None) or "drain", "sent_at": out.sent_at,
             "latency_s": out.latency_s, "ttft_s": out.ttft_s, "status": "ok" if out.ok else "error",
-            "error_kind": out.error_kind, "http_status": out.http_status, "shared_prefix": req.shared_prefix,
+            "error_kind": out.error_kind, "http_status": out.http_status, "shared_prefix": body.shared_prefix,
             "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens"),
         })  # fmt: skip
         _fire_stats(self.environment, "background", out)

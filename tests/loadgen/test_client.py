@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import socket
 
+import orjson
 import pytest
 
-from loadgen.client import api_path, make_client, send, v1_path
+from loadgen.client import api_path, make_client, send, send_payload, v1_path
 from loadgen.dialects import Features, build_body
 
 FEATURES = Features(return_token_ids=True, logprobs=True, top_logprobs=1)
@@ -23,7 +24,10 @@ def call(url: str, prompt: str, stream: bool, read_timeout_s: float = 5.0, usage
         "completions", model="m", prompt=prompt, messages=None, max_tokens=3, seed=0, stream=stream, features=FEATURES
     )
     try:
-        return send(client, api_path(url, "completions"), "completions", body, usage_only=usage_only)
+        if usage_only:
+            return send_payload(client, api_path(url, "completions"), "completions", orjson.dumps(body), stream=stream,
+                                usage_only=True)  # fmt: skip
+        return send(client, api_path(url, "completions"), "completions", body)
     finally:
         client.close()
 

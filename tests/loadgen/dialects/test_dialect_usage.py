@@ -57,7 +57,9 @@ def test_a_body_without_usage_gives_none() -> None:
     text=st.text(max_size=40),
     with_usage=st.booleans(),
 )
-def test_agrees_with_parse_body_on_any_well_formed_body(prompt: int, completion: int, text: str, with_usage: bool) -> None:
+def test_agrees_with_parse_body_on_any_well_formed_body(
+    prompt: int, completion: int, text: str, with_usage: bool
+) -> None:
     obj: dict[str, object] = {"choices": [{"index": 0, "text": text, "finish_reason": "length"}]}
     if with_usage:
         obj["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion}
