@@ -50,11 +50,9 @@ def test_write_failures_are_counted_not_raised(tmp_path: Path) -> None:
 
 
 def test_background_collector_counts_by_level(tmp_path: Path) -> None:
-    hook = EventHook()
     col = BackgroundCollector(tmp_path / "background.jsonl")
-    col.register(hook)
     for i in range(10):
-        hook.fire(row={"level": 4, "status": "ok" if i else "error", "latency_s": 0.1})
+        col.on_request({"level": 4, "status": "ok" if i else "error", "latency_s": 0.1})
     col.close()
     assert col.counts[(4, "ok")] == 9 and col.counts[(4, "error")] == 1
     assert len(read_jsonl(tmp_path / "background.jsonl").rows) == 10
