@@ -52,6 +52,7 @@ _PROMPT_MARK = "@@background-prompt@@"
 _MAX_TOKENS_MARK = 987_654_321
 _NO_FEATURES = Features()
 _EIGHT_U32 = struct.Struct("<8I")
+_SP = b" "
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class BackgroundBodies:
         prefix = " ".join(prefix_rng.choice(_WORDS) for _ in range(spec.shared_prefix_words))
         self._prefix = (prefix + " ").encode() if prefix else b""
         words = corpus(spec.seed, max(CORPUS_MIN_WORDS, 2 * spec.prompt_words[1]))
-        self._text, self._starts, self._corpus_size = words.text, words.starts, words.size
+        self._view, self._starts, self._corpus_size = memoryview(words.text), words.starts, words.size
         self._before, self._middle, self._after = _template(kind, model, stream)
         self._share = round(spec.shared_prefix_share * (1 << 32)) if self._prefix else 0
         self._words_lo, self._words_span = spec.prompt_words[0], spec.prompt_words[1] - spec.prompt_words[0] + 1
@@ -119,14 +120,15 @@ class BackgroundBodies:
         max_tokens = self._max_lo + ((b * self._max_span) >> 32)
         shared = c < self._share
         w, nw = _WORD_BYTES, len(_WORD_BYTES)
-        if n > HEAD_WORDS:
-            rest = n - HEAD_WORDS
-            first = (h * (self._corpus_size - rest + 1)) >> 32
-            tail = self._text[self._starts[first] : self._starts[first + rest] - 1]  # Corpus.words, inlined
-            prompt = b" ".join((w[(d * nw) >> 32], w[(e * nw) >> 32], w[(f * nw) >> 32], w[(g * nw) >> 32], tail))
+        words: tuple[bytes | memoryview, ...]
+        if n > HEAD_WORDS:  # one join, one allocation: the corpus slice is a view, not a copy
+            first = (h * (self._corpus_size - n + HEAD_WORDS + 1)) >> 32
+            tail = self._view[self._starts[first] : self._starts[first + n - HEAD_WORDS] - 1]  # Corpus.words
+            words = (w[(d * nw) >> 32], _SP, w[(e * nw) >> 32], _SP, w[(f * nw) >> 32], _SP, w[(g * nw) >> 32], _SP,
+                     tail)  # fmt: skip
         else:
-            prompt = b" ".join([w[(x * nw) >> 32] for x in (d, e, f, g)[:n]])
-        parts = (self._before, self._prefix if shared else b"", prompt, self._middle, b"%d" % max_tokens, self._after)
+            words = (b" ".join([w[(x * nw) >> 32] for x in (d, e, f, g)[:n]]),)
+        parts = (self._before, self._prefix if shared else b"", *words, self._middle, b"%d" % max_tokens, self._after)
         return BackgroundBody(b"".join(parts), max_tokens, shared)
 
 
