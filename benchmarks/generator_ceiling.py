@@ -11,11 +11,11 @@ and the drain after the last canary left out), read back from ``canaries.jsonl``
 ``background.jsonl``; its CPU is the Locust process's, sampled with psutil. "per core" divides by
 the CPU seconds the generator actually used in the window. Target: tool / bare >= 0.7.
 
-``--baseline REV`` adds a third generator, the tool as it was at git revision REV (a temporary
-worktree), alternated with the others: a fix's before/after measured in the same run.
+``--baseline REV[,REV...]`` adds the tool as it was at each git revision (a temporary worktree per
+revision), alternated with the others: each fix's before/after measured in the same run.
 
 Run: ``python benchmarks/generator_ceiling.py [--quick] [--reps 3] [--users 64] [--seconds 8] [--stream]
-[--baseline REV]``.
+[--baseline REV[,REV...]]``.
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def main() -> None:
     p.add_argument("--users", type=int, default=64, help="background users (plus one canary user)")
     p.add_argument("--seconds", type=float, default=8.0, help="steady window per measurement")
     p.add_argument("--stream", action="store_true", help="background requests streamed (SSE)")
-    p.add_argument("--baseline", metavar="REV", help="also run the tool as of this git revision (before/after)")
+    p.add_argument("--baseline", metavar="REV[,REV...]", default="",
+                   help="also run the tool as of these git revisions (before/after)")  # fmt: skip
     args = p.parse_args()
     if args.quick:
         args.reps, args.seconds = 2, 4.0
@@ -184,8 +185,8 @@ def main() -> None:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-ceiling-")))
         url, server_proc = stack.enter_context(fast_server(server_cpu))
         trees: dict[str, Path | None] = {"tool": None}
-        if args.baseline:
-            trees[f"tool@{args.baseline}"] = stack.enter_context(checkout(args.baseline))
+        for rev in filter(None, args.baseline.split(",")):
+            trees[f"tool@{rev}"] = stack.enter_context(checkout(rev))
         variants = ["bare", *reversed(trees)]
         scenario = tmp / "ceiling.toml"
         scenario.write_text(SCENARIO.format(users=args.users, stream=str(args.stream).lower()))
