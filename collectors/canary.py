@@ -2,8 +2,8 @@
 
 Why: every canary completion must reach disk the moment it completes (a killed process loses
 nothing it finished), and background traffic must be counted and timed; its rows are handed to
-the OS in batches at most ``BACKGROUND_FLUSH_S`` apart (one write per row was a tenth of the
-generator's CPU at thousands of requests a second). Listeners follow Locust's
+the OS in batches at most ``BACKGROUND_FLUSH_S`` apart (not one system call per row at thousands
+of rows a second; a killed process loses at most that much of them). Listeners follow Locust's
 ``register()`` / ``close()`` pattern but import nothing from Locust: ``register`` takes the event
 hooks, so tests fire synthetic events with no HTTP. They count their own write failures, because
 Locust's ``EventHook.fire`` logs and swallows listener exceptions.

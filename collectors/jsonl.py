@@ -3,8 +3,8 @@
 Why: a killed process must lose nothing it finished writing, and a reader must not fail on the
 half line such a process leaves behind. The writer counts its own failures, because Locust's
 ``EventHook.fire`` logs and swallows listener exceptions. Canary records are written one system
-call each; background rows, thousands a second and never analysed one by one, may be gathered for
-``flush_s`` seconds and written together (a killed process loses at most that much of them).
+call each; background rows, thousands a second, may be gathered for ``flush_s`` seconds and written
+together (a killed process loses what it gathered since the last hand-over).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ _LINE = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 
 
 class JsonlWriter:
-    """Appends one JSON object per line; hands it to the OS before returning, or within ``flush_s`` seconds.
+    """Appends one JSON object per line and hands it to the OS before returning; with ``flush_s``, lines
+    are gathered and handed over by the first write ``flush_s`` or more after the last hand-over.
 
     ``written`` counts lines handed to the OS, ``failures`` objects that could not be serialised or
     written; ``flush`` and ``close`` hand over what is pending."""
@@ -41,6 +42,9 @@ class JsonlWriter:
         try:
             line = orjson.dumps(obj, option=_LINE)
         except TypeError:
+            self.failures += 1
+            return False
+        if self._fh.closed:  # gathered now, it would never be handed over
             self.failures += 1
             return False
         if not self.flush_s:

@@ -37,6 +37,7 @@ from collectors.engine_metrics import MetricsScraper
 from collectors.manifest import now_iso, read_manifest, update_manifest
 from collectors.record import CanaryRecord
 from loadgen.background import BackgroundBodies
+from loadgen.bulk_stats import BulkStats
 from loadgen.canary_request import canary_body, canary_record
 from loadgen.client import Outcome, api_path, make_client, reset_cache, send, send_payload
 from loadgen.coordination import Coordinator, StageSnapshot
@@ -75,6 +76,7 @@ _COORD: CoordState | None = None
 _LAST: CoordState | None = None  # the previous run, for the web UI after it ended
 _USER: RunState | None = None
 _REPORTER: gevent.Greenlet | None = None
+_BACKGROUND_STATS: BulkStats | None = None  # background requests for Locust's statistics, folded by _REPORTER
 
 
 # -- wiring ---------------------------------------------------------------------------------------
@@ -225,14 +227,15 @@ def _finish_coordinator(environment: Environment) -> None:
 
 
 def _on_plan(environment: Environment, msg: Any, **_: Any) -> None:
-    global _USER, _REPORTER
+    global _USER, _REPORTER, _BACKGROUND_STATS
     _finish_user()
     st = state_from_plan(msg.data, worker=_worker_name(environment))
     st.canaries.register(environment.events.canary_record)  # type: ignore[attr-defined]
     environment.host = st.base_url
     _USER = st
     _write_process_file(st, finished=False)
-    _REPORTER = gevent.spawn(_report_inflight, environment, st)
+    _BACKGROUND_STATS = BulkStats(environment.stats, "background")
+    _REPORTER = gevent.spawn(_report_inflight, environment, st, _BACKGROUND_STATS)
 
 
 def _on_stage(environment: Environment, msg: Any, **_: Any) -> None:
@@ -245,13 +248,15 @@ def _on_reference(environment: Environment, msg: Any, **_: Any) -> None:
         _USER.references = dict(msg.data["refs"])
 
 
-def _report_inflight(environment: Environment, st: RunState) -> None:
-    """Tell the coordinator, every few tens of milliseconds, how many background users are busy here."""
+def _report_inflight(environment: Environment, st: RunState, stats: BulkStats) -> None:
+    """Tell the coordinator, every few tens of milliseconds, how many background users are busy here;
+    fold the background requests completed since into Locust's statistics."""
     assert environment.runner is not None
     while True:
         environment.runner.send_message(
             "lg_inflight", {"worker": st.worker, "users": st.background_users, "inflight": st.inflight.background}
         )
+        stats.fold()
         gevent.sleep(_REPORT_EVERY_S)
 
 
@@ -260,6 +265,8 @@ def _finish_user() -> None:
     if _REPORTER is not None:
         _REPORTER.kill(block=False)
         _REPORTER = None
+    if _BACKGROUND_STATS is not None:
+        _BACKGROUND_STATS.fold()  # before Locust writes its final statistics or sends them to the master
     st, _USER = _USER, None
     if st is None:
         return
@@ -298,24 +305,12 @@ def _stop(environment: Environment, **_: Any) -> None:
 # -- users and shape ------------------------------------------------------------------------------
 
 
-def _failure(out: Outcome) -> Exception | None:
-    return None if out.ok else RuntimeError(f"{out.error_kind}: {out.error_message}")
-
-
 def _fire_stats(environment: Environment, name: str, out: Outcome) -> None:
-    environment.events.request.fire(request_type="POST", name=name, response_time=(out.latency_s or 0.0) * 1000.0,
-                                    response_length=out.response_bytes, context={},
-                                    exception=_failure(out))  # fmt: skip
-
-
-def _log_stats(environment: Environment, name: str, out: Outcome) -> None:
-    """Background requests go straight into Locust's statistics (same table, charts and CSV), not through its
-    ``request`` event: at thousands a second the event's dispatch was a measurable share of the generator's
-    CPU. Listeners of that event (OpenTelemetry, request loggers) therefore see canaries only."""
-    ms = (out.latency_s or 0.0) * 1000.0  # a float, as the request event passes it (Locust's hint says int)
-    environment.stats.log_request("POST", name, ms, out.response_bytes)  # type: ignore[arg-type]
-    if not out.ok:
-        environment.stats.log_error("POST", name, _failure(out))
+    environment.events.request.fire(
+        request_type="POST", name=name, response_time=(out.latency_s or 0.0) * 1000.0,
+        response_length=out.response_bytes, context={},
+        exception=None if out.ok else RuntimeError(f"{out.error_kind}: {out.error_message}"),
+    )  # fmt: skip
 
 
 def endpoint_client(st: RunState) -> Any:
@@ -456,7 +451,8 @@ class BackgroundUser(User):
             "error_kind": out.error_kind, "http_status": out.http_status, "shared_prefix": body.shared_prefix,
             "prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens"),
         })  # fmt: skip
-        _log_stats(self.environment, "background", out)
+        assert _BACKGROUND_STATS is not None  # set with the plan, before any user starts
+        _BACKGROUND_STATS.add(out)
         if out.cancelled:
             raise gevent.GreenletExit
 
