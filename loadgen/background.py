@@ -50,7 +50,6 @@ CORPUS_MIN_WORDS = 1 << 16  # grown to twice the longest prompt when a scenario 
 HEAD_WORDS = 4
 _PROMPT_MARK = "@@background-prompt@@"
 _MAX_TOKENS_MARK = 987_654_321
-_NO_FEATURES = Features()
 _EIGHT_U32 = struct.Struct("<8I")
 _SP = b" "
 
@@ -84,11 +83,11 @@ class BackgroundBody(NamedTuple):
     shared_prefix: bool
 
 
-def _template(kind: Kind, model: str, stream: bool) -> tuple[bytes, bytes, bytes]:
+def _template(kind: Kind, model: str, stream: bool, usage: bool) -> tuple[bytes, bytes, bytes]:
     """The body serialised around its marks: (before the prompt, between prompt and max_tokens, after)."""
     prompt, messages = (None, [{"role": "user", "content": _PROMPT_MARK}]) if kind == "chat" else (_PROMPT_MARK, None)
     raw = orjson.dumps(build_body(kind, model=model, prompt=prompt, messages=messages, max_tokens=_MAX_TOKENS_MARK,
-                                  seed=None, stream=stream, features=_NO_FEATURES))  # fmt: skip
+                                  seed=None, stream=stream, features=Features(include_usage=usage)))  # fmt: skip
     prompt_mark, max_mark = orjson.dumps(_PROMPT_MARK), str(_MAX_TOKENS_MARK).encode()
     if raw.count(prompt_mark) != 1 or raw.count(max_mark) != 1 or raw.index(prompt_mark) > raw.index(max_mark):
         raise AssertionError(f"background body template: marks not found once each, in order: {raw!r}")
@@ -100,7 +99,10 @@ def _template(kind: Kind, model: str, stream: bool) -> tuple[bytes, bytes, bytes
 class BackgroundBodies:
     """An endless, seeded stream of background request bodies for one user."""
 
-    def __init__(self, spec: Background, user_index: int, *, kind: Kind, model: str, stream: bool) -> None:
+    def __init__(
+        self, spec: Background, user_index: int, *, kind: Kind, model: str, stream: bool, usage: bool = False
+    ) -> None:
+        """``usage``: ask for token counts on streamed answers (``stream_options``; where the probe saw it honoured)."""
         self.spec = spec
         self._rng = random.Random(spec.seed * 1_000_003 + user_index)
         prefix_rng = random.Random(spec.seed ^ _SHARED_PREFIX_SEED)
@@ -108,7 +110,7 @@ class BackgroundBodies:
         self._prefix = (prefix + " ").encode() if prefix else b""
         words = corpus(spec.seed, max(CORPUS_MIN_WORDS, 2 * spec.prompt_words[1]))
         self._view, self._starts, self._corpus_size = memoryview(words.text), words.starts, words.size
-        self._before, self._middle, self._after = _template(kind, model, stream)
+        self._before, self._middle, self._after = _template(kind, model, stream, usage)
         self._share = round(spec.shared_prefix_share * (1 << 32)) if self._prefix else 0
         self._words_lo, self._words_span = spec.prompt_words[0], spec.prompt_words[1] - spec.prompt_words[0] + 1
         self._max_lo, self._max_span = spec.max_tokens[0], spec.max_tokens[1] - spec.max_tokens[0] + 1

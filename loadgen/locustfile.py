@@ -407,7 +407,9 @@ class BackgroundUser(User):
         self.http = endpoint_client(st)
         spec = st.scenario.background
         self.kind = spec.kind or st.scenario.endpoint.kind
-        self.bodies = BackgroundBodies(spec, st.next_user_index(), kind=self.kind, model=st.model, stream=spec.stream)
+        probed = st.features.get(self.kind)  # token counts on streamed answers only where the probe saw them
+        self.bodies = BackgroundBodies(spec, st.next_user_index(), kind=self.kind, model=st.model, stream=spec.stream,
+                                       usage=probed is not None and probed.include_usage)  # fmt: skip
         self.path = api_path(st.base_url, self.kind)
         st.background_users += 1
 

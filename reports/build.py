@@ -127,6 +127,12 @@ def _with_engine_join(run: RunData) -> CanaryColumns:
     return CanaryColumns(frame, cols.token_ids, cols.token_codes, cols.vocab, cols.logprobs, cols.top_gap)
 
 
+def _sum_or_none(values: Any) -> float | None:
+    """The sum of the counts the server reported; None where it reported none (not a count of zero)."""
+    known = values[~np.isnan(values)]
+    return float(known.sum()) if known.size else None
+
+
 def background_section(bg: Any) -> list[dict[str, Any]] | None:
     if bg is None:
         return None
@@ -139,7 +145,7 @@ def background_section(bg: Any) -> list[dict[str, Any]] | None:
                 "requests": len(group),
                 "errors": int((~ok).sum()),
                 "latency_s": quantiles(group["latency_s"].to_numpy()[ok]),
-                "completion_tokens": float(np.nansum(group["completion_tokens"].to_numpy())),
+                "completion_tokens": _sum_or_none(group["completion_tokens"].to_numpy(dtype=float)),
             }
         )
     return out

@@ -67,9 +67,12 @@ def test_every_canary_sent_is_recorded_once(fault_server: str, tmp_path: Path) -
     with open(run_dir / "locust_stats.csv") as fh:
         stats = {row["Name"]: row for row in csv.DictReader(fh)}
     assert int(stats["canary:story"]["Request Count"]) == len(records)
-    # Locust writes its final CSV while the last background requests may still be finishing; on a busy
-    # machine that can be a few dozen of thousands
-    assert 0.95 * len(background) <= int(stats["background"]["Request Count"]) <= len(background)
+    # Locust rewrites locust_stats.csv once a second and only closes it at the end, so the requests of
+    # the last second or so may be missing from it; every one before must be there (background requests
+    # reach Locust's statistics in bulk, at most a fold interval late)
+    ends = sorted(b["sent_at"] + b["latency_s"] for b in background)
+    settled = sum(1 for t in ends if t <= ends[-1] - 2.0)
+    assert settled <= int(stats["background"]["Request Count"]) <= len(background)
 
 
 def test_endpoint_faults_are_recorded_not_dropped(fault_server: str, tmp_path: Path) -> None:
