@@ -33,7 +33,8 @@ class JsonlWriter:
         self.path = path
         self.flush_s = flush_s
         self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the writer
-        self._pending: list[bytes] = []
+        self._pending = bytearray()  # one growing buffer, not an object per line: those fragment the heap
+        self._pending_lines = 0
         self._due = 0.0
         self.written = 0
         self.failures = 0
@@ -48,8 +49,9 @@ class JsonlWriter:
             self.failures += 1
             return False
         if not self.flush_s:
-            return self._put([line])
-        self._pending.append(line)
+            return self._put(line, 1)
+        self._pending += line
+        self._pending_lines += 1
         now = time.monotonic()
         if now >= self._due:
             self._due = now + self.flush_s
@@ -57,17 +59,18 @@ class JsonlWriter:
         return True
 
     def flush(self) -> None:
-        if self._pending:
-            lines, self._pending = self._pending, []
-            self._put(lines)
+        if self._pending_lines:
+            self._put(self._pending, self._pending_lines)
+            self._pending.clear()
+            self._pending_lines = 0
 
-    def _put(self, lines: list[bytes]) -> bool:
+    def _put(self, data: bytes | bytearray, lines: int) -> bool:
         try:
-            self._fh.write(lines[0] if len(lines) == 1 else b"".join(lines))
+            self._fh.write(data)
         except (OSError, ValueError):  # ValueError: written after close
-            self.failures += len(lines)
+            self.failures += lines
             return False
-        self.written += len(lines)
+        self.written += lines
         return True
 
     def close(self) -> None:
