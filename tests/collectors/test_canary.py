@@ -49,13 +49,14 @@ def test_write_failures_are_counted_not_raised(tmp_path: Path) -> None:
     col.close()
 
 
-def test_background_collector_counts_by_level(tmp_path: Path) -> None:
+def test_background_collector_writes_every_row_by_close(tmp_path: Path) -> None:
     col = BackgroundCollector(tmp_path / "background.jsonl")
-    for i in range(10):
-        col.on_request({"level": 4, "status": "ok" if i else "error", "latency_s": 0.1})
+    rows = [{"level": 4, "status": "ok" if i else "error", "latency_s": 0.1} for i in range(10)]
+    for row in rows:
+        col.on_request(row)
     col.close()
-    assert col.counts[(4, "ok")] == 9 and col.counts[(4, "error")] == 1
-    assert len(read_jsonl(tmp_path / "background.jsonl").rows) == 10
+    assert read_jsonl(tmp_path / "background.jsonl").rows == rows
+    assert col.writer.written == 10 and col.writer.failures == 0
 
 
 def test_torn_last_line_is_skipped_and_counted(tmp_path: Path) -> None:
