@@ -1,12 +1,12 @@
-"""Canary and background collectors: event listeners that append each finished request to the run folder.
+"""Canary and background collectors: they append each finished request to the run folder.
 
 Why: every canary completion must reach disk the moment it completes (a killed process loses
-nothing it finished), and background traffic must be counted and timed; its rows are handed to
-the OS in batches at most ``BACKGROUND_FLUSH_S`` apart (not one system call per row at thousands
-of rows a second; a killed process loses at most that much of them). Listeners follow Locust's
-``register()`` / ``close()`` pattern but import nothing from Locust: ``register`` takes the event
-hooks, so tests fire synthetic events with no HTTP. They count their own write failures, because
-Locust's ``EventHook.fire`` logs and swallows listener exceptions.
+nothing it finished), and background traffic must be timed; its rows are gathered for
+``BACKGROUND_FLUSH_S`` and handed to the OS together (not one system call per row at thousands of
+rows a second; a killed process loses what was gathered). The canary collector follows Locust's
+``register()`` / ``close()`` listener pattern but imports nothing from Locust: ``register`` takes
+the event hook, so tests fire synthetic events with no HTTP. Both count their own write failures,
+because Locust's ``EventHook.fire`` logs and swallows listener exceptions.
 """
 
 from __future__ import annotations

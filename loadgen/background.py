@@ -7,8 +7,9 @@ its prompt is: a request body serialised once per user around two marks (prompt,
 a few random head words, and a slice of a seeded word corpus built once per process. Every word is
 lowercase ASCII, so the bytes need no JSON escaping; ``prompt_of`` and the tests read bodies back
 with a JSON parser. The random head keeps two prompts from sharing a prefix by accident (a slice
-start repeats; four head words out of ~230 almost never do), so prefix-cache hits come only from
-``shared_prefix_share``. All numbers of one request come from one ``getrandbits`` call.
+start repeats; four head words out of 154 followed by the same one of 65,536 starts almost never
+do), so prefix-cache hits come only from ``shared_prefix_share``. All numbers of one request come
+from one ``getrandbits`` call.
 
 Pure: no I/O, no Locust.
 """

@@ -422,10 +422,10 @@ class BackgroundUser(User):
     def background(self) -> None:
         """Requests back to back until Locust asks this user to stop, in one task call.
 
-        One task per request would cost Locust's task scheduling and a zero-second wait per request, as
-        much CPU as the tool's own work; the loop checks the stop request Locust leaves (``_state``) after
-        each request, so a stop ends it as promptly as a task boundary would. With ``wait_s`` each
-        request is its own task, and the pause is taken in it as before."""
+        One task per request would add Locust's task scheduling and a zero-second wait (a hub switch) to
+        every request; the loop checks the stop request Locust leaves (``_state``) after each request, so
+        a stop ends it as promptly as a task boundary would. With ``wait_s`` each request is its own
+        task, and the pause is taken in it as before."""
         st = user_state(self.environment)
         spec = st.scenario.background
         while True:
