@@ -29,10 +29,9 @@ import gevent  # noqa: E402
 import orjson  # noqa: E402
 from canned import stream_events  # noqa: E402
 from harness import command_line, cores, fast_server, median, table  # noqa: E402
+from sse_decoder import decode_and_accumulate  # noqa: E402
 
 from loadgen.client import make_client, send  # noqa: E402
-from loadgen.dialects import StreamAccumulator  # noqa: E402
-from loadgen.sse import SSEDecoder  # noqa: E402
 
 TOKENS, TOP_K = 256, 5
 EVENTS = TOKENS + 2  # token events, the usage event, [DONE]
@@ -40,18 +39,6 @@ BODY: dict[str, Any] = {"model": "bench/fixed", "prompt": "x", "max_tokens": TOK
                         "stream": True, "stream_options": {"include_usage": True}, "logprobs": TOP_K,
                         "return_token_ids": True}  # fmt: skip
 PATH = "/v1/completions"
-
-
-def decode_in_memory(chunks: list[bytes]) -> int:
-    decoder = SSEDecoder()
-    acc = StreamAccumulator("completions")
-    n = 0
-    for chunk in chunks:
-        for event in decoder.feed(chunk):
-            acc.add(event.data)
-            n += 1
-    acc.finish()
-    return n
 
 
 def bare_stream(client: Any) -> int:
@@ -109,7 +96,7 @@ def main() -> None:
         os.sched_setaffinity(0, {gen_cpu})
         clients = [make_client(url, connect_timeout_s=10, read_timeout_s=60, api_key=None) for _ in range(args.streams)]
         loops: dict[str, list[Callable[[], int]]] = {
-            "decoder+accum (memory)": [partial(decode_in_memory, segments)],
+            "decoder+accum (memory)": [partial(decode_and_accumulate, segments)],
             "bare readline": [partial(bare_stream, c) for c in clients],
             "full path": [partial(full_stream, c) for c in clients],
         }
