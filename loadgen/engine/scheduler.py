@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -73,31 +73,44 @@ class SchedulerStats:
     aborted_total: int = 0
 
 
-@dataclass
-class Scheduler:
-    """Waiting queue, running set, and the step; owns the model, KV slots and prefix cache."""
+class SequenceLike(Protocol):
+    """What the step's sampling and stop rules read and update on a running sequence (CPU or GPU)."""
 
-    model: TinyModel
-    tokenizer: Tokenizer
-    prefix_cache: PrefixCache
+    req: EngineRequest
+    tokens: list[int]
+    text: TextState
+    rng: np.random.Generator
+    generated: int
+
+
+S = TypeVar("S", bound=SequenceLike)
+
+
+class RequestQueue(Generic[S]):
+    """What every backend's scheduler means by ``add``, ``abort``, ``has_work`` and ``kv_usage``.
+
+    A subclass is a dataclass holding ``waiting``, ``running`` (by request id) and ``stats``; it says
+    how long a sequence may grow (``max_model_len``) and how a sequence's slot is freed (``_release``)."""
+
+    waiting: deque[EngineRequest]
+    running: dict[str, S]
+    stats: SchedulerStats
     max_num_seqs: int
-    max_num_batched_tokens: int
-    waiting: deque[EngineRequest] = field(default_factory=deque)
-    running: dict[str, _Seq] = field(default_factory=dict)
-    stats: SchedulerStats = field(default_factory=SchedulerStats)
 
     @property
-    def kv(self) -> SlotKV:
-        return self.model.kv
+    def max_model_len(self) -> int:
+        raise NotImplementedError
+
+    def _release(self, seq: S) -> None:
+        raise NotImplementedError
 
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
     def kv_usage(self) -> float:
-        cfg = self.model.w.config
         used = sum(len(s.tokens) for s in self.running.values())
-        return used / float(self.max_num_seqs * cfg.max_model_len)
+        return used / float(self.max_num_seqs * self.max_model_len)
 
     def add(self, req: EngineRequest) -> None:
         self.waiting.append(req)
@@ -115,6 +128,28 @@ class Scheduler:
         self._release(seq)
         self.stats.aborted_total += 1
         return True
+
+
+@dataclass
+class Scheduler(RequestQueue[_Seq]):
+    """Waiting queue, running set, and the step; owns the model, KV slots and prefix cache."""
+
+    model: TinyModel
+    tokenizer: Tokenizer
+    prefix_cache: PrefixCache
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    waiting: deque[EngineRequest] = field(default_factory=deque)
+    running: dict[str, _Seq] = field(default_factory=dict)
+    stats: SchedulerStats = field(default_factory=SchedulerStats)
+
+    @property
+    def kv(self) -> SlotKV:
+        return self.model.kv
+
+    @property
+    def max_model_len(self) -> int:
+        return self.model.w.config.max_model_len
 
     def _release(self, seq: _Seq) -> None:
         """Free the sequence's slot, moving the last slot's sequence into it (slots stay compact)."""
@@ -176,18 +211,8 @@ class Scheduler:
         return deliveries
 
     def _advance(self, seq: _Seq, logits: F32) -> TokenEvent:
-        return advance(seq, logits, tokenizer=self.tokenizer, max_model_len=self.model.w.config.max_model_len,
+        return advance(seq, logits, tokenizer=self.tokenizer, max_model_len=self.max_model_len,
                        stats=self.stats)  # fmt: skip
-
-
-class SequenceLike(Protocol):
-    """What the step's sampling and stop rules read and update on a running sequence (CPU or GPU)."""
-
-    req: EngineRequest
-    tokens: list[int]
-    text: TextState
-    rng: np.random.Generator
-    generated: int
 
 
 def advance(

@@ -2,16 +2,16 @@
 
 Why this module exists: ``EngineRunner``, the HTTP handlers and ``/metrics`` drive a scheduler
 through ``add``, ``abort``, ``has_work``, ``step``, ``running``, ``waiting``, ``stats``,
-``kv_usage``, ``prefix_cache`` and ``model.w.config``; this class offers the same so the GPU
-backend reuses all of them. Each ``step`` decodes one token for every running sequence, then
-admits waiting requests (slots and token budget permitting) and prefills them, so the batch a
-request shares is whatever else is in flight, as on the CPU engine. With ``invariant`` every
-sequence's decode and prefill run alone, in admission order (batch size 1, keys exactly its own):
-its logits then depend on its own tokens only, at the price of one forward per sequence per step.
-Sampling, stop strings and finish reasons use the CPU engine's own functions on fp32 logits rows.
-There is no prefix cache
-on this backend: every prompt is prefilled in full, ``cached_tokens`` is 0, and a cache reset
-has nothing to drop (the counters still answer). It knows nothing of HTTP.
+``kv_usage``, ``prefix_cache`` and ``model.w.config``; this class offers the same so the GPU backend
+reuses all of them (the queue bookkeeping is ``RequestQueue``'s, as on the CPU). Each ``step``
+decodes one token for every running sequence, then admits waiting requests (slots and token budget
+permitting) and prefills them, so the batch a request shares is whatever else is in flight, as on
+the CPU engine. With ``invariant`` every sequence's decode and prefill run alone, in admission order
+(batch size 1, keys exactly its own): its logits then depend on its own tokens only, at the price of
+one forward per sequence per step. Sampling, stop strings and finish reasons use the CPU engine's
+own functions on fp32 logits rows. There is no prefix cache on this backend: every prompt is
+prefilled in full, ``cached_tokens`` is 0, and a cache reset has nothing to drop (the counters still
+answer). It knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 from loadgen.engine.detok import TextState
 from loadgen.engine.gpu.model import F32, GpuModel, to_host
 from loadgen.engine.kvcache import PrefixCache
-from loadgen.engine.scheduler import Delivery, EngineRequest, SchedulerStats, TokenEvent, advance
+from loadgen.engine.scheduler import Delivery, EngineRequest, RequestQueue, SchedulerStats, TokenEvent, advance
 from loadgen.engine.tokenizer import Tokenizer
 from loadgen.engine.weights import ModelConfig
 
@@ -52,7 +52,7 @@ class _Seq:
 
 
 @dataclass
-class GpuScheduler:
+class GpuScheduler(RequestQueue[_Seq]):
     """Waiting queue, running set and the step over a :class:`GpuModel`; ``invariant`` fixes every shape."""
 
     gpu: GpuModel
@@ -74,30 +74,8 @@ class GpuScheduler:
     def max_model_len(self) -> int:
         return self.gpu.cfg.max_model_len
 
-    @property
-    def has_work(self) -> bool:
-        return bool(self.waiting or self.running)
-
-    def kv_usage(self) -> float:
-        used = sum(len(s.tokens) for s in self.running.values())
-        return used / float(self.max_num_seqs * self.max_model_len)
-
-    def add(self, req: EngineRequest) -> None:
-        self.waiting.append(req)
-
-    def abort(self, request_id: str) -> bool:
-        """Drop a waiting or running request and free its slot; False if unknown (already done)."""
-        for req in self.waiting:
-            if req.request_id == request_id:
-                self.waiting.remove(req)
-                self.stats.aborted_total += 1
-                return True
-        seq = self.running.pop(request_id, None)
-        if seq is None:
-            return False
+    def _release(self, seq: _Seq) -> None:
         self.free.append(seq.slot)
-        self.stats.aborted_total += 1
-        return True
 
     def _admit(self, budget: int) -> list[_Seq]:
         admitted: list[_Seq] = []
@@ -151,7 +129,7 @@ class GpuScheduler:
             deliveries.append(Delivery(seq.req.request_id, 0, [event]))
             if event.finish_reason is not None:
                 del self.running[seq.req.request_id]
-                self.free.append(seq.slot)
+                self._release(seq)
                 self.stats.finished_total += 1
         return deliveries
 
