@@ -37,7 +37,7 @@ class BulkStats:
             self._done.append((out.sent_at + latency, latency * 1000.0, out.response_bytes))
             return
         self.stats.log_request(METHOD, self.name, latency * 1000.0, out.response_bytes)  # type: ignore[arg-type]
-        self.stats.log_error(METHOD, self.name, RuntimeError(f"{out.error_kind}: {out.error_message}"))
+        self.stats.log_error(METHOD, self.name, out.failure())
 
     def fold(self) -> int:
         """Merge what was gathered into the named entry and the total; how many requests that was."""

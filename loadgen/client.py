@@ -53,6 +53,10 @@ class Outcome:
     def ok(self) -> bool:
         return self.error_kind is None
 
+    def failure(self) -> RuntimeError | None:
+        """The fault as an exception (how Locust's statistics file a failed request), None when ok."""
+        return None if self.ok else RuntimeError(f"{self.error_kind}: {self.error_message}")
+
 
 class Inflight:
     """Requests in flight from this process; one gevent thread, so plain integers are safe."""

@@ -307,10 +307,13 @@ def _stop(environment: Environment, **_: Any) -> None:
 
 def _fire_stats(environment: Environment, name: str, out: Outcome) -> None:
     environment.events.request.fire(
-        request_type="POST", name=name, response_time=(out.latency_s or 0.0) * 1000.0,
-        response_length=out.response_bytes, context={},
-        exception=None if out.ok else RuntimeError(f"{out.error_kind}: {out.error_message}"),
-    )  # fmt: skip
+        request_type="POST",
+        name=name,
+        response_time=(out.latency_s or 0.0) * 1000.0,
+        response_length=out.response_bytes,
+        context={},
+        exception=out.failure(),
+    )
 
 
 def endpoint_client(st: RunState) -> Any:
