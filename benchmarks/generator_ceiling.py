@@ -35,7 +35,7 @@ from pathlib import Path
 import orjson
 from harness import REPO, Sampler, checkout, command_line, cores, fast_server, median, table, tool_env
 
-from loadgen.background import BackgroundBodies
+from loadgen.load.background import BackgroundBodies
 from loadgen.scenario import load_scenario
 
 RAMP_S = 1.0  # left out at the start of the tool's window: users spawning, first connections
@@ -169,8 +169,12 @@ def main() -> None:
     p.add_argument("--users", type=int, default=64, help="background users (plus one canary user)")
     p.add_argument("--seconds", type=float, default=8.0, help="steady window per measurement")
     p.add_argument("--stream", action="store_true", help="background requests streamed (SSE)")
-    p.add_argument("--baseline", metavar="REV[,REV...]", default="",
-                   help="also run the tool as of these git revisions (before/after)")  # fmt: skip
+    p.add_argument(
+        "--baseline",
+        metavar="REV[,REV...]",
+        default="",
+        help="also run the tool as of these git revisions (before/after)",
+    )
     args = p.parse_args()
     if args.quick:
         args.reps, args.seconds = 2, 4.0

@@ -26,7 +26,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]  # no stubs in the venv (types-psutil)
 
 from collectors.record import CanaryRecord
-from loadgen.dialects import Completion
+from loadgen.wire import Completion
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -174,9 +174,28 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]], widths: Seque
 def canary_record(c: Completion, *, request: dict[str, Any] | None = None) -> CanaryRecord:
     """A record as ``CanaryUser._send`` builds it, for a completion that came back ok."""
     return CanaryRecord(
-        run_id="bench", canary_id="bench", request_id=uuid.uuid4().hex, phase="sweep", level=256,
-        inflight_at_send=255, sent_at=time.time(), status="ok", latency_s=0.001, ttft_s=None, error_kind=None,
-        error_message=None, http_status=200, endpoint="completions", stream=False, request=request or {},
-        worker="pid1", token_ids=c.token_ids, tokens=c.tokens, logprobs=c.logprobs, top_logprobs=c.top_logprobs,
-        text=c.text, finish_reason=c.finish_reason, usage=c.usage,
-    )  # fmt: skip
+        run_id="bench",
+        canary_id="bench",
+        request_id=uuid.uuid4().hex,
+        phase="sweep",
+        level=256,
+        inflight_at_send=255,
+        sent_at=time.time(),
+        status="ok",
+        latency_s=0.001,
+        ttft_s=None,
+        error_kind=None,
+        error_message=None,
+        http_status=200,
+        endpoint="completions",
+        stream=False,
+        request=request or {},
+        worker="pid1",
+        token_ids=c.token_ids,
+        tokens=c.tokens,
+        logprobs=c.logprobs,
+        top_logprobs=c.top_logprobs,
+        text=c.text,
+        finish_reason=c.finish_reason,
+        usage=c.usage,
+    )

@@ -20,9 +20,9 @@ import orjson
 from canned import completion_body
 from harness import canary_record, command_line, median, table
 
-from loadgen.background import _WORDS, BackgroundBodies, prompt_of
-from loadgen.dialects import Features, build_body, parse_body, parse_usage
+from loadgen.load.background import _WORDS, BackgroundBodies, prompt_of
 from loadgen.scenario import Background
+from loadgen.wire import Features, build_body, parse_body, parse_usage
 
 NO_FEATURES = Features()
 
@@ -36,9 +36,18 @@ def replaced_background_body(spec: Background, rng: random.Random) -> Callable[[
 
     def body() -> bytes:
         words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(*spec.prompt_words)))
-        return orjson.dumps(build_body("completions", model="bench/fixed", prompt=words, messages=None,
-                                       max_tokens=rng.randint(*spec.max_tokens), seed=None, stream=False,
-                                       features=NO_FEATURES))  # fmt: skip
+        return orjson.dumps(
+            build_body(
+                "completions",
+                model="bench/fixed",
+                prompt=words,
+                messages=None,
+                max_tokens=rng.randint(*spec.max_tokens),
+                seed=None,
+                stream=False,
+                features=NO_FEATURES,
+            )
+        )
 
     return body
 
@@ -59,8 +68,16 @@ def main() -> None:
         raise SystemExit("parse_usage and parse_body disagree on the usage of the canned body")
     gen = BackgroundBodies(spec, 0, kind="completions", model="bench/fixed", stream=False)
     sample = gen.next()
-    rebuilt = build_body("completions", model="bench/fixed", prompt=prompt_of(sample), messages=None,
-                         max_tokens=sample.max_tokens, seed=None, stream=False, features=NO_FEATURES)  # fmt: skip
+    rebuilt = build_body(
+        "completions",
+        model="bench/fixed",
+        prompt=prompt_of(sample),
+        messages=None,
+        max_tokens=sample.max_tokens,
+        seed=None,
+        stream=False,
+        features=NO_FEATURES,
+    )
     if orjson.loads(sample.payload) != rebuilt:
         raise SystemExit("a background body is not what build_body makes of its prompt")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import orjson
 from harness import REPO, command_line, median, pct, table
 
-from loadgen.launch import start_embedded
+from loadgen.launchers.process import start_embedded
 
 GAUGE = re.compile(rb"^vllm:num_requests_(running|waiting)(?:\{[^}]*\})? ([0-9.eE+-]+)$", re.MULTILINE)
 
@@ -71,9 +71,22 @@ def main() -> None:
         with start_embedded([], log_path=tmp / "engine.log") as engine:
             scraper = Scraper(engine.url)
             scraper.start()
-            cmd = [sys.executable, "-m", "loadgen", "run", "quickstart", "--host", engine.url, "--levels",
-                   args.levels, "--canaries-per-level", str(args.canaries_per_level), "--out", str(tmp / "runs"),
-                   "--no-report"]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "loadgen",
+                "run",
+                "quickstart",
+                "--host",
+                engine.url,
+                "--levels",
+                args.levels,
+                "--canaries-per-level",
+                str(args.canaries_per_level),
+                "--out",
+                str(tmp / "runs"),
+                "--no-report",
+            ]
             started = time.monotonic()
             out = subprocess.run(cmd, check=True, cwd=REPO, capture_output=True)
             took = time.monotonic() - started
@@ -81,8 +94,10 @@ def main() -> None:
             scraper.join()
         run_dir = Path(out.stdout.decode().strip().splitlines()[-1])
         rows = [orjson.loads(line) for line in (run_dir / "canaries.jsonl").read_bytes().splitlines()]
-    print(f"embedded engine, quickstart canary; run took {took:.0f} s; {len(scraper.samples)} scrapes every 100 ms "
-          f"({scraper.failures} failed)\n")  # fmt: skip
+    print(
+        f"embedded engine, quickstart canary; run took {took:.0f} s; {len(scraper.samples)} scrapes every 100 ms "
+        f"({scraper.failures} failed)\n"
+    )
     table_rows = []
     for level in [int(x) for x in args.levels.split(",")]:
         mine = [r for r in rows if r["phase"] == "sweep" and r["level"] == level and r.get("latency_s") is not None]

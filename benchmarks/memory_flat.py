@@ -53,8 +53,22 @@ def main() -> None:
         tmp = Path(tmp_)
         scenario = tmp / "memory.toml"
         scenario.write_text(SCENARIO.format(users=args.users, stream="false"))
-        cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--host", url, "--levels", str(args.users),
-               "--canaries-per-level", "100000000", "--out", str(tmp / "runs"), "--no-report"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "run",
+            str(scenario),
+            "--host",
+            url,
+            "--levels",
+            str(args.users),
+            "--canaries-per-level",
+            "100000000",
+            "--out",
+            str(tmp / "runs"),
+            "--no-report",
+        ]
         pin = lambda: os.sched_setaffinity(0, {gen_cpu})  # noqa: E731
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=REPO, preexec_fn=pin)
         with Sampler(proc.pid, child_marker="locust", every_s=1.0) as sampler:

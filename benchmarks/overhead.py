@@ -2,8 +2,8 @@
 
 Why: the engine's batch is what the level says only if the generator adds next to nothing per
 request. In one gevent process (Locust imported, a local runner's stats attached) 256 greenlets
-each drive a real ``CanaryUser`` (``loadgen/locustfile.py``) through ``CanaryUser._send``: body
-building, ``loadgen.client.send``, dialect parsing, the ``CanaryRecord``, the ``canary_record``
+each drive a real ``CanaryUser`` (``loadgen/load/locustfile.py``) through ``CanaryUser._send``: body
+building, ``loadgen.load.client.send``, dialect parsing, the ``CanaryRecord``, the ``canary_record``
 event into the real ``CanaryCollector``/``JsonlWriter`` (every canary recorded), Locust's stats.
 Each user's client is wrapped so the time from ``request()`` to the end of ``read()`` is "wire";
 overhead = time in ``_send`` minus wire. Outside the wire a greenlet never yields, so that is the
@@ -29,21 +29,29 @@ from harness import command_line, cores, fast_server, median, pct, table
 from locust.env import Environment
 from locust.event import EventHook
 
-from loadgen.client import make_client
-from loadgen.locustfile import CanaryUser
-from loadgen.prepare import prepare_run
-from loadgen.runstate import RunState, plan_of, state_from_plan
+from loadgen.load.client import make_client
+from loadgen.load.locustfile import CanaryUser
+from loadgen.load.runstate import Plan, RunState, state_from_plan
+from loadgen.load.stages import Ticket
 from loadgen.scenario import parse_scenario
-from loadgen.stages import Ticket
+from loadgen.studies.prepare import prepare_run
 
 WARMUP_S = 0.5
 SCENARIO: dict[str, Any] = {
     "name": "bench-overhead",
     "endpoint": {"kind": "completions"},
-    "canaries": [{"id": "bench", "prompt": "The history of the old harbour town begins with", "max_tokens": 64,
-                  "seed": 0, "logprobs": True, "top_logprobs": 2}],
+    "canaries": [
+        {
+            "id": "bench",
+            "prompt": "The history of the old harbour town begins with",
+            "max_tokens": 64,
+            "seed": 0,
+            "logprobs": True,
+            "top_logprobs": 2,
+        }
+    ],
     "sweep": {"levels": [256], "warmup": 0, "baseline": 0},
-}  # fmt: skip
+}
 # stage_index never matches the tracker's, so ``tracker.complete`` leaves the run's stages alone
 TICKET = Ticket(stage_index=10**6, phase="sweep", level=256, canary_index=0, seq=0)
 
@@ -121,13 +129,15 @@ def main() -> None:
         args.reps, args.seconds = 2, 2.0
     server_cpu, gen_cpu = cores()
     print(f"command: {command_line()}")
-    print(f"server on core {server_cpu}, this process on core {gen_cpu}; {args.inflight} in flight; "
-          f"{args.reps} reps x {args.seconds:g} s, alternating\n")  # fmt: skip
+    print(
+        f"server on core {server_cpu}, this process on core {gen_cpu}; {args.inflight} in flight; "
+        f"{args.reps} reps x {args.seconds:g} s, alternating\n"
+    )
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, fast_server(server_cpu) as (url, _):
         os.sched_setaffinity(0, {gen_cpu})
         scenario = parse_scenario({**SCENARIO, "endpoint": {"kind": "completions", "base_url": url}}, "overhead")
-        st = state_from_plan(plan_of(prepare_run(scenario, source="overhead", out_dir=Path(tmp))), worker="")
+        st = state_from_plan(Plan.of(prepare_run(scenario, source="overhead", out_dir=Path(tmp))), worker="")
         env = Environment(user_classes=[CanaryUser], events=locust.events)
         runner = env.create_local_runner()
         runner.register_message("lg_done", lambda *_, **__: None)  # the coordinator's stage bookkeeping
@@ -137,11 +147,16 @@ def main() -> None:
             for variant in ("bare", "tool") if rep % 2 == 0 else ("tool", "bare"):
                 done: list[float] = []
                 stop_at = time.perf_counter() + WARMUP_S + args.seconds
-                clients = [make_client(url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s,
-                                       api_key=None) for _ in range(args.inflight)]  # fmt: skip
+                clients = [
+                    make_client(
+                        url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s, api_key=None
+                    )
+                    for _ in range(args.inflight)
+                ]
                 if variant == "bare":
-                    workers = [gevent.Greenlet(bare_worker, c, "/v1/completions", bare_body, done, stop_at)
-                               for c in clients]  # fmt: skip
+                    workers = [
+                        gevent.Greenlet(bare_worker, c, "/v1/completions", bare_body, done, stop_at) for c in clients
+                    ]
                 else:
                     if not hasattr(env.events, "canary_record"):
                         env.events.canary_record = EventHook()  # type: ignore[attr-defined, no-untyped-call]
@@ -167,8 +182,9 @@ def main() -> None:
         p50 = f"{pct(over, 0.5) * 1e6:,.0f}" if name != "bare" else "-"
         p99 = f"{pct(over, 0.99) * 1e6:,.0f}" if name != "bare" else "-"
         rows.append((name, f"{rate:,.0f}", f"{per_cpu:,.0f}", f"{per_cpu / bare_rate:.2f}x", p50, p99))
-    print(table(["variant", "req/s", "req/CPU-s", "vs bare", "overhead p50 us", "p99 us"], rows,
-                [12, 10, 12, 10, 18, 10]))  # fmt: skip
+    print(
+        table(["variant", "req/s", "req/CPU-s", "vs bare", "overhead p50 us", "p99 us"], rows, [12, 10, 12, 10, 18, 10])
+    )
     print(f"\n{written} canary records written (every tool request recorded); medians over {args.reps} reps")
 
 

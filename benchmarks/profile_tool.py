@@ -82,15 +82,40 @@ def main() -> None:
         scenario = tmp / "profile.toml"
         scenario.write_text(SCENARIO.format(users=args.users, stream=str(args.stream).lower()))
         raw = tmp / "raw.txt"
-        cmd = [spy, "record", "--format", "raw", "--rate", str(args.rate), "--subprocesses", "--nonblocking",
-               "-o", str(raw), "--", sys.executable, "-m", "loadgen", "run", str(scenario), "--host", url,
-               "--levels", str(args.users), "--canaries-per-level", str(args.canaries), "--out", str(tmp / "runs"),
-               "--no-report"]  # fmt: skip
+        cmd = [
+            spy,
+            "record",
+            "--format",
+            "raw",
+            "--rate",
+            str(args.rate),
+            "--subprocesses",
+            "--nonblocking",
+            "-o",
+            str(raw),
+            "--",
+            sys.executable,
+            "-m",
+            "loadgen",
+            "run",
+            str(scenario),
+            "--host",
+            url,
+            "--levels",
+            str(args.users),
+            "--canaries-per-level",
+            str(args.canaries),
+            "--out",
+            str(tmp / "runs"),
+            "--no-report",
+        ]
         pin = lambda: os.sched_setaffinity(0, {gen_cpu})  # noqa: E731
         subprocess.run(cmd, check=True, cwd=REPO, capture_output=True, preexec_fn=pin)
         total, inclusive, self_time = summarise(raw, args.top)
-    print(f"{total} samples inside Locust task loops ({args.users} background users, "
-          f"background {'streamed' if args.stream else 'whole'})\n")  # fmt: skip
+    print(
+        f"{total} samples inside Locust task loops ({args.users} background users, "
+        f"background {'streamed' if args.stream else 'whole'})\n"
+    )
     print("inclusive share of the task loops: the tool's functions and the libraries they call")
     print(table(["share", "function"], [(f"{n / total:.1%}", k) for k, n in inclusive], [8, 70]))
     print("\nself time (leaf frames)")

@@ -6,7 +6,7 @@ vLLM-shaped completion (token ids and top-5 logprobs, one HTTP chunk per event, 
 ``fastserver.py`` on another core) and measures, alternating in one gevent process:
 ``decoder+accum`` (the same bytes already in memory, SSEDecoder + StreamAccumulator),
 ``bare readline`` (geventhttpclient reads every line, decodes nothing) and ``full path``
-(``loadgen.client.send`` with ``stream: true``: read, decode, accumulate, time to first token).
+(``loadgen.load.client.send`` with ``stream: true``: read, decode, accumulate, time to first token).
 
 Run: ``python benchmarks/sse_full_path.py [--quick] [--streams 1] [--seconds 3] [--reps 3]``. With several
 streams, both network rows fall (CPU per event rises with concurrency for the bare read too): see the notes.
@@ -31,13 +31,20 @@ from canned import stream_events  # noqa: E402
 from harness import command_line, cores, fast_server, median, table  # noqa: E402
 from sse_decoder import decode_and_accumulate  # noqa: E402
 
-from loadgen.client import make_client, send  # noqa: E402
+from loadgen.load.client import make_client, send  # noqa: E402
 
 TOKENS, TOP_K = 256, 5
 EVENTS = TOKENS + 2  # token events, the usage event, [DONE]
-BODY: dict[str, Any] = {"model": "bench/fixed", "prompt": "x", "max_tokens": TOKENS, "temperature": 0,
-                        "stream": True, "stream_options": {"include_usage": True}, "logprobs": TOP_K,
-                        "return_token_ids": True}  # fmt: skip
+BODY: dict[str, Any] = {
+    "model": "bench/fixed",
+    "prompt": "x",
+    "max_tokens": TOKENS,
+    "temperature": 0,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "logprobs": TOP_K,
+    "return_token_ids": True,
+}
 PATH = "/v1/completions"
 
 

@@ -240,9 +240,17 @@ class MetricsScraper:
 
     def summary(self) -> dict[str, Any]:
         """Plain facts for the manifest."""
-        return {"url": self.url, "available": self.available, "notice": self.notice, "engine": self.engine,
-                "interval_s": self.interval_s, "samples": self.samples, "failures": self.failures,
-                "last_error": self.last_error, "write_failures": self.write_failures}  # fmt: skip
+        return {
+            "url": self.url,
+            "available": self.available,
+            "notice": self.notice,
+            "engine": self.engine,
+            "interval_s": self.interval_s,
+            "samples": self.samples,
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "write_failures": self.write_failures,
+        }
 
     def __enter__(self) -> MetricsScraper:
         self.start()

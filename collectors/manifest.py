@@ -1,7 +1,10 @@
 """The run folder's birth and ``manifest.json``: created once, never overwritten, finished at the end.
 
 Why: a run folder is evidence; a second run must never clobber the first, and a run that dies must
-still say what it was. Writes are atomic (temporary file, then rename). No Locust imports.
+still say what it was. ``Manifest`` is the one typed view of the file: every module reads and writes
+it through ``read_manifest`` / ``write_manifest`` / ``update_manifest`` here, and ``RunStatus`` is
+the one list of the states a run can be in. Keys this version does not know (older or newer tools)
+are kept as they are. Writes are atomic (temporary file, then rename). No Locust imports.
 """
 
 from __future__ import annotations
@@ -10,15 +13,86 @@ import datetime as dt
 import os
 import platform
 import socket
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loadgen.errors import RunFolderError
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = 1
+
+
+class RunStatus(StrEnum):
+    """Where a run is: prepared (folder and probe done), running, then one of the three ends."""
+
+    PREPARED = "prepared"
+    RUNNING = "running"
+    FINISHED = "finished"  # every planned stage met its canary quota
+    INTERRUPTED = "interrupted"  # stopped early (signal, web UI stop, a dead worker, the tool's own failure)
+    FAILED = "failed"  # a study could not go on (an engine that would not boot)
+
+    @property
+    def ended(self) -> bool:
+        return self not in (RunStatus.PREPARED, RunStatus.RUNNING)
+
+
+class EndpointInfo(BaseModel):
+    """The endpoint the run was sent to, as resolved before any load."""
+
+    model_config = ConfigDict(extra="allow")
+    base_url: str | None = None
+    kind: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    stream: bool | None = None
+
+
+class Manifest(BaseModel):
+    """``manifest.json``: what the run was (scenario, endpoint, server, features) and how it went."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, validate_assignment=True)
+
+    schema_version: int = Field(alias="schema")
+    tool: dict[str, Any] = Field(default_factory=dict)
+    run_id: str | None = None
+    scenario_path: str | None = None
+    scenario: dict[str, Any] = Field(default_factory=dict)  # the resolved scenario, as JSON
+    endpoint: EndpointInfo = Field(default_factory=EndpointInfo)
+    server: dict[str, Any] = Field(default_factory=dict)  # what the server said about itself (/v1/models, /version)
+    features: dict[str, Any] = Field(default_factory=dict)  # per endpoint kind: what was asked, what the probe saw
+    labels: dict[str, str] = Field(default_factory=dict)
+    levels: list[int] = Field(default_factory=list)
+    canaries_per_level: int | None = None
+    started: str | None = None
+    finished: str | None = None
+    status: RunStatus | str = RunStatus.PREPARED  # a status this version does not know is kept, never rejected
+    host: dict[str, Any] = Field(default_factory=dict)
+    engine: dict[str, Any] | None = None  # the engine this tool started, if any
+    cold_boot: dict[str, Any] | None = None  # a cold-boot study's size
+    boots: list[dict[str, Any]] = Field(default_factory=list)  # a cold-boot study's engine starts
+    engine_metrics: dict[str, Any] | None = None  # what the /metrics scraper saw
+    notices: list[str] = Field(default_factory=list)
+    workers: list[str] = Field(default_factory=list)
+    workers_vanished: list[str] = Field(default_factory=list)
+    # facts the load side records when its last stage ends; the run's owner settles ``status`` from them
+    stages_finished: bool | None = None
+    canaries_reported: int | None = None
+    unsettled_levels: list[int] = Field(default_factory=list)
+
+    @property
+    def run_status(self) -> RunStatus | None:
+        """The status as a ``RunStatus``; None for one this version does not know."""
+        try:
+            return RunStatus(self.status)
+        except ValueError:
+            return None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
 
 
 def now_iso() -> str:
@@ -50,14 +124,14 @@ def host_info() -> dict[str, Any]:
     }
 
 
-def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+def write_manifest(run_dir: Path, manifest: Manifest) -> None:
     tmp = run_dir / f".{MANIFEST}.tmp"
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    tmp.write_bytes(orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     os.replace(tmp, run_dir / MANIFEST)
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """The manifest as a dict; a missing, unreadable, malformed or unknown-schema one is a RunFolderError."""
+def read_manifest(run_dir: Path) -> Manifest:
+    """The manifest; a missing, unreadable, malformed or unknown-schema one is a RunFolderError."""
     path = run_dir / MANIFEST
     try:
         data = orjson.loads(path.read_bytes())
@@ -73,11 +147,21 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
         raise RunFolderError(
             f"{path}: manifest schema {data.get('schema')!r} is not supported (expected {MANIFEST_SCHEMA})"
         )
-    return data
+    return _validated(data, path)
 
 
-def update_manifest(run_dir: Path, **changes: Any) -> dict[str, Any]:
-    manifest = read_manifest(run_dir)
-    manifest.update(changes)
+def _validated(data: dict[str, Any], path: Path) -> Manifest:
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise RunFolderError(f"{path}: field {where}: {err['msg']}") from None
+
+
+def update_manifest(run_dir: Path, **changes: Any) -> Manifest:
+    """Read, change the named fields, validate and write back atomically."""
+    current = read_manifest(run_dir).to_json()
+    manifest = _validated({**current, **changes}, run_dir / MANIFEST)
     write_manifest(run_dir, manifest)
     return manifest

@@ -25,7 +25,7 @@ import orjson
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.jsonl import iter_objects
-from collectors.manifest import read_manifest
+from collectors.manifest import Manifest, read_manifest
 from collectors.record import SCHEMA, CanaryRecord
 from loadgen.errors import RunFolderError
 
@@ -94,7 +94,7 @@ class FileRead:
 @dataclass
 class RunData:
     run_dir: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     canaries: CanaryColumns
     files: list[FileRead]
     background: Any | None = None  # pandas.DataFrame of background rows, or None when absent

@@ -1,5 +1,5 @@
 import sys
 
-from loadgen.cli import main
+from loadgen.cli.main import main
 
 sys.exit(main())

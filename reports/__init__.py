@@ -1,21 +1,7 @@
 """Reports: turn run folders into answers (report.json / .md / .html), compare runs, gate CI.
 
-Must never import Locust, ``loadgen.locustfile`` or anything that monkey-patches with gevent; only
+Must never import Locust, ``loadgen.load`` or anything that monkey-patches with gevent; only
 ``loadgen.errors`` from the ``loadgen`` package. Analysis modules are pure; writers sit at the edge.
+This file imports nothing: the Locust process uses ``reports.identity`` for its live table and must
+not load pandas with it.
 """
-
-from reports.build import build_report
-from reports.check import Threshold, check_report
-from reports.compare import compare_reports, write_comparison
-from reports.export import export_records
-from reports.writer import write_reports
-
-__all__ = [
-    "Threshold",
-    "build_report",
-    "check_report",
-    "compare_reports",
-    "export_records",
-    "write_comparison",
-    "write_reports",
-]

@@ -15,7 +15,7 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.runfolder import CanaryColumns
 from reports import identity as ident
-from reports.divergence import Rows, drift, first_divergence, group_rows
+from reports.kernels import Rows, drift, group_rows
 from reports.stats import histogram, median, num, quantiles, ratio, spread, wilson
 
 
@@ -61,7 +61,7 @@ class _Canary:
         self.dmax, self.dmean, self.dbit = nanf, nanf.copy(), nanf.copy()
         if self.ref is not None:
             refvec = self.identity.mat[self.mrow[self.ref]]
-            self.fd[self.comp] = first_divergence(self.identity.mat, self.identity.mrows, refvec)
+            self.fd[self.comp] = ident.first_divergence_rows(self.identity.mat, self.identity.mrows, refvec)
             self._drift()
 
     def _reference(self) -> int | None:
@@ -222,8 +222,13 @@ def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = N
     overall = summarise(c, sweep)
     diverged_levels = [lv["concurrency"] for lv in per_level if lv["diverged"]]
     overall["first_divergent_concurrency"] = min(diverged_levels) if diverged_levels else None
-    return {"reference": _reference_block(c), "overall": overall, "levels": per_level, "forks": _forks(c),
-            "by_engine_running": by_engine_running(c, sweep)}  # fmt: skip
+    return {
+        "reference": _reference_block(c),
+        "overall": overall,
+        "levels": per_level,
+        "forks": _forks(c),
+        "by_engine_running": by_engine_running(c, sweep),
+    }
 
 
 def by_engine_running(c: _Canary, sweep: npt.NDArray[np.bool_]) -> list[dict[str, Any]] | None:
@@ -237,9 +242,23 @@ def by_engine_running(c: _Canary, sweep: npt.NDArray[np.bool_]) -> list[dict[str
     out = []
     for n in np.unique(running[known]):
         fig = summarise(c, known & (running == n))
-        out.append({"engine_running": int(n), **{k: fig[k] for k in (
-            "canaries", "completions", "unique_completions", "diverged", "divergence_rate",
-            "divergence_rate_ci95", "earliest_divergence")}})  # fmt: skip
+        out.append(
+            {
+                "engine_running": int(n),
+                **{
+                    k: fig[k]
+                    for k in (
+                        "canaries",
+                        "completions",
+                        "unique_completions",
+                        "diverged",
+                        "divergence_rate",
+                        "divergence_rate_ci95",
+                        "earliest_divergence",
+                    )
+                },
+            }
+        )
     return out
 
 

@@ -1,6 +1,6 @@
 """Build the report object (the dict written as ``report.json``) from a loaded run folder.
 
-Pure: ``RunData`` in, a JSON-ready dict out (DESIGN.md contract). Shape, for one canary or many:
+Pure: ``RunData`` in, a JSON-ready dict out (docs/design.md contract). Shape, for one canary or many:
 ``canaries: [{"id", "verdict", "reference", "overall", "levels", "forks"}]`` always; with exactly
 one canary its ``reference``/``overall``/``levels``/``forks``/``verdict`` are also copied to the top
 level, so tools written against the single-canary contract keep working. Readers (``check``,
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from collectors.engine_metrics import nearest_running
+from collectors.manifest import Manifest, RunStatus
 from collectors.runfolder import CanaryColumns, RunData
 from reports.analysis import analyse
 from reports.cache_checks import cache_expectations, cache_notices
@@ -25,7 +26,7 @@ REPORT_SCHEMA = 1
 def build_report(run: RunData) -> dict[str, Any]:
     cols = _with_engine_join(run)
     m = run.manifest
-    levels = [int(x) for x in m.get("levels") or [] if isinstance(x, int)]
+    levels = list(m.levels)
     canaries = analyse(cols, levels) if cols.n else []
     for entry in canaries:
         entry["verdict"] = verdict(entry)
@@ -50,7 +51,7 @@ def build_report(run: RunData) -> dict[str, Any]:
         "background": background_section(run.background),
         "scenario_checks": scenario_checks(run, canaries),
     }
-    expectations = cache_expectations(run.canaries.frame, m.get("scenario") or {})
+    expectations = cache_expectations(run.canaries.frame, m.scenario)
     report["scenario_checks"]["cache_expectations"] = expectations
     report["run"]["notices"] += cache_notices(expectations)
     if len(canaries) == 1:
@@ -59,40 +60,38 @@ def build_report(run: RunData) -> dict[str, Any]:
     return report
 
 
-def run_notices(m: dict[str, Any]) -> list[str]:
+def run_notices(m: Manifest) -> list[str]:
     """What went wrong with the run itself (not the endpoint's answers), from the manifest, in plain words."""
     notices = []
-    if m.get("status") != "finished":
-        notices.append(f"The run did not finish (status {m.get('status')!r}): figures cover what was collected.")
-    if m.get("workers_vanished"):
-        names = ", ".join(map(str, m["workers_vanished"]))
+    if m.status != RunStatus.FINISHED:
+        notices.append(f"The run did not finish (status {str(m.status)!r}): figures cover what was collected.")
+    if m.workers_vanished:
+        names = ", ".join(map(str, m.workers_vanished))
         notices.append(f"Worker(s) {names} vanished during the run; their records up to that moment are included.")
-    if m.get("unsettled_levels"):
-        levels = ", ".join(map(str, m["unsettled_levels"]))
+    if m.unsettled_levels:
+        levels = ", ".join(map(str, m.unsettled_levels))
         notices.append(f"Level(s) {levels}: canaries went out before every background user had a request in flight.")
-    notices.extend(str(n) for n in m.get("notices") or [])
+    notices.extend(str(n) for n in m.notices)
     return notices
 
 
-def run_section(m: dict[str, Any]) -> dict[str, Any]:
-    endpoint = m.get("endpoint") or {}
-    server = m.get("server") or {}
+def run_section(m: Manifest) -> dict[str, Any]:
     return {
-        "id": m.get("run_id"),
-        "endpoint": endpoint.get("base_url"),
-        "endpoint_kind": endpoint.get("kind"),
-        "stream": endpoint.get("stream"),
-        "model": endpoint.get("model"),
-        "server_version": server.get("version"),
-        "labels": {str(k): str(v) for k, v in (m.get("labels") or {}).items()},
-        "started": m.get("started"),
-        "finished": m.get("finished"),
-        "status": m.get("status"),
-        "tool_version": (m.get("tool") or {}).get("version"),
-        "levels": m.get("levels"),
-        "canaries_per_level": m.get("canaries_per_level"),
+        "id": m.run_id,
+        "endpoint": m.endpoint.base_url,
+        "endpoint_kind": m.endpoint.kind,
+        "stream": m.endpoint.stream,
+        "model": m.endpoint.model,
+        "server_version": m.server.get("version"),
+        "labels": dict(m.labels),
+        "started": m.started,
+        "finished": m.finished,
+        "status": None if m.status is None else str(m.status),
+        "tool_version": m.tool.get("version"),
+        "levels": m.levels,
+        "canaries_per_level": m.canaries_per_level,
         "notices": run_notices(m),
-        "scenario_path": m.get("scenario_path"),
+        "scenario_path": m.scenario_path,
     }
 
 
@@ -163,6 +162,6 @@ def scenario_checks(run: RunData, canaries: list[dict[str, Any]]) -> dict[str, A
         "finish_reasons": {str(k): int(v) for k, v in finish.items()},
         "baseline_present": {e["id"]: e["reference"]["kind"] == "baseline" for e in canaries},
         "baseline_self_consistent": {e["id"]: e["reference"]["self_consistent"] for e in canaries},
-        "run_finished": run.manifest.get("status") == "finished" and run.manifest.get("finished") is not None,
+        "run_finished": run.manifest.status == RunStatus.FINISHED and run.manifest.finished is not None,
         "skipped_lines": run.skipped_lines,
     }

@@ -20,8 +20,14 @@ def cache_expectations(frame: Any, scenario: dict[str, Any]) -> dict[str, dict[s
         known = cached.notna()
         hit = cached.fillna(0) > 0
         met = known & (hit if want == "hit" else ~hit)
-        out[cid] = {"expect": want, "canaries": len(rows), "reported": int(known.sum()), "met": int(met.sum()),
-                    "violated": int((known & ~met).sum()), "unknown": int((~known).sum())}  # fmt: skip
+        out[cid] = {
+            "expect": want,
+            "canaries": len(rows),
+            "reported": int(known.sum()),
+            "met": int(met.sum()),
+            "violated": int((known & ~met).sum()),
+            "unknown": int((~known).sum()),
+        }
     return out
 
 
@@ -29,9 +35,13 @@ def cache_notices(expectations: dict[str, dict[str, Any]]) -> list[str]:
     notices = []
     for cid, e in expectations.items():
         if e["violated"]:
-            notices.append(f"Canary {cid} was meant to {e['expect']} the prefix cache, but {e['violated']} of "
-                           f"{e['canaries']} did not: its comparison is not the one the scenario claims.")  # fmt: skip
+            notices.append(
+                f"Canary {cid} was meant to {e['expect']} the prefix cache, but {e['violated']} of "
+                f"{e['canaries']} did not: its comparison is not the one the scenario claims."
+            )
         if e["unknown"]:
-            notices.append(f"Canary {cid}: {e['unknown']} of {e['canaries']} answers did not report cached tokens, "
-                           f"so the expected cache {e['expect']} is unverified.")  # fmt: skip
+            notices.append(
+                f"Canary {cid}: {e['unknown']} of {e['canaries']} answers did not report cached tokens, "
+                f"so the expected cache {e['expect']} is unverified."
+            )
     return notices

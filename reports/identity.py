@@ -1,28 +1,78 @@
-"""Which completion identity a canary is compared by, and the matrix that holds it.
+"""Completion identity and first divergence: the one definition the report, the live table and cold boots use.
 
-DESIGN.md: token ids, else token strings, else text, chosen per canary over its completions and
+docs/design.md: token ids, else token strings, else text, chosen per canary over its completions and
 declared in the report, never mixed silently: if even one completion lacks ids, the whole canary is
 compared by token strings, and the report says how many had each. With text identity, positions are
-characters (Unicode code points). Pure: no I/O.
+characters (Unicode code points). The first divergence of two completions is the first position
+where they differ, the shorter length when one is a strict prefix of the other, none when equal.
+
+Two forms of the same rules: per completion (``choose_kind``, ``identities``, ``first_divergence``)
+for code that sees records one at a time, and over a padded matrix (``choose``,
+``first_divergence_rows``) for the report's columns. Pure: no I/O. Imports numpy only (pandas is
+not loaded), so the Locust process can use it for the live table.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
-from collectors.runfolder import CanaryColumns
-from reports.divergence import Rows, text_matrix
+from reports.kernels import Rows, chunks
+
+if TYPE_CHECKING:
+    from collectors.runfolder import CanaryColumns
+
+IdentityKind = Literal["token_ids", "tokens", "text"]
+KINDS: tuple[IdentityKind, ...] = ("token_ids", "tokens", "text")  # strongest first
+Completion = tuple[Any, ...]  # one completion under one identity kind
 
 END = None  # a fork "token" where the sequence had already ended
 
 
+def choose_kind(completions: int, with_ids: int, with_tokens: int) -> IdentityKind:
+    """The strongest identity every one of ``completions`` carried (the rule, in one place)."""
+    if completions and with_ids == completions:
+        return "token_ids"
+    if completions and with_tokens == completions:
+        return "tokens"
+    return "text"
+
+
+def identities(
+    token_ids: Sequence[int] | None, tokens: Sequence[str] | None, text: str | None
+) -> dict[IdentityKind, Completion]:
+    """One completion under every identity it carries (text always: a missing text is the empty one)."""
+    out: dict[IdentityKind, Completion] = {}
+    if token_ids is not None:
+        out["token_ids"] = tuple(token_ids)
+    if tokens is not None:
+        out["tokens"] = tuple(tokens)
+    out["text"] = tuple(text or "")
+    return out
+
+
+def identity_hash(seq: Completion) -> str:
+    """A short stable digest of one completion under one kind (for messages between processes)."""
+    return hashlib.blake2b(orjson.dumps(list(seq)), digest_size=8).hexdigest()
+
+
+def first_divergence(a: Completion, b: Completion) -> int | None:
+    """The first index where they differ; the shorter length for a strict prefix; None if equal."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
 @dataclass
 class Identity:
-    kind: str  # "token_ids" | "tokens" | "text"
+    kind: IdentityKind
     mat: npt.NDArray[Any]  # padded identity matrix
     mrows: Rows  # row in ``mat`` of each completion (aligned with the completion rows given)
     lengths: npt.NDArray[np.int64]  # identity length of each completion
@@ -42,10 +92,11 @@ def choose(cols: CanaryColumns, comp_rows: Rows) -> Identity:
         "tokens": int((n_tok >= 0).sum()),
         "text": int(has_text.sum()),
     }
-    if len(comp_rows) and bool((n_ids >= 0).all()):
-        return Identity("token_ids", cols.token_ids, comp_rows, n_ids.astype(np.int64), available, "token")
-    if len(comp_rows) and bool((n_tok >= 0).all()):
-        return Identity("tokens", cols.token_codes, comp_rows, n_tok.astype(np.int64), available, "token")
+    kind = choose_kind(len(comp_rows), available["token_ids"], available["tokens"])
+    if kind == "token_ids":
+        return Identity(kind, cols.token_ids, comp_rows, n_ids.astype(np.int64), available, "token")
+    if kind == "tokens":
+        return Identity(kind, cols.token_codes, comp_rows, n_tok.astype(np.int64), available, "token")
     mat, lengths = text_matrix([t if isinstance(t, str) else "" for t in texts])
     return Identity("text", mat, np.arange(len(comp_rows), dtype=np.int64), lengths, available, "character")
 
@@ -84,3 +135,24 @@ def id_at(identity: Identity, mrow: int, pos: int) -> int | None:
         return None
     value = int(identity.mat[mrow, pos])
     return value if value >= 0 else None
+
+
+def first_divergence_rows(mat: npt.NDArray[Any], rows: Rows, ref: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+    """Smallest index where each row differs from ``ref`` (a padded row of the same width); -1 if identical."""
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if mat.shape[1] == 0:
+        return out  # every completion is empty, so all are identical
+    for sl in chunks(rows, mat.shape[1], 1):
+        neq = mat[rows[sl]] != ref
+        out[sl] = np.where(neq.any(axis=1), neq.argmax(axis=1), -1)
+    return out
+
+
+def text_matrix(texts: list[str]) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64]]:
+    """Code points of each text as a padded matrix (-1 past the end), and lengths: text identity."""
+    arrays = [np.frombuffer(t.encode("utf-32-le"), dtype=np.uint32).astype(np.int32) for t in texts]
+    lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
+    mat = np.full((len(texts), int(lengths.max(initial=0))), -1, dtype=np.int32)
+    if arrays:
+        mat[np.arange(mat.shape[1]) < lengths[:, None]] = np.concatenate(arrays)
+    return mat, lengths

@@ -98,8 +98,10 @@ def _engine_table(rows: list[dict[str, Any]] | None) -> list[str]:
         "|---:|---:|---:|---:|---|",
     ]
     for r in rows:
-        out.append(f"| {r['engine_running']} | {r['canaries']} | {r['unique_completions']} | {fmt(r['diverged'])} | "
-                   f"{pct(r['divergence_rate'])} ({ci(r['divergence_rate_ci95'])}) |")  # fmt: skip
+        out.append(
+            f"| {r['engine_running']} | {r['canaries']} | {r['unique_completions']} | {fmt(r['diverged'])} | "
+            f"{pct(r['divergence_rate'])} ({ci(r['divergence_rate_ci95'])}) |"
+        )
     return [*out, ""]
 
 

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.launchers.spec import PORT_PLACEHOLDER, LauncherSpec
+from loadgen.scenario import PORT_PLACEHOLDER, LauncherSpec
 
 ReadyBy = Literal["line", "health"]  # "line": the process prints READY <url>; "health": poll health_url for 200
 
@@ -72,8 +72,15 @@ def plan_launch(spec: LauncherSpec, port: int, *, python: str = sys.executable) 
     if spec.kind == "vllm":
         argv = [spec.executable or "vllm", "serve", str(spec.model), *where, *spec.args]
     elif spec.kind == "sglang":
-        argv = [spec.executable or python, "-m", "sglang.launch_server", "--model-path", str(spec.model), *where,
-                *_with_defaults("sglang", spec.args)]  # fmt: skip
+        argv = [
+            spec.executable or python,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            str(spec.model),
+            *where,
+            *_with_defaults("sglang", spec.args),
+        ]
     elif spec.kind == "llamacpp":
         argv = [
             spec.executable or "llama-server",

@@ -19,8 +19,8 @@ import urllib.request
 from pathlib import Path
 
 from loadgen.errors import EngineError
-from loadgen.launch import RunningEngine, log_tail
 from loadgen.launchers.commands import LaunchPlan
+from loadgen.launchers.process import RunningEngine, log_tail
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 

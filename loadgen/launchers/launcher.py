@@ -14,10 +14,10 @@ from typing import Any
 
 from collectors.manifest import now_iso
 from loadgen.errors import EngineError
-from loadgen.launch import RunningEngine, start_process
 from loadgen.launchers.commands import LaunchPlan, plan_launch
 from loadgen.launchers.health import free_port, start_health_checked
-from loadgen.launchers.spec import LauncherSpec
+from loadgen.launchers.process import RunningEngine, start_process
+from loadgen.scenario import LauncherSpec
 
 
 class Launcher:

@@ -50,11 +50,16 @@ def test_failures_are_counted_not_raised_and_lose_no_other_line(tmp_path: Path) 
 
 
 @settings(max_examples=30, deadline=None)
-@given(rows=st.lists(st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
-                                     max_size=4), max_size=40),
-       flush_s=st.sampled_from([0.0, 0.001, 30.0]))  # fmt: skip
-def test_every_row_written_is_read_back_in_order(tmp_path_factory: object, rows: list[dict[str, object]],
-                                                 flush_s: float) -> None:  # fmt: skip
+@given(
+    rows=st.lists(
+        st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8), max_size=4),
+        max_size=40,
+    ),
+    flush_s=st.sampled_from([0.0, 0.001, 30.0]),
+)
+def test_every_row_written_is_read_back_in_order(
+    tmp_path_factory: object, rows: list[dict[str, object]], flush_s: float
+) -> None:
     path = Path(str(tmp_path_factory.mktemp("w"))) / "d.jsonl"  # type: ignore[attr-defined]
     w = JsonlWriter(path, flush_s=flush_s)
     for row in rows:

@@ -1,4 +1,4 @@
-"""Pins the on-disk keys of a canary record: outside tools read them (DESIGN.md)."""
+"""Pins the on-disk keys of a canary record: outside tools read them (docs/design.md)."""
 
 import dataclasses
 

@@ -28,7 +28,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
 from loadgen.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

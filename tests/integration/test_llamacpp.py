@@ -3,12 +3,12 @@
 Two real runs of one canary text through completions and chat, streamed and not (the shape of the
 shipped ``serving-paths``), over levels 0, 2 and 6, one with 8 parallel slots (continuous batching)
 and one with a single slot, then ``loadgen compare`` over both. The model is the seeded tiny random-weight llama from
-``loadgen.llamacpp`` and the binary the one it builds into the cache. Asserted: the pipeline's truths
+``tools.llamacpp`` and the binary the one it builds into the cache. Asserted: the pipeline's truths
 (every canary recorded, identity = token ids taken from llama.cpp's logprobs, every level present,
 engine metrics joined, report and comparison written). Not asserted: how many canaries diverge; that
 is the engine's behaviour. The per-level tables are printed to the terminal (CI log) instead.
 
-Runs when the cached build exists (``python -m loadgen.llamacpp`` makes it, about 10 minutes on 2
+Runs when the cached build exists (``python -m tools.llamacpp`` makes it, about 10 minutes on 2
 cores); skipped otherwise, except that ``LOADGEN_LLAMACPP_TESTS=1`` (set by CI) turns a missing build
 into a failure.
 """
@@ -29,10 +29,10 @@ import pytest
 from collectors.jsonl import read_jsonl
 from collectors.manifest import read_manifest
 from collectors.record import CanaryRecord
-from loadgen.launchers.spec import LauncherSpec
-from loadgen.llamacpp.build import built_server, cache_for, cache_home
-from loadgen.llamacpp.tiny_model import DEFAULT_VOCAB, TinyModelSpec, write_tiny_model
-from loadgen.run import run
+from loadgen.scenario import LauncherSpec
+from loadgen.studies.run import run
+from tools.llamacpp.build import built_server, cache_for, cache_home
+from tools.llamacpp.tiny_model import DEFAULT_VOCAB, TinyModelSpec, write_tiny_model
 
 LEVELS = [0, 2, 6]
 PER_LEVEL = 4
@@ -101,7 +101,7 @@ def _server_and_model() -> tuple[Path, Path]:
     cache = cache_for(cache_home(os.environ))
     server = built_server(cache)
     if server is None:
-        hint = f"no llama-server built in {cache.root}: run `python -m loadgen.llamacpp` first"
+        hint = f"no llama-server built in {cache.root}: run `python -m tools.llamacpp` first"
         if os.environ.get("LOADGEN_LLAMACPP_TESTS") == "1":
             pytest.fail(hint + " (LOADGEN_LLAMACPP_TESTS=1 requires it)")
         pytest.skip(hint)
@@ -118,9 +118,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     dirs = {}
     for name, slots in SLOTS.items():
         # per-slot context n_ctx / np must hold the longest background prompt (120 words) plus its 64 tokens
-        spec = LauncherSpec(kind="llamacpp", model=str(model), executable=str(server),
-                            args=["-np", str(slots), "-c", str(512 * slots), "--threads", "2"],
-                            ready_timeout_s=120)  # fmt: skip
+        spec = LauncherSpec(
+            kind="llamacpp",
+            model=str(model),
+            executable=str(server),
+            args=["-np", str(slots), "-c", str(512 * slots), "--threads", "2"],
+            ready_timeout_s=120,
+        )
         result = run(scenario, out_dir=out / name, labels={"engine": "llama.cpp", "slots": str(slots)}, launcher=spec)
         assert result.status == "finished" and result.locust_exit == 0, result
         dirs[name] = result.run_dir
@@ -152,9 +156,9 @@ def test_every_canary_is_recorded_with_llamacpp_token_ids(runs: Runs, name: str)
         assert len(r.token_ids) == len(r.tokens or []) == len(r.logprobs or []), r.canary_id
         assert r.usage is not None and r.usage["completion_tokens"] == len(r.token_ids), r.canary_id
     manifest = read_manifest(runs.dirs[name])
-    assert manifest["features"]["completions"]["identity"] == "token_ids"
-    assert manifest["features"]["chat"]["identity"] == "token_ids"
-    assert manifest["engine_metrics"]["available"] is True
+    assert manifest.features["completions"]["identity"] == "token_ids"
+    assert manifest.features["chat"]["identity"] == "token_ids"
+    assert manifest.engine_metrics["available"] is True
 
 
 @pytest.mark.timeout(900)

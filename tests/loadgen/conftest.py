@@ -28,7 +28,7 @@ def fault_server() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def engine_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The embedded engine, started for real as a subprocess on a free port."""
-    from loadgen.launch import start_embedded
+    from loadgen.launchers.process import start_embedded
 
     log = tmp_path_factory.mktemp("engine") / "engine.log"
     with start_embedded([], log_path=log) as engine:

@@ -13,7 +13,7 @@ Each corpus file opens with comment headers that say what must happen:
 Placeholders in a file are replaced in a temporary copy: ``{FAULT_SERVER}`` (the local OpenAI-style
 server), ``{FAULT_HOSTPORT}``, ``{FAULT_PORT}``, ``{CLOSED_SERVER}`` (a closed local port),
 ``{SILENT_SERVER}`` (accepts connections, never answers), ``{NOT_HTTP_SERVER}`` (answers in another
-protocol). Every case goes through ``loadgen.run.run`` and must create no run folder and send no
+protocol). Every case goes through ``loadgen.studies.run.run`` and must create no run folder and send no
 request beyond the probe's.
 """
 
@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 
 from loadgen.errors import EndpointError, LoadgenError, ScenarioError
-from loadgen.probe import PROBE_PROMPT
-from loadgen.run import run
+from loadgen.studies.probe import PROBE_PROMPT
+from loadgen.studies.run import run
 
 CORPUS = Path(__file__).with_name("bad_scenarios")
 FILES = sorted(CORPUS.glob("*.toml"))

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from collectors.manifest import read_manifest
 from loadgen.errors import EndpointError, ScenarioError
-from loadgen.run import run
 from loadgen.scenario import parse_scenario
+from loadgen.studies.run import run
 
 FAULT_SERVER = Path(__file__).with_name("fault_server.py")
 KEY = f"lgtest-{uuid.uuid4().hex}"  # distinctive: a hit can only be a leak
@@ -105,7 +105,7 @@ def test_key_reaches_the_server_and_no_file(
     leaks = [name for name, data in files.items() if KEY.encode() in data]
     assert leaks == [], f"the API key was written to {leaks}"
     manifest = read_manifest(result.run_dir)
-    assert manifest["endpoint"]["api_key_env"] == ENV  # the variable's name is evidence; its value is not
+    assert manifest.endpoint.api_key_env == ENV  # the variable's name is evidence; its value is not
     assert b'"status":"ok"' in files["canaries.jsonl"] and b'"status":"error"' in files["canaries.jsonl"]
 
 

@@ -10,9 +10,8 @@ from runkit import rec
 
 from collectors.runfolder import ColumnBuilder
 from loadgen.errors import UsageError
-from reports import Threshold, check_report
 from reports.analysis import analyse
-from reports.check import junit_xml
+from reports.check import Threshold, check_report, junit_xml
 
 
 @pytest.fixture(scope="module")

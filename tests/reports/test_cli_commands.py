@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from runkit import rec, write_run
 
-from loadgen.commands import check, compare, export, report
+from loadgen.cli import check, compare, export, report
 from loadgen.errors import RunFolderError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from runkit import rec, write_run
 
 from collectors.runfolder import ColumnBuilder, load_run
-from reports import compare_reports, write_comparison
 from reports.analysis import analyse
 from reports.build import build_report
+from reports.compare import compare_reports, write_comparison
 
 
 def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from runkit import rec, write_run
 
 from collectors.runfolder import load_run
-from reports import export_records
+from reports.export import export_records
 
 
 def test_parquet_and_csv(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.launchers.commands import plan_launch
-from loadgen.launchers.spec import LauncherSpec
+from loadgen.scenario import LauncherSpec
 
 
 def test_vllm_serve_with_dev_mode_and_the_cell_flags() -> None:
@@ -17,8 +17,16 @@ def test_vllm_serve_with_dev_mode_and_the_cell_flags() -> None:
         kind="vllm", model="Qwen/Qwen3-8B", args=["--no-enable-prefix-caching"], env={"VLLM_BATCH_INVARIANT": "1"}
     )
     plan = plan_launch(spec, 8123)
-    assert plan.argv == ["vllm", "serve", "Qwen/Qwen3-8B", "--host", "127.0.0.1", "--port", "8123",
-                         "--no-enable-prefix-caching"]  # fmt: skip
+    assert plan.argv == [
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-8B",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+        "--no-enable-prefix-caching",
+    ]
     assert plan.env == {"VLLM_SERVER_DEV_MODE": "1", "VLLM_BATCH_INVARIANT": "1"}
     assert plan.ready_by == "health" and plan.health_url == "http://127.0.0.1:8123/health"
     assert plan.base_url == "http://127.0.0.1:8123"
@@ -37,8 +45,19 @@ def test_vllm_dev_mode_can_be_turned_off_by_the_scenario() -> None:
 def test_sglang_launch_server_adds_metrics_once() -> None:
     args = ["--enable-deterministic-inference", "--disable-radix-cache"]
     plan = plan_launch(LauncherSpec(kind="sglang", model="/models/qwen", args=args), 30000, python="/usr/bin/python3")
-    assert plan.argv == ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "/models/qwen",
-                         "--host", "127.0.0.1", "--port", "30000", *args, "--enable-metrics"]  # fmt: skip
+    assert plan.argv == [
+        "/usr/bin/python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "/models/qwen",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        *args,
+        "--enable-metrics",
+    ]
     again = plan_launch(LauncherSpec(kind="sglang", model="m", args=["--enable-metrics"]), 1, python="py")
     assert again.argv.count("--enable-metrics") == 1
     assert plan.env == {}
@@ -46,15 +65,34 @@ def test_sglang_launch_server_adds_metrics_once() -> None:
 
 def test_llama_server_with_slots_and_metrics() -> None:
     plan = plan_launch(LauncherSpec(kind="llamacpp", model="/m/q.gguf", args=["-np", "8"], host="0.0.0.0"), 8080)
-    assert plan.argv == ["llama-server", "-m", "/m/q.gguf", "--host", "0.0.0.0", "--port", "8080", "-np", "8",
-                         "--metrics"]  # fmt: skip
+    assert plan.argv == [
+        "llama-server",
+        "-m",
+        "/m/q.gguf",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8080",
+        "-np",
+        "8",
+        "--metrics",
+    ]
     assert plan.base_url == "http://127.0.0.1:8080"  # listening everywhere: reached locally
 
 
 def test_embedded_engine_announces_its_own_port() -> None:
     plan = plan_launch(LauncherSpec(args=["--batch-invariant"]), 0, python="/venv/bin/python")
-    assert plan.argv == ["/venv/bin/python", "-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0",
-                         "--batch-invariant"]  # fmt: skip
+    assert plan.argv == [
+        "/venv/bin/python",
+        "-P",
+        "-m",
+        "loadgen.engine",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--batch-invariant",
+    ]
     assert plan.ready_by == "line" and plan.base_url is None and plan.health_url is None
 
 
@@ -75,8 +113,11 @@ def test_real_engines_need_a_concrete_port() -> None:
         plan_launch(LauncherSpec(kind="vllm", model="m"), 0)
 
 
-@given(st.lists(st.text(alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=12),
-                max_size=6))  # fmt: skip
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=12), max_size=6
+    )
+)
 def test_args_reach_the_engine_unchanged_through_every_kind(args: list[str]) -> None:
     for spec in (LauncherSpec(kind="vllm", model="m", args=args), LauncherSpec(args=args)):
         argv = plan_launch(spec, 5).argv

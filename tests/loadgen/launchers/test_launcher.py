@@ -14,7 +14,7 @@ import pytest
 
 from loadgen.errors import EngineError
 from loadgen.launchers.launcher import Launcher
-from loadgen.launchers.spec import LauncherSpec
+from loadgen.scenario import LauncherSpec
 
 FAKE = Path(__file__).with_name("fake_engine.py")
 FAKE_CMD = f"{sys.executable} {FAKE} --port {{port}}"
@@ -57,9 +57,14 @@ def test_health_wait_rides_out_503_then_serves_and_stop_ends_it(tmp_path: Path) 
 
 def test_vllm_kind_passes_port_flags_and_env_to_the_engine(tmp_path: Path) -> None:
     record = tmp_path / "record.json"
-    spec = LauncherSpec(kind="vllm", model="my-model", executable=_wrapper(tmp_path), ready_timeout_s=20,
-                        args=["--no-enable-prefix-caching"],
-                        env={"VLLM_BATCH_INVARIANT": "1", "FAKE_RECORD": str(record)})  # fmt: skip
+    spec = LauncherSpec(
+        kind="vllm",
+        model="my-model",
+        executable=_wrapper(tmp_path),
+        ready_timeout_s=20,
+        args=["--no-enable-prefix-caching"],
+        env={"VLLM_BATCH_INVARIANT": "1", "FAKE_RECORD": str(record)},
+    )
     with Launcher(spec) as launcher:
         engine = launcher.start(tmp_path / "engine.log")
         port = engine.url.rsplit(":", 1)[1]
@@ -71,8 +76,13 @@ def test_vllm_kind_passes_port_flags_and_env_to_the_engine(tmp_path: Path) -> No
 
 def test_stopping_an_engine_stops_the_workers_it_spawned(tmp_path: Path) -> None:
     record = tmp_path / "record.json"
-    spec = LauncherSpec(kind="llamacpp", model="x.gguf", executable=_wrapper(tmp_path), ready_timeout_s=20,
-                        env={"FAKE_CHILD": "1", "FAKE_RECORD": str(record)})  # fmt: skip
+    spec = LauncherSpec(
+        kind="llamacpp",
+        model="x.gguf",
+        executable=_wrapper(tmp_path),
+        ready_timeout_s=20,
+        env={"FAKE_CHILD": "1", "FAKE_RECORD": str(record)},
+    )
     launcher = Launcher(spec)
     launcher.start(tmp_path / "engine.log")
     child = int(json.loads(record.read_text())["child_pid"])

@@ -1,0 +1,53 @@
+"""``loadgen check RUN_DIR [thresholds]``: the CI gate. Exit 0 pass, 1 a threshold breached; unusable
+input raises a ``LoadgenError`` (the CLI exits 2).
+
+Each threshold option may repeat; its value is ``N`` (overall), ``N@LEVEL`` (one concurrency level)
+or ``N@each`` (every level). ``--junit FILE`` writes JUnit XML, one test case per threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from loadgen.errors import RunFolderError, UsageError
+from reports.check import METRICS, Threshold, check_report, junit_xml
+from reports.writer import load_report, write_text
+
+HELP = {
+    "max_unique": "most unique completions allowed",
+    "max_divergence_rate": "highest divergence rate allowed (0..1)",
+    "min_earliest_divergence": "earliest divergence must be at this token or later",
+    "max_errors": "most failed canaries allowed",
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("check", help="gate CI on a run: exit 0 pass, 1 threshold breached, 2 bad input")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder or a report.json")
+    for metric in METRICS:
+        p.add_argument(
+            "--" + metric.replace("_", "-"),
+            dest=metric,
+            action="append",
+            default=[],
+            metavar="N[@LEVEL|@each]",
+            help=HELP[metric] + "; overall, at one level, or at each level",
+        )
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    thresholds = [Threshold.parse(m, spec) for m in METRICS for spec in getattr(args, m)]
+    if not thresholds:
+        raise UsageError("check: give at least one threshold (--max-unique, --max-divergence-rate, ...)")
+    result = check_report(load_report(args.run_dir), thresholds)
+    if args.junit is not None:
+        if not args.junit.parent.is_dir():
+            raise RunFolderError(f"--junit {args.junit}: folder {args.junit.parent} does not exist")
+        write_text(args.junit, junit_xml(result))
+    for o in result.outcomes:
+        print(f"{'PASS' if o.passed else 'FAIL'}  {o.name}: {o.message}")
+    print("check passed" if result.passed else "check FAILED")
+    return 0 if result.passed else 1

@@ -1,0 +1,43 @@
+"""``loadgen coldboot SCENARIO``: argument parsing for ``loadgen.studies.coldboot.cold_boot``; prints the run folder
+and the cold-boot table. Exit 0 when every boot ran, 1 when the study stopped early."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from loadgen.load.options import parse_labels
+from scenarios import names, path_of
+
+
+def add_parser(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "coldboot",
+        help="restart the engine K times and send the canaries N times after each boot (first request vs rest)",
+        description="For each of K boots: start the scenario's [launcher] (default: the embedded engine), wait "
+        "for health, send each canary N times one at a time; report whether request 1 differs from 2..N.",
+    )
+    p.add_argument("scenario", help=f"scenario file, or a shipped one: {', '.join(names())}")
+    p.add_argument("--boots", type=int, help="engine starts (default: the scenario's [cold_boot], else 6)")
+    p.add_argument("--requests", type=int, help="requests per canary per boot, >= 2 (default: scenario's, else 6)")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="folder that receives the run folder")
+    p.add_argument("--label", action="append", default=[], help="k=v recorded in the manifest (repeatable)")
+    p.add_argument("--no-report", action="store_true", help="skip report.json/.md/.html (coldboot.* are written)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from loadgen.studies.coldboot import cold_boot
+
+    result = cold_boot(
+        path_of(args.scenario),
+        out_dir=args.out,
+        boots=args.boots,
+        requests=args.requests,
+        labels=parse_labels(args.label),
+        report=not args.no_report,
+    )
+    print(result.run_dir)
+    print((result.run_dir / "coldboot.md").read_text(encoding="utf-8"), end="")
+    return 0 if result.status == "finished" else 1

@@ -1,0 +1,34 @@
+"""``loadgen compare RUN_DIR... --out DIR``: runs side by side (comparison.json/.md/.html).
+
+A thin edge over ``reports.compare_reports`` and ``reports.write_comparison``. Each argument is a run
+folder (re-analysed from its records) or a ``report.json``; the first is the base for deltas.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from loadgen.errors import UsageError
+from reports.compare import compare_reports, write_comparison
+from reports.writer import load_report
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("compare", help="put 2..N runs side by side, with deltas against the first")
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders or report.json files")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where comparison.* are written")
+    p.set_defaults(func=run)
+
+
+def _name(path: Path) -> str:
+    return path.parent.name if path.name == "report.json" else path.name
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.runs) < 2:
+        raise UsageError("compare: give at least two RUN_DIR arguments")
+    reports = [(_name(p), load_report(p)) for p in args.runs]
+    paths = write_comparison(compare_reports(reports), reports, args.out)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

@@ -1,0 +1,25 @@
+"""``loadgen export RUN_DIR [--out DIR]``: canary records as Parquet and CSV.
+
+A thin edge over ``reports.export_records``; writes into the run folder unless ``--out`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from collectors.runfolder import load_run
+from reports.export import export_records
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("export", help="export canary records as Parquet and CSV")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder")
+    p.add_argument("--out", type=Path, metavar="DIR", help="output folder (default: the run folder)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = export_records(load_run(args.run_dir).canaries, args.out or args.run_dir)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

@@ -1,0 +1,44 @@
+"""``loadgen matrix SCENARIO --out DIR``: argument parsing for ``loadgen.studies.matrix.run_matrix``; prints the matrix
+table. Exit 0 when every cell finished, 1 when any failed or stopped early."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from loadgen.load.options import parse_labels, parse_levels
+from scenarios import names, path_of
+
+
+def add_parser(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "matrix",
+        help="run one scenario over the engine configurations in its [matrix] and compare them",
+        description="Each [[matrix.cells]] entry is launcher args/env (or a base_url); each cell runs the "
+        "scenario (a cold-boot study when it has [cold_boot], else a sweep), then the cells are compared.",
+    )
+    p.add_argument("scenario", help=f"scenario file, or a shipped one: {', '.join(names())}")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where cells/, matrix.* and comparison.* go")
+    p.add_argument("--boots", type=int, help="cold-boot matrices: engine starts per cell")
+    p.add_argument("--requests", type=int, help="cold-boot matrices: requests per canary per boot (>= 2)")
+    p.add_argument("--levels", help="sweep matrices: comma-separated concurrency levels")
+    p.add_argument("--canaries-per-level", type=int, help="sweep matrices: canaries sent at each level")
+    p.add_argument("--label", action="append", default=[], help="k=v recorded in every cell's manifest")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from loadgen.studies.matrix import run_matrix
+
+    result = run_matrix(
+        path_of(args.scenario),
+        out_dir=args.out,
+        boots=args.boots,
+        requests=args.requests,
+        levels=parse_levels(args.levels),
+        canaries_per_level=args.canaries_per_level,
+        labels=parse_labels(args.label),
+    )
+    print((args.out / "matrix.md").read_text(encoding="utf-8"), end="")
+    return 0 if result.ok else 1

@@ -1,0 +1,65 @@
+"""``loadgen run``: argument parsing for ``loadgen.studies.run.run``; prints the run folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from loadgen.load.options import parse_labels, parse_levels
+from loadgen.studies.run import run as run_scenario
+from scenarios import names, path_of
+
+
+def add_parser(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "run",
+        help="run a scenario (default: quickstart on the embedded engine) and write its report",
+        description="Send the scenario's canaries under stepped background load and record every completion.",
+    )
+    p.add_argument(
+        "scenario", nargs="?", default="quickstart", help=f"scenario file, or a shipped one: {', '.join(names())}"
+    )
+    p.add_argument("--host", help="endpoint base URL (default: the scenario's, else the embedded engine)")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="folder that receives the run folder")
+    p.add_argument("--levels", help="comma-separated concurrency levels, e.g. 0,4,16")
+    p.add_argument("--canaries-per-level", type=int, help="canaries sent at each level")
+    p.add_argument("--label", action="append", default=[], help="k=v recorded in the manifest (repeatable)")
+    p.add_argument("--ui", action="store_true", help="open Locust's web UI instead of running headless")
+    p.add_argument("--web-port", type=int, default=8089, help="web UI port (with --ui)")
+    p.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (with --ui; default: localhost only)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="run Locust's users in N worker processes (-1: one per core); 0: one process",
+    )
+    p.add_argument("--no-report", action="store_true", help="skip writing report.json/.md/.html")
+    p.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        help="argument passed to the embedded engine, e.g. --engine-arg=--batch-invariant",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = run_scenario(
+        path_of(args.scenario),
+        host=args.host,
+        out_dir=args.out,
+        levels=parse_levels(args.levels),
+        canaries_per_level=args.canaries_per_level,
+        labels=parse_labels(args.label),
+        engine_args=args.engine_arg,
+        ui=args.ui,
+        web_host=args.web_host,
+        web_port=args.web_port,
+        processes=args.processes,
+        report=not args.no_report,
+    )
+    print(result.run_dir)
+    if args.ui:
+        return result.locust_exit
+    return 0 if result.status == "finished" else 1

@@ -1,0 +1,125 @@
+"""Start and stop an engine process and wait until it prints ``READY <url>``: the embedded engine.
+
+Why: ``loadgen run`` with no endpoint, and tests, need a real server on a free port, started as a
+subprocess and stopped for sure. The engine prints ``READY <url>`` once it accepts connections;
+its output goes to a log file in the run's folder or a temporary one. An engine that never gets
+ready is an ``EngineError`` carrying the command and the log tail. Engines that announce nothing
+and are polled on a health URL instead (vLLM, SGLang, llama.cpp) are started by
+``loadgen.launchers``, which returns the same ``RunningEngine``. No Locust imports.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from loadgen.errors import EngineError
+
+_TAIL_LINES = 30
+
+
+@dataclass
+class RunningEngine:
+    url: str
+    process: subprocess.Popen[bytes]
+    command: list[str]
+    log_path: Path
+    group: bool = False  # the process leads its own process group (a shell, an engine with workers): signal it all
+
+    def stop(self, timeout_s: float = 10.0) -> int:
+        if self.process.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.process.wait()
+        if self.group:
+            self._signal(signal.SIGKILL)  # workers that outlived their parent would hold the GPU and the port
+        return int(self.process.returncode)
+
+    def _signal(self, signum: int) -> None:
+        try:
+            if self.group:
+                os.killpg(self.process.pid, signum)
+            else:
+                self.process.send_signal(signum)
+        except ProcessLookupError:  # already gone (the group is empty)
+            pass
+
+    def __enter__(self) -> RunningEngine:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def log_tail(path: Path, lines: int = _TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start_embedded(
+    args: list[str], *, log_path: Path, ready_timeout_s: float = 60.0, env: dict[str, str] | None = None
+) -> RunningEngine:
+    """Start ``python -m loadgen.engine --port 0 ARGS`` and return once it prints ``READY <url>``."""
+    # -P: the caller's working directory is not put on sys.path (a stray local module cannot shadow a dependency)
+    command = [sys.executable, "-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0", *args]
+    return start_process(command, log_path=log_path, ready_timeout_s=ready_timeout_s, env=env)
+
+
+def start_process(
+    command: list[str], *, log_path: Path, ready_timeout_s: float, env: dict[str, str] | None = None
+) -> RunningEngine:
+    """Start ``command`` (``env`` added to this process's environment), log its output to ``log_path``,
+    and return once it prints ``READY <url>``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log_fh:
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log_fh, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        )
+    ready: queue.Queue[bytes | None] = queue.Queue()
+    # A thread (a greenlet where gevent has patched the process) copies stdout into the log for the engine's
+    # whole life and hands each line over until READY: works patched or not, and the pipe never fills up.
+    threading.Thread(target=_pump, args=(proc, log_path, ready), daemon=True).start()
+    deadline = time.monotonic() + ready_timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = ready.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:  # stdout closed: the engine exited
+            proc.wait()
+            break
+        if line.startswith(b"READY "):
+            return RunningEngine(line.split()[1].decode(), proc, command, log_path)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    raise EngineError(
+        f"engine did not become ready within {ready_timeout_s:g} s (exit code {proc.returncode})\n"
+        f"command: {' '.join(command)}\nlog tail ({log_path}):\n{log_tail(log_path)}"
+    )
+
+
+def _pump(proc: subprocess.Popen[bytes], log_path: Path, ready: queue.Queue[bytes | None]) -> None:
+    assert proc.stdout is not None
+    handed_over = False
+    with open(log_path, "ab") as fh:
+        for line in proc.stdout:
+            fh.write(line)
+            fh.flush()
+            if not handed_over:
+                ready.put(line)
+                handed_over = line.startswith(b"READY ")
+    ready.put(None)

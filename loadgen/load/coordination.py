@@ -1,0 +1,125 @@
+"""Stage coordination between the process that owns the shape and the processes that run users.
+
+Why: in a distributed run the shape and the stage tracker live on the Locust master while the
+canary and background users live on workers; they agree through small msgpack-safe messages
+(stage snapshots one way; in-flight counts and canary completions the other). A local run uses
+the same code, with Locust's local runner looping messages back in-process, so there is one path.
+
+Pure: no Locust, no clocks of its own (callers pass ``now``), no I/O. Payloads are plain dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from collectors.record import Phase
+from loadgen.load.stages import StageTracker, Ticket
+
+REPORT_STALE_S = 2.0  # a worker whose last in-flight report is older than this is not counted
+
+
+@dataclass(frozen=True, slots=True)
+class StageSnapshot:
+    index: int
+    phase: Phase | None
+    level: int | None
+    quota: int
+    completed: int
+    ready: bool
+    burst: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is None
+
+    def to_msg(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_msg(cls, data: dict[str, Any]) -> StageSnapshot:
+        return cls(**data)
+
+
+class Coordinator:
+    """Owns the tracker (master or local process); folds user-side reports into stage snapshots."""
+
+    def __init__(self, tracker: StageTracker) -> None:
+        self.tracker = tracker
+        self.reports: dict[str, tuple[int, int, float]] = {}  # worker -> (background users, in flight, at)
+
+    def snapshot(self) -> StageSnapshot:
+        t = self.tracker
+        stage = t.current
+        if stage is None:
+            return StageSnapshot(t.index, None, None, 0, 0, False)
+        return StageSnapshot(t.index, stage.phase, stage.level, stage.quota, t.completed, t.ready, stage.burst)
+
+    def on_inflight(self, worker: str, users: int, inflight: int, now: float) -> bool:
+        """Record one worker's counts; True when the stage just became ready (publish a snapshot)."""
+        self.reports[worker] = (users, inflight, now)
+        return self._check_ready(now)
+
+    def on_done(self, stage_index: int, now: float) -> None:
+        self.tracker.complete(stage_index)
+        self._check_ready(now)
+
+    def forget(self, worker: str) -> None:
+        self.reports.pop(worker, None)
+
+    def _check_ready(self, now: float) -> bool:
+        if self.tracker.ready or self.tracker.finished:
+            return False
+        fresh = [(u, i) for u, i, at in self.reports.values() if now - at <= REPORT_STALE_S]
+        if not fresh:
+            return False
+        users = sum(u for u, _ in fresh)
+        inflight = sum(i for _, i in fresh)
+        return self.tracker.check_ready(now, users, inflight)
+
+
+class Mirror:
+    """The user side's copy of the stage; hands the canary user at most one ticket at a time."""
+
+    def __init__(self, n_canaries: int) -> None:
+        self.n_canaries = n_canaries
+        self.snapshot: StageSnapshot | None = None
+        self.outstanding: Ticket | None = None
+        self.burst_taken: int | None = None  # stage index whose burst was handed out
+
+    def update(self, snap: StageSnapshot) -> None:
+        self.snapshot = snap
+        held = self.outstanding
+        if held is not None and (snap.index != held.stage_index or snap.completed > held.seq):
+            self.outstanding = None  # the coordinator has counted it
+
+    @property
+    def finished(self) -> bool:
+        return self.snapshot is not None and self.snapshot.finished
+
+    def take_burst(self) -> list[Ticket]:
+        """Every remaining ticket of a burst stage at once (each canary copy goes out concurrently), once."""
+        snap = self.snapshot
+        if snap is None or not snap.burst or snap.phase is None or snap.level is None or not snap.ready:
+            return []
+        if self.burst_taken == snap.index:
+            return []
+        self.burst_taken = snap.index
+        n = self.n_canaries
+        return [Ticket(snap.index, snap.phase, snap.level, seq % n, seq) for seq in range(snap.completed, snap.quota)]
+
+    def take_ticket(self) -> Ticket | None:
+        snap = self.snapshot
+        if snap is None or snap.phase is None or snap.level is None or not snap.ready or self.outstanding:
+            return None
+        if snap.burst:
+            return None
+        if snap.completed >= snap.quota:
+            return None
+        ticket = Ticket(snap.index, snap.phase, snap.level, snap.completed % self.n_canaries, snap.completed)
+        self.outstanding = ticket
+        return ticket
+
+    def release(self) -> None:
+        """The canary user died with a ticket out (its worker is stopping): let another user take it."""
+        self.outstanding = None

@@ -1,0 +1,148 @@
+"""Live per-level figures while a run is going: canaries, errors, unique, diverged, earliest divergence.
+
+Why: a user watching the web UI should see determinism break as it happens, not only in the final
+report. Workers send tiny completion summaries (``summarise``: a hash per identity kind the
+completion carries and, once the reference is known, the first-divergence position per kind); the
+coordinator folds them here. Identity and divergence are ``reports.identity``'s rules, applied per
+canary as the report applies them (the strongest kind every completion so far carried), so the live
+table and the report agree. Pure: no Locust, no I/O. The final report is the authority.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reports.identity import KINDS, IdentityKind, choose_kind, first_divergence, identities, identity_hash
+
+References = dict[str, dict[IdentityKind, list[Any]]]  # canary -> kind -> reference completion (msgpack-safe)
+
+
+def summarise(
+    *,
+    canary: str,
+    stage: int,
+    phase: str,
+    level: int | None,
+    status: str,
+    token_ids: Sequence[int] | None,
+    tokens: Sequence[str] | None,
+    text: str | None,
+    reference: dict[IdentityKind, list[Any]] | None,
+) -> dict[str, Any]:
+    """One canary completion as the coordinator needs it: small and msgpack-safe."""
+    ok = status == "ok"
+    idents = identities(token_ids, tokens, text) if ok else {}
+    first_div: dict[str, int | None] = {}
+    for kind, seq in idents.items():
+        if reference is not None and kind in reference:
+            first_div[kind] = first_divergence(seq, tuple(reference[kind]))
+    return {
+        "stage": stage,
+        "canary": canary,
+        "phase": phase,
+        "level": level,
+        "status": status,
+        "hashes": {kind: identity_hash(seq) for kind, seq in idents.items()},
+        "identity": {kind: list(seq) for kind, seq in idents.items()} if phase == "baseline" else None,
+        "first_div": first_div if reference is not None else None,
+    }
+
+
+@dataclass
+class Cell:
+    canaries: int = 0
+    errors: int = 0
+    hashes: dict[str, set[str]] = field(default_factory=dict)  # kind -> distinct completions
+    diverged: Counter[str] = field(default_factory=Counter)  # kind -> diverged completions
+    earliest: dict[str, int] = field(default_factory=dict)  # kind -> earliest first divergence
+
+
+@dataclass
+class CanaryKinds:
+    """How many ok completions of a canary carried each identity: decides the kind it is compared by."""
+
+    completions: int = 0
+    with_ids: int = 0
+    with_tokens: int = 0
+
+    @property
+    def kind(self) -> IdentityKind:
+        return choose_kind(self.completions, self.with_ids, self.with_tokens)
+
+
+class LiveTable:
+    """Folds canary completion summaries into per-(canary, level) cells; picks the baseline reference."""
+
+    def __init__(self) -> None:
+        self.cells: dict[tuple[str, str], Cell] = {}  # (canary, "baseline" or level) -> cell
+        self.kinds: dict[str, CanaryKinds] = {}
+        self._baseline: dict[str, dict[str, Counter[str]]] = {}  # canary -> kind -> hash -> count
+        self._first_seen: dict[str, dict[str, dict[str, tuple[int, list[Any]]]]] = {}  # ... -> (order, identity)
+        self.references: References = {}
+
+    def add(self, msg: dict[str, Any]) -> None:
+        phase = msg["phase"]
+        if phase == "warmup":
+            return  # counted in no figure
+        canary = str(msg["canary"])
+        cell = self.cells.setdefault((canary, "baseline" if phase == "baseline" else str(msg["level"])), Cell())
+        cell.canaries += 1
+        hashes: dict[str, str] = msg.get("hashes") or {}
+        if msg["status"] != "ok" or not hashes:
+            cell.errors += 1
+            return
+        kinds = self.kinds.setdefault(canary, CanaryKinds())
+        kinds.completions += 1
+        kinds.with_ids += "token_ids" in hashes
+        kinds.with_tokens += "tokens" in hashes
+        for kind, h in hashes.items():
+            cell.hashes.setdefault(kind, set()).add(h)
+        if phase == "baseline" and msg.get("identity"):
+            for kind, h in hashes.items():
+                self._baseline.setdefault(canary, {}).setdefault(kind, Counter())[h] += 1
+                seen = self._first_seen.setdefault(canary, {}).setdefault(kind, {})
+                seen.setdefault(h, (len(seen), msg["identity"][kind]))
+        if phase == "sweep" and msg.get("first_div"):
+            for kind, first in msg["first_div"].items():
+                if first is not None:
+                    cell.diverged[kind] += 1
+                    cell.earliest[kind] = min(first, cell.earliest.get(kind, first))
+
+    def choose_references(self) -> References:
+        """The modal baseline completion per canary and kind (earliest first on a tie), once the baseline is in."""
+        for canary, per_kind in self._baseline.items():
+            if canary in self.references:
+                continue
+            refs: dict[IdentityKind, list[Any]] = {}
+            for kind in KINDS:
+                if counts := per_kind.get(kind):
+                    first_seen = self._first_seen[canary][kind]
+                    best = max(counts, key=lambda h, c=counts, f=first_seen: (c[h], -f[h][0]))  # type: ignore[misc]
+                    refs[kind] = first_seen[best][1]
+            self.references[canary] = refs
+        return self.references
+
+    def rows(self) -> list[dict[str, Any]]:
+        def order(key: tuple[str, str]) -> tuple[str, int]:
+            return key[0], -1 if key[1] == "baseline" else int(key[1])
+
+        out = []
+        for (c, lvl), cell in sorted(self.cells.items(), key=lambda kv: order(kv[0])):
+            kind = self.kinds[c].kind if c in self.kinds else "text"
+            diverged: int | str = cell.diverged[kind] if lvl != "baseline" and c in self.references else "—"
+            out.append(
+                {
+                    "canary": c,
+                    "level": lvl,
+                    "canaries": cell.canaries,
+                    "errors": cell.errors,
+                    "unique": len(cell.hashes.get(kind, ())),
+                    "diverged": diverged,
+                    "earliest": cell.earliest.get(kind, "—"),
+                    "identity": kind,
+                }
+            )
+        return out

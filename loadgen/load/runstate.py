@@ -1,0 +1,109 @@
+"""One user-side process's view of a run: the plan, live counters, the stage mirror, its collectors.
+
+Why: the canary user and the background users must agree on the model, the dialect, the stage and
+where records go. The plan travels as a small plain dict (the master sends it to workers, a local
+run loops it back), so a worker on another machine needs nothing but the message. This module
+imports no Locust; the locustfile wires it to Locust's events and messages.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collectors.canary import BackgroundCollector, CanaryCollector
+from collectors.manifest import read_manifest
+from loadgen.errors import RunFolderError
+from loadgen.load.client import Inflight
+from loadgen.load.coordination import Mirror
+from loadgen.load.live import References
+from loadgen.scenario import Scenario, parse_scenario
+from loadgen.studies.prepare import api_key_of, canary_features
+from loadgen.wire import Features
+
+
+@dataclass
+class RunState:
+    run_dir: Path
+    scenario: Scenario
+    base_url: str
+    model: str
+    api_key: str | None
+    features: dict[str, Features]  # per endpoint kind, as probed
+    mirror: Mirror
+    canaries: CanaryCollector
+    background: BackgroundCollector
+    worker: str
+    inflight: Inflight = field(default_factory=Inflight)
+    background_users: int = 0
+    references: References = field(default_factory=dict)  # canary id -> kind -> reference identity, once chosen
+    _next_user_index: int = 0
+
+    def next_user_index(self) -> int:
+        self._next_user_index += 1
+        return self._next_user_index - 1
+
+    def canary_body_features(self, index: int) -> Features:
+        canary = self.scenario.canaries[index]
+        return canary_features(self.features[self.scenario.canary_kind(canary)], canary)
+
+    def close(self) -> None:
+        self.canaries.close()
+        self.background.close()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The part of a prepared run that user-side processes need; travels as a small msgpack-safe message."""
+
+    run_dir: str
+    run_id: str
+    scenario: dict[str, Any]  # the resolved scenario, as the manifest holds it
+    base_url: str
+    model: str
+    features: dict[str, Any]  # per endpoint kind, as the manifest holds it
+
+    @classmethod
+    def of(cls, run_dir: Path) -> Plan:
+        m = read_manifest(run_dir)
+        where = f"{run_dir}/manifest.json"
+        if m.run_id is None or m.endpoint.base_url is None or m.endpoint.model is None:
+            raise RunFolderError(f"{where}: not a prepared run (run_id, endpoint.base_url and endpoint.model needed)")
+        return cls(str(run_dir), m.run_id, m.scenario, m.endpoint.base_url, m.endpoint.model, m.features)
+
+    def to_msg(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_msg(cls, data: dict[str, Any]) -> Plan:
+        return cls(**data)
+
+
+def _features(raw: dict[str, Any], where: str) -> dict[str, Features]:
+    try:
+        return {kind: Features(**entry["features"]) for kind, entry in raw.items()}
+    except (TypeError, KeyError) as exc:
+        raise RunFolderError(f"{where}: field features: not as 'loadgen run' writes it ({exc})") from None
+
+
+def state_from_plan(plan: Plan, *, worker: str) -> RunState:
+    """Open this process's record files in the run folder (created if this machine lacks it)."""
+    run_dir = Path(plan.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    where = f"{run_dir}/manifest.json"
+    scenario = parse_scenario(plan.scenario, where)
+    suffix = f"-{worker}" if worker else ""
+    return RunState(
+        run_dir=run_dir,
+        scenario=scenario,
+        base_url=plan.base_url,
+        model=plan.model,
+        api_key=api_key_of(scenario, where),
+        features=_features(plan.features, where),
+        mirror=Mirror(len(scenario.canaries)),
+        canaries=CanaryCollector(run_dir / f"canaries{suffix}.jsonl"),
+        background=BackgroundCollector(run_dir / f"background{suffix}.jsonl"),
+        worker=worker or f"pid{os.getpid()}",
+    )

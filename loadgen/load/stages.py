@@ -1,0 +1,103 @@
+"""The run's stage arithmetic: warm-up, baseline, then one stage per concurrency level.
+
+Pure: no Locust, no clocks of its own (callers pass ``now``). The shape asks how many users to
+hold for the current stage; a stage ends when its canary quota has completed (not on a timer), so
+every level gets exactly its canaries whatever the endpoint's speed. ``loadgen.load.coordination``
+carries the tracker's state to the processes that run users.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collectors.record import Phase
+from loadgen.scenario import Sweep
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    phase: Phase
+    level: int  # the concurrency this stage is reported under
+    quota: int  # canary requests to complete in this stage
+    burst: bool = False  # the quota is fired at once, with no background: level = copies in flight
+
+    @property
+    def background(self) -> int:
+        """Background users to hold."""
+        return 0 if self.burst else self.level
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    stage_index: int
+    phase: Phase
+    level: int
+    canary_index: int  # which of the scenario's canaries to send
+    seq: int  # 0-based position of this canary within its stage
+
+
+def build_stages(sweep: Sweep, n_canaries: int) -> list[Stage]:
+    """Warm-up and baseline run at level 0 with no background; each level sends every canary N times."""
+    stages: list[Stage] = []
+    if sweep.warmup:
+        stages.append(Stage("warmup", 0, sweep.warmup * n_canaries))
+    if sweep.baseline:
+        stages.append(Stage("baseline", 0, sweep.baseline * n_canaries))
+    stages.extend(Stage("sweep", level, sweep.canaries_per_level * n_canaries) for level in sweep.levels)
+    if sweep.burst:
+        stages.append(Stage("sweep", sweep.burst, sweep.burst * n_canaries, burst=True))
+    return stages
+
+
+def users_for(stage: Stage | None, canary_users: int) -> int | None:
+    """Total users the shape should hold for ``stage``; None ends the test."""
+    return None if stage is None else stage.background + canary_users
+
+
+class StageTracker:
+    """Which stage the run is in, how many of its canaries completed, and whether it may send."""
+
+    def __init__(self, stages: list[Stage], settle_timeout_s: float) -> None:
+        self.stages = stages
+        self.settle_timeout_s = settle_timeout_s
+        self.index = 0
+        self.completed = 0
+        self.stage_started_at: float | None = None
+        self.ready = False
+        self.unsettled_levels: list[int] = []  # levels whose canaries went out before all users were busy
+
+    @property
+    def current(self) -> Stage | None:
+        return self.stages[self.index] if self.index < len(self.stages) else None
+
+    @property
+    def finished(self) -> bool:
+        return self.current is None
+
+    def check_ready(self, now: float, background_users: int, background_inflight: int) -> bool:
+        """A stage may send once its background users all exist and each has a request in flight."""
+        stage = self.current
+        if stage is None:
+            return False
+        if self.ready:
+            return True
+        if self.stage_started_at is None:
+            self.stage_started_at = now
+        want = stage.background
+        if background_users == want and background_inflight >= want:
+            self.ready = True
+        elif now - self.stage_started_at >= self.settle_timeout_s and background_users >= want:
+            self.ready = True
+            self.unsettled_levels.append(stage.level)
+        return self.ready
+
+    def complete(self, stage_index: int) -> None:
+        """Count a finished canary (ok or failed); the last one of a stage moves the run to the next."""
+        if stage_index != self.index or self.current is None:
+            return  # a late report for a stage already closed
+        self.completed += 1
+        if self.completed >= self.stages[self.index].quota:
+            self.index += 1
+            self.completed = 0
+            self.ready = False
+            self.stage_started_at = None

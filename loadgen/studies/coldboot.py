@@ -1,0 +1,227 @@
+"""``loadgen coldboot``: restart the engine K times; after each boot send every canary N times, one at a time.
+
+Why: some divergence is not about load at all: the first request after a boot can differ from the
+ones after it (a cache-miss prefill reduces differently from a cache-hit one; the D3 study). That
+needs fresh engine processes and strictly serialised requests, so no Locust here: a blocking
+client (``loadgen.load.client``, the load path's own request code) sends each canary and every
+completion is written as a ``CanaryRecord`` (phase ``sweep``, level 0, with ``boot`` and
+``boot_index``) the moment it returns. Each boot repeats the same preamble (health wait, then the
+probe, whose prompt shares no prefix with a canary), so boot 1 is not special.
+
+Writes a normal run folder (manifest, ``canaries.jsonl``, ``engine.log``, report files) plus
+``coldboot.json`` and ``coldboot.md``. Raises ``LoadgenError`` subclasses; prints nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collectors.jsonl import JsonlWriter
+from collectors.manifest import RunStatus, now_iso, read_manifest, update_manifest
+from collectors.record import CanaryRecord
+from loadgen.errors import LoadgenError, ScenarioError, UsageError
+from loadgen.launchers.launcher import Launcher
+from loadgen.load.canary_request import canary_body, canary_record
+from loadgen.load.client import make_client, reset_cache, send
+from loadgen.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
+from loadgen.studies.lifecycle import OwnedRun
+from loadgen.studies.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
+from loadgen.studies.probe import probe
+from loadgen.wire import Features
+from loadgen.wire.urls import api_path
+from reports.coldboot import render_markdown, summarise
+from reports.writer import report_json, write_text
+
+
+@dataclass
+class ColdBootResult:
+    run_dir: Path
+    status: RunStatus  # finished / failed / interrupted
+    summary: dict[str, Any]
+
+
+@dataclass
+class _Boot:
+    """What one boot's requests need: where to send, as which model, asking for which fields."""
+
+    run_id: str
+    base_url: str
+    model: str
+    features: dict[str, Features]  # per endpoint kind, as probed on boot 1
+    api_key: str | None
+    number: int
+
+
+def study_size(scenario: Scenario, boots: int | None, requests: int | None) -> ColdBootSpec:
+    """The scenario's ``[cold_boot]`` (or the D3 default, 6 x 6), with command-line overrides."""
+    if boots is not None and boots < 1:
+        raise UsageError(f"--boots must be at least 1, got {boots}")
+    if requests is not None and requests < 2:
+        raise UsageError(f"--requests must be at least 2 (request 1 is compared with 2..N), got {requests}")
+    base = scenario.cold_boot or ColdBootSpec()
+    return ColdBootSpec(boots=boots or base.boots, requests=requests or base.requests)
+
+
+def launcher_for(scenario: Scenario, source: str, launcher: LauncherSpec | None) -> LauncherSpec:
+    """The engine to restart: ``launcher``, the scenario's ``[launcher]``, else the embedded engine."""
+    chosen = launcher or scenario.launcher
+    if chosen is not None:
+        return chosen
+    if scenario.endpoint.base_url is not None:
+        raise ScenarioError(
+            f"{source}: field endpoint.base_url: a cold-boot study restarts the engine, so it needs a [launcher] "
+            "(kind 'command' runs any shell command that serves on {port}); remove base_url or add one"
+        )
+    return LauncherSpec()
+
+
+def send_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, client: Any) -> CanaryRecord:
+    features = canary_features(boot.features[scenario.canary_kind(canary)], canary)
+    reset_status = reset_cache(client, scenario.endpoint.cache_reset_path) if canary.cache == "reset" else None
+    kind, body = canary_body(scenario, canary, model=boot.model, features=features)
+    out = send(
+        client, api_path(boot.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids, secret=boot.api_key
+    )
+    return canary_record(
+        out,
+        run_id=boot.run_id,
+        canary=canary,
+        kind=kind,
+        body=body,
+        phase="sweep",
+        level=0,
+        inflight_at_send=0,
+        worker="coldboot",
+        cache_reset_status=reset_status,
+        boot=boot.number,
+        boot_index=index,
+    )
+
+
+def _features(run_dir: Path) -> dict[str, Features]:
+    return {k: Features(**v["features"]) for k, v in read_manifest(run_dir).features.items()}
+
+
+def _send_all(boot: _Boot, scenario: Scenario, requests: int, writer: JsonlWriter) -> list[CanaryRecord]:
+    ep = scenario.endpoint
+    client = make_client(
+        boot.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s, api_key=boot.api_key
+    )
+    records = []
+    try:
+        for canary in scenario.canaries:
+            for index in range(1, requests + 1):
+                record = send_canary(boot, scenario, canary, index, client)
+                writer.write(record)
+                records.append(record)
+    finally:
+        client.close()
+    return records
+
+
+class _Study:
+    """One cold-boot study in progress: the launcher, the run folder (made on boot 1), its writer and log."""
+
+    def __init__(self, scenario: Scenario, source: str, spec: LauncherSpec, size: ColdBootSpec, out_dir: Path) -> None:
+        self.scenario, self.source, self.size, self.out_dir = scenario, source, size, out_dir
+        self.api_key = api_key_of(scenario, source)
+        self.engines = Launcher(spec)
+        self.tmp = Path(tempfile.mkdtemp(prefix="loadgen-coldboot-"))
+        self.run_dir: Path | None = None
+        self.writer: JsonlWriter | None = None
+        self.records: list[CanaryRecord] = []
+        self.boots: list[dict[str, Any]] = []
+        self.status = RunStatus.INTERRUPTED
+        self.owned: OwnedRun | None = None
+        self.features: dict[str, Features] = {}
+        self.model = ""
+
+    def run(self) -> None:
+        try:
+            for number in range(1, self.size.boots + 1):
+                self.boot(number)
+        except LoadgenError:
+            self.status = RunStatus.FAILED
+            raise
+        self.status = RunStatus.FINISHED
+
+    def boot(self, number: int) -> None:
+        """(Re)start the engine, repeat the preamble (health, probe), send every canary N times."""
+        t0 = time.monotonic()
+        log = self.tmp / "engine.log"
+        engine = self.engines.start(log) if number == 1 else self.engines.restart(log)
+        self.boots.append(
+            {"boot": number, "url": engine.url, "started": now_iso(), "ready_s": round(time.monotonic() - t0, 3)}
+        )
+        labels = {"engine": self.engines.spec.kind, **self.scenario.labels}
+        # every request is sent at level 0: the manifest says so, and counts boots x requests there
+        per_level = self.size.boots * self.size.requests
+        booted = with_overrides(
+            self.scenario, base_url=engine.url, labels=labels, levels=[0], canaries_per_level=per_level
+        )
+        if self.run_dir is None:  # boot 1: the probe, the run folder and its manifest
+            extra = {"engine": self.engines.describe(), "cold_boot": self.size.model_dump()}
+            self.run_dir = prepare_run(booted, source=self.source, out_dir=self.out_dir, extra=extra)
+            self.owned = OwnedRun.begin(self.run_dir, base_url=None, api_key=None)
+            self.writer = JsonlWriter(self.run_dir / "canaries.jsonl")
+            self.features, self.model = _features(self.run_dir), str(read_manifest(self.run_dir).endpoint.model)
+        else:
+            probe(
+                engine.url,
+                model=self.model,
+                kinds=endpoint_kinds(booted),
+                wanted=wanted_features(booted),
+                api_key=self.api_key,
+                timeout_s=min(self.scenario.endpoint.connect_timeout_s, 10.0),
+            )
+        assert self.writer is not None
+        boot = _Boot(self.run_dir.name, engine.url, self.model, self.features, self.api_key, number)
+        self.records += _send_all(boot, booted, self.size.requests, self.writer)
+
+    def close(self, *, report: bool) -> dict[str, Any]:
+        """Stop the engine, keep its log in the run folder, write the cold-boot summary and end the run,
+        whatever happened. Returns the summary."""
+        self.engines.stop()
+        if self.writer is not None:
+            self.writer.close()
+        summary = summarise(self.records, boots=self.size.boots, requests=self.size.requests)
+        if self.run_dir is not None and self.owned is not None:
+            log = self.tmp / "engine.log"
+            if log.exists():
+                shutil.copy(log, self.run_dir / "engine.log")
+            update_manifest(
+                self.run_dir, boots=self.boots, engine=self.engines.describe(), canaries_reported=len(self.records)
+            )
+            write_text(self.run_dir / "coldboot.json", report_json(summary))
+            write_text(self.run_dir / "coldboot.md", render_markdown(summary))
+            self.owned.end(self.status, report=report)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return summary
+
+
+def cold_boot(
+    scenario_path: Path,
+    *,
+    out_dir: Path = Path("runs"),
+    boots: int | None = None,
+    requests: int | None = None,
+    labels: dict[str, str] | None = None,
+    launcher: LauncherSpec | None = None,
+    report: bool = True,
+) -> ColdBootResult:
+    """Run the cold-boot study of ``scenario_path`` into a new run folder under ``out_dir``."""
+    source = str(scenario_path)
+    scenario = with_overrides(load_scenario(scenario_path), labels=labels)
+    size = study_size(scenario, boots, requests)
+    study = _Study(scenario, source, launcher_for(scenario, source, launcher), size, out_dir)
+    try:
+        study.run()
+    finally:
+        summary = study.close(report=report)
+    assert study.run_dir is not None
+    return ColdBootResult(study.run_dir, study.status, summary)

@@ -1,0 +1,234 @@
+"""Ask an endpoint, once per run and before any load, who it is and which request dialect it accepts.
+
+Why: servers differ (vLLM's ``return_token_ids``, llama.cpp's ids inside logprobs, hosted APIs that
+reject unknown fields). The probe reads ``/v1/models`` and ``/version``, then sends one short
+request per endpoint kind, dropping optional fields the server refuses, and records what it used.
+The probe prompt is unrelated to any canary, so it warms no canary prefix in a cache.
+
+Blocking stdlib HTTP (works with or without gevent's patching). It follows no redirect: the API key
+goes to the configured host and nowhere else. Raises ``EndpointError`` naming the URL; prints nothing.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from loadgen.errors import EndpointError
+from loadgen.wire import Features, Kind, MalformedResponse, build_body, features_from_probe, parse_body
+from loadgen.wire.urls import api_path, origin, v1_path
+
+PROBE_PROMPT = "Reply with one word: ready"
+
+
+@dataclass
+class KindProbe:
+    features: Features
+    identity: str  # "token_ids", "tokens" or "text": what the completions will be compared by
+    attempts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ServerInfo:
+    base_url: str
+    model: str
+    models: Any  # the /v1/models body
+    version: str | None
+    kinds: dict[Kind, KindProbe]
+
+    def features_json(self) -> dict[str, Any]:
+        return {
+            k: {"features": asdict(p.features), "identity": p.identity, "attempts": p.attempts}
+            for k, p in self.kinds.items()
+        }
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a redirect and send the Authorization header on to any host: refuse instead."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
+        fp.close()
+        raise EndpointError(
+            f"{req.full_url}: HTTP {code} redirect to {newurl}; redirects are not followed, so an "
+            "API key never leaves the configured host: set endpoint.base_url to the final address"
+        )
+
+
+# No proxies either: the load path (geventhttpclient) connects directly, so the probe must see the same server
+# and a proxy must never see the key.
+_OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
+
+
+def _request(
+    url: str, *, api_key: str | None, timeout_s: float, body: dict[str, Any] | None = None
+) -> tuple[int, bytes]:
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
+    try:
+        with _OPENER.open(req, timeout=timeout_s) as resp:
+            return int(resp.status), bytes(resp.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read()
+    except urllib.error.URLError as exc:
+        raise EndpointError(f"{url}: cannot connect ({exc.reason})") from None
+    except http.client.HTTPException as exc:
+        raise EndpointError(
+            f"{url}: answered, but not in HTTP ({type(exc).__name__}: {exc}); expected an OpenAI-compatible server"
+        ) from None
+    except TimeoutError:
+        raise EndpointError(f"{url}: no answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise EndpointError(f"{url}: connection failed ({type(exc).__name__}: {exc})") from None
+
+
+def _refused_key(url: str, status: int, api_key: str | None) -> EndpointError:
+    if api_key:
+        return EndpointError(
+            f"{url}: HTTP {status}: the endpoint refused the API key read from the variable "
+            "named by endpoint.api_key_env"
+        )
+    return EndpointError(
+        f"{url}: HTTP {status}: the endpoint wants an API key; put it in an environment "
+        "variable and name that variable in endpoint.api_key_env"
+    )
+
+
+def read_models(base_url: str, *, api_key: str | None, timeout_s: float) -> tuple[list[str], Any]:
+    url = origin(base_url) + v1_path(base_url, "models")
+    status, raw = _request(url, api_key=api_key, timeout_s=timeout_s)
+    if status in (401, 403):
+        raise _refused_key(url, status, api_key)
+    if status != 200:
+        raise EndpointError(f"{url}: HTTP {status}; expected an OpenAI-compatible server with GET /v1/models")
+    try:
+        body = json.loads(raw)
+        ids = [str(m["id"]) for m in body["data"]]
+    except (ValueError, KeyError, TypeError):
+        raise EndpointError(
+            f"{url}: answered, but not with an OpenAI model list ({{'data': [{{'id': ...}}]}})"
+        ) from None
+    return ids, body
+
+
+def read_version(base_url: str, *, api_key: str | None, timeout_s: float) -> str | None:
+    try:
+        status, raw = _request(
+            origin(base_url) + v1_path(base_url, "").removesuffix("/v1/") + "/version",
+            api_key=api_key,
+            timeout_s=timeout_s,
+        )
+    except EndpointError:
+        return None
+    if status != 200:
+        return None
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    return str(body.get("version")) if isinstance(body, dict) and body.get("version") is not None else None
+
+
+BUSY = frozenset({429, 500, 502, 503, 504})
+BUSY_RETRY_S = (0.5, 1.0, 2.0)  # the probe only: load requests are never retried
+
+
+def _error_text(raw: bytes) -> str:
+    return raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
+
+
+def probe_kind(
+    base_url: str, kind: Kind, model: str, wanted: Features, *, api_key: str | None, timeout_s: float
+) -> KindProbe:
+    """Send the probe with the richest dialect first; drop what the server rejects, one field at a time."""
+    url = origin(base_url) + api_path(base_url, kind)
+    candidates = [wanted]
+    if wanted.return_token_ids:
+        candidates.append(replace(wanted, return_token_ids=False))
+    if wanted.top_logprobs:
+        candidates.append(replace(wanted, return_token_ids=False, top_logprobs=0))
+    if wanted.logprobs:
+        candidates.append(replace(wanted, return_token_ids=False, top_logprobs=0, logprobs=False))
+    attempts: list[str] = []
+    for features in candidates:
+        messages = [{"role": "user", "content": PROBE_PROMPT}] if kind == "chat" else None
+        body = build_body(
+            kind,
+            model=model,
+            prompt=None if messages else PROBE_PROMPT,
+            messages=messages,
+            max_tokens=4,
+            seed=0,
+            stream=False,
+            features=features,
+        )
+        status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body)
+        for wait_s in BUSY_RETRY_S:
+            if status not in BUSY:
+                break
+            # overloaded or failing now says nothing about the dialect: ask again, never drop a field for it
+            attempts.append(f"{asdict(features)} -> HTTP {status}, asked again after {wait_s:g} s")
+            time.sleep(wait_s)
+            status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body)
+        if status in BUSY:
+            raise EndpointError(
+                f"{url}: HTTP {status} to every probe request ({len(BUSY_RETRY_S) + 1} tries); "
+                f"the endpoint is overloaded or failing: {_error_text(raw)}"
+            )
+        if status == 404:
+            raise EndpointError(
+                f"{url}: HTTP 404; the server has no {kind} endpoint, which the scenario asks for "
+                f"(endpoint.kind, background.kind, or a canary's kind or messages)"
+            )
+        if status in (401, 403):
+            raise _refused_key(url, status, api_key)
+        if status != 200:
+            attempts.append(f"{asdict(features)} -> HTTP {status}")
+            continue
+        try:
+            completion = parse_body(kind, raw, tokens_as_ids=features.tokens_as_ids)
+            honoured = features_from_probe(kind, raw, features)  # a 200 proves nothing: servers ignore fields
+        except MalformedResponse as exc:
+            raise EndpointError(
+                f"{url}: answered 200 with a body that is not an OpenAI {kind} response ({exc})"
+            ) from None
+        attempts.append(f"{asdict(features)} -> HTTP 200")
+        identity = "token_ids" if completion.token_ids else ("tokens" if completion.tokens else "text")
+        return KindProbe(honoured, identity, attempts)
+    raise EndpointError(f"{url}: every probe request was refused: {'; '.join(attempts)}")
+
+
+def probe(
+    base_url: str,
+    *,
+    model: str | None,
+    kinds: set[Kind],
+    wanted: Features,
+    api_key: str | None,
+    timeout_s: float = 10.0,
+) -> ServerInfo:
+    ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s)
+    if model is None:
+        if not ids:
+            raise EndpointError(f"{base_url}: /v1/models lists no model; set endpoint.model")
+        model = ids[0]
+    elif ids and model not in ids:
+        raise EndpointError(f"{base_url}: model {model!r} is not served; the server has {ids}")
+    version = read_version(base_url, api_key=api_key, timeout_s=timeout_s)
+    probes = {
+        k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0))
+        for k in sorted(kinds)
+    }
+    return ServerInfo(base_url, model, models, version, probes)

@@ -1,0 +1,225 @@
+"""``loadgen run``: one command from a scenario file to a reported run folder.
+
+Why: a user should not have to start an engine, prepare a folder, drive Locust and call the report
+by hand. Headless, this module validates and probes in this process (clean errors, before any
+traffic), starts an engine when no endpoint is given (the scenario's ``[launcher]``, else the
+embedded engine), runs Locust in a child process (gevent's patching stays out of this one), then
+finishes the manifest and writes the reports.
+With ``ui=True`` it hands the validated options to Locust's web UI, where each start prepares and
+reports its own run folder. Library first: the CLI only parses arguments and renders errors.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collectors.manifest import RunStatus
+from loadgen.launchers.launcher import Launcher
+from loadgen.launchers.process import RunningEngine, start_embedded
+from loadgen.scenario import LauncherSpec, Scenario, load_scenario, with_overrides
+from loadgen.studies.lifecycle import OwnedRun
+from loadgen.studies.prepare import api_key_of, prepare_run
+
+LOCUSTFILE = Path(__file__).parents[1] / "load" / "locustfile.py"
+STOP_TIMEOUT_S = 30.0  # background requests in flight at the end get this long to finish, then are cut
+
+
+@dataclass
+class RunResult:
+    run_dir: Path  # the run folder (headless) or the folder that receives them (web UI)
+    status: RunStatus | None  # the run's final status; None after a web UI session (each start has its own)
+    locust_exit: int
+
+
+def _locust_base(base_url: str, scenario_path: str, out_dir: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-P",
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--host",
+        base_url,
+        "--scenario",
+        scenario_path,
+        "--out-dir",
+        str(out_dir),
+        "--stop-timeout",
+        f"{STOP_TIMEOUT_S:g}",
+        "--exit-code-on-error",
+        "0",
+    ]
+
+
+def headless_command(run_dir: Path, base_url: str, scenario_path: str, *, processes: int = 0) -> list[str]:
+    cmd = [
+        *_locust_base(base_url, scenario_path, run_dir.parent),
+        "--run-dir",
+        str(run_dir),
+        "--headless",
+        "--only-summary",
+        "--loglevel",
+        "INFO" if processes else "WARNING",
+        "--csv",
+        str(run_dir / "locust"),
+        "--html",
+        str(run_dir / "locust.html"),
+    ]
+    if processes:
+        # a worker that dies takes its users with it: rebalancing restarts them (the canary user too) elsewhere;
+        # master and workers talk on a free loopback port, never on every interface, never on a busy default
+        port = str(free_port())
+        cmd += [
+            "--processes",
+            str(processes),
+            "--enable-rebalancing",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            port,
+            "--master-port",
+            port,
+        ]
+    return cmd
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ui_command(scenario: Scenario, scenario_path: str, out_dir: Path, *, web_host: str, web_port: int) -> list[str]:
+    assert scenario.endpoint.base_url is not None
+    labels = ",".join(f"{k}={v}" for k, v in scenario.labels.items())
+    return [
+        *_locust_base(scenario.endpoint.base_url, scenario_path, out_dir),
+        "--levels",
+        ",".join(map(str, scenario.sweep.levels)),
+        "--canaries-per-level",
+        str(scenario.sweep.canaries_per_level),
+        "--labels",
+        labels,
+        "--web-host",
+        web_host,
+        "--web-port",
+        str(web_port),
+    ]
+
+
+def _start_locust(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Locust in a session of its own: its worker processes can be cleaned up as one group afterwards."""
+    return subprocess.Popen(cmd, start_new_session=True, **kwargs)
+
+
+def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for Locust; on SIGTERM or Ctrl-C let it stop gracefully so the manifest and records are finished.
+    Then no process of its group may outlive it (a worker whose master failed would wait for it forever)."""
+    try:
+        return _wait(proc)
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
+
+    def forward(_signum: int, _frame: object) -> None:
+        # SIGINT, not SIGTERM: a Locust run with a load shape stops gracefully on SIGINT (users finish or are
+        # recorded as cancelled), while SIGTERM would end it before its handler is installed
+        proc.send_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                proc.send_signal(signal.SIGINT)  # Locust runs in its own session: pass Ctrl-C on
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+EngineInfo = dict[str, Any]  # what the manifest records under "engine"
+
+
+@contextmanager
+def endpoint_for(
+    scenario: Scenario, engine_args: list[str], launcher: LauncherSpec | None = None
+) -> Iterator[tuple[Scenario, RunningEngine | None, EngineInfo | None]]:
+    """The scenario with a base URL: its own, or an engine started here and stopped on exit: ``launcher``,
+    else the scenario's ``[launcher]``, else the embedded engine (``engine_args`` appended to its arguments)."""
+    if scenario.endpoint.base_url is not None:
+        yield scenario, None, None
+        return
+    spec = launcher or scenario.launcher
+    tmp = Path(tempfile.mkdtemp(prefix="loadgen-engine-"))
+    try:
+        if spec is None:
+            with start_embedded(engine_args, log_path=tmp / "engine.log") as engine:
+                labels = {
+                    "engine": "embedded",
+                    **({"engine_args": " ".join(engine_args)} if engine_args else {}),
+                    **scenario.labels,
+                }
+                info = {"kind": "embedded", "command": engine.command[1:]}
+                yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, info
+        else:
+            spec = spec.model_copy(update={"args": [*spec.args, *engine_args]})
+            with Launcher(spec) as started:
+                engine = started.start(tmp / "engine.log")
+                labels = {"engine": spec.kind, **scenario.labels}
+                yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, started.describe()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(
+    scenario_path: Path,
+    *,
+    host: str | None = None,
+    out_dir: Path = Path("runs"),
+    levels: list[int] | None = None,
+    canaries_per_level: int | None = None,
+    labels: dict[str, str] | None = None,
+    engine_args: list[str] | None = None,
+    ui: bool = False,
+    web_host: str = "127.0.0.1",
+    web_port: int = 8089,
+    processes: int = 0,
+    report: bool = True,
+    launcher: LauncherSpec | None = None,
+) -> RunResult:
+    source = str(scenario_path)
+    scenario = with_overrides(
+        load_scenario(scenario_path), base_url=host, levels=levels, canaries_per_level=canaries_per_level, labels=labels
+    )
+    with endpoint_for(scenario, engine_args or [], launcher) as (scenario, engine, engine_info):
+        assert scenario.endpoint.base_url is not None
+        if ui:
+            cmd = ui_command(scenario, source, out_dir, web_host=web_host, web_port=web_port)
+            return RunResult(out_dir, None, _wait_forwarding_signals(_start_locust(cmd)))
+        extra = {"engine": engine_info} if engine_info else {}
+        run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
+        owned = OwnedRun.begin(
+            run_dir, base_url=scenario.endpoint.base_url, api_key=api_key_of(scenario, source), engine=engine
+        )
+        try:
+            with open(run_dir / "locust.log", "ab") as log:
+                cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)
+                code = _wait_forwarding_signals(_start_locust(cmd, stdout=log, stderr=subprocess.STDOUT))
+        finally:
+            status = owned.end(report=report)
+    return RunResult(run_dir, status, code)

@@ -1,0 +1,25 @@
+"""Request paths under an endpoint's base URL: where the OpenAI-style routes live whatever prefix it has.
+
+Pure string work, shared by the probe (plain urllib, in the CLI's process) and the load path's client.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+
+def v1_path(base_url: str, suffix: str) -> str:
+    """``http://h:8000`` or ``http://h:8000/v1`` -> ``/v1/<suffix>`` (keeping any path prefix)."""
+    path = urlsplit(base_url).path.rstrip("/")
+    if not path.endswith("/v1"):
+        path += "/v1"
+    return f"{path}/{suffix}"
+
+
+def api_path(base_url: str, kind: str) -> str:
+    return v1_path(base_url, "chat/completions" if kind == "chat" else "completions")
+
+
+def origin(base_url: str) -> str:
+    parts = urlsplit(base_url)
+    return f"{parts.scheme}://{parts.netloc}"

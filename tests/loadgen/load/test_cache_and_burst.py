@@ -1,0 +1,68 @@
+"""Cache-controlled canaries and the burst stage, end to end against the embedded engine."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import orjson
+
+from collectors.jsonl import read_jsonl
+from loadgen.studies.run import run
+
+SCENARIO = """
+name = "cache-burst"
+[[canaries]]
+id = "cold"
+prompt = "The history of the old harbour town begins with a small group of fishermen who settled there"
+max_tokens = 8
+cache = "reset"
+expect_cache = "miss"
+[[canaries]]
+id = "warm"
+prompt = "The history of the old harbour town begins with a small group of fishermen who settled there"
+max_tokens = 8
+expect_cache = "hit"
+[[canaries]]
+id = "salted"
+prompt = "The history of the old harbour town begins with a small group of fishermen who settled there"
+max_tokens = 8
+cache = "salt"
+expect_cache = "hit"
+[sweep]
+levels = [0]
+canaries_per_level = 3
+warmup = 0
+baseline = 1
+burst = 5
+"""
+
+
+def test_cache_actions_and_burst(engine_url: str, tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SCENARIO)
+    result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+    assert result.status == "finished"
+    rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
+    assert Counter((r["canary_id"], r["level"]) for r in rows) == {
+        (c, lvl): n for c in ("cold", "warm", "salted") for lvl, n in ((0, 4), (5, 5))
+    }
+    burst = [r for r in rows if r["level"] == 5]
+    assert max(r["inflight_at_send"] for r in burst) >= 10  # fired together, not one by one
+    cold = [r for r in rows if r["canary_id"] == "cold"]
+    assert all(r["cache_action"] == "reset" and r["cache_reset_status"] == 200 for r in cold)
+    salted = [r for r in rows if r["canary_id"] == "salted"]
+    assert len({r["request"]["cache_salt"] for r in salted}) == len(salted)
+    report = orjson.loads((result.run_dir / "report.json").read_bytes())
+    checks = report["scenario_checks"]["cache_expectations"]
+    # sent one at a time, a reset just before is always a miss; inside the burst other copies may refill it
+    assert all(r["usage"]["prompt_tokens_details"]["cached_tokens"] == 0 for r in cold if r["level"] == 0)
+    assert checks["cold"]["met"] >= 4 and checks["cold"]["canaries"] == 9
+    # sequential warm canaries after a cold one hit the cache the cold one filled
+    assert checks["warm"]["reported"] == checks["warm"]["canaries"] > 0
+    assert checks["warm"]["met"] >= 1
+    # a salted request is a guaranteed miss: expecting a hit must be flagged, not passed
+    assert checks["salted"]["violated"] == checks["salted"]["canaries"]
+    assert any("salted was meant to hit" in n for n in report["run"]["notices"])
+    # the request bodies differ only by the salt: one distinct body per canary
+    assert report["scenario_checks"]["distinct_request_bodies"]["salted"] == 1

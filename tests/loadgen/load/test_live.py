@@ -1,0 +1,113 @@
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loadgen.load.live import LiveTable, summarise
+
+seqs = st.lists(st.integers(0, 5), max_size=12)
+
+
+def msg(
+    phase: str, level: int, ident: list[int] | None, ref: list[int] | None = None, status: str = "ok"
+) -> dict[str, Any]:
+    return summarise(
+        canary="c",
+        stage=0,
+        phase=phase,
+        level=level,
+        status=status if ident is not None else "error",
+        token_ids=ident,
+        tokens=None if ident is None else [str(t) for t in ident],
+        text=None if ident is None else "".join(map(str, ident)),
+        reference=None if ref is None else {"token_ids": ref},
+    )
+
+
+def test_live_table_counts_and_reference() -> None:
+    t = LiveTable()
+    t.add(msg("warmup", 0, [9, 9]))
+    for ident in ([1, 2, 3], [1, 2, 4], [1, 2, 4]):
+        t.add(msg("baseline", 0, ident))
+    assert t.choose_references()["c"]["token_ids"] == [1, 2, 4]  # modal
+    t.add(msg("sweep", 4, [1, 2, 4], ref=[1, 2, 4]))
+    t.add(msg("sweep", 4, [1, 5, 4], ref=[1, 2, 4]))
+    t.add(msg("sweep", 4, None, status="error"))
+    rows = t.rows()
+    assert rows[0] == {
+        "canary": "c",
+        "level": "baseline",
+        "canaries": 3,
+        "errors": 0,
+        "unique": 2,
+        "diverged": "—",
+        "earliest": "—",
+        "identity": "token_ids",
+    }
+    assert rows[1] == {
+        "canary": "c",
+        "level": "4",
+        "canaries": 3,
+        "errors": 1,
+        "unique": 2,
+        "diverged": 1,
+        "earliest": 1,
+        "identity": "token_ids",
+    }
+
+
+def test_baseline_tie_takes_the_earliest() -> None:
+    t = LiveTable()
+    t.add(msg("baseline", 0, [7]))
+    t.add(msg("baseline", 0, [8]))
+    assert t.choose_references()["c"]["token_ids"] == [7]
+
+
+def test_one_completion_without_ids_makes_the_whole_canary_compare_by_tokens() -> None:
+    """The report's rule, live: ids 5 and 6 both print as "x"; once one completion lacks ids they are one."""
+    t = LiveTable()
+
+    def add(ids: list[int] | None, tokens: list[str]) -> None:
+        t.add(
+            summarise(
+                canary="c",
+                stage=1,
+                phase="sweep",
+                level=2,
+                status="ok",
+                token_ids=ids,
+                tokens=tokens,
+                text="".join(tokens),
+                reference=None,
+            )
+        )
+
+    add([5], ["x"])
+    add([6], ["x"])
+    assert t.rows()[0]["unique"] == 2 and t.rows()[0]["identity"] == "token_ids"
+    add(None, ["x"])
+    assert t.rows()[0]["unique"] == 1 and t.rows()[0]["identity"] == "tokens"
+
+
+@given(st.lists(st.tuples(seqs, st.booleans()), min_size=1, max_size=12))
+def test_unique_is_the_distinct_completions_under_the_canary_kind(rows: list[tuple[list[int], bool]]) -> None:
+    t = LiveTable()
+    for ids, has_ids in rows:
+        t.add(
+            summarise(
+                canary="c",
+                stage=1,
+                phase="sweep",
+                level=1,
+                status="ok",
+                token_ids=ids if has_ids else None,
+                tokens=[str(i % 3) for i in ids],
+                text=None,
+                reference=None,
+            )
+        )
+    if all(has for _, has in rows):
+        expected = {tuple(ids) for ids, _ in rows}
+    else:
+        expected = {tuple(str(i % 3) for i in ids) for ids, _ in rows}  # type: ignore[misc]
+    assert t.rows()[0]["unique"] == len(expected)

@@ -1,0 +1,81 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loadgen.load.stages import Stage, StageTracker, build_stages, users_for
+from loadgen.scenario import Sweep
+
+
+def test_build_stages_orders_warmup_baseline_then_levels() -> None:
+    stages = build_stages(Sweep(levels=[0, 4, 16], canaries_per_level=3, warmup=1, baseline=2), n_canaries=2)
+    assert stages == [
+        Stage("warmup", 0, 2),
+        Stage("baseline", 0, 4),
+        Stage("sweep", 0, 6),
+        Stage("sweep", 4, 6),
+        Stage("sweep", 16, 6),
+    ]
+
+
+def test_users_for_adds_canary_users_and_ends_with_none() -> None:
+    assert users_for(Stage("sweep", 16, 5), canary_users=1) == 17
+    assert users_for(None, canary_users=1) is None
+
+
+def test_ready_only_when_all_background_users_are_busy() -> None:
+    t = StageTracker([Stage("sweep", 4, 2)], settle_timeout_s=10)
+    assert not t.check_ready(0.0, background_users=3, background_inflight=3)
+    assert not t.check_ready(1.0, background_users=4, background_inflight=2)
+    assert not t.check_ready(1.0, background_users=5, background_inflight=5)  # scaling down from a higher level
+    assert t.check_ready(1.5, background_users=4, background_inflight=4)
+    assert t.unsettled_levels == []
+
+
+def test_settle_timeout_marks_level_unsettled() -> None:
+    t = StageTracker([Stage("sweep", 4, 1)], settle_timeout_s=2)
+    assert not t.check_ready(0.0, 4, 1)
+    assert t.check_ready(2.5, 4, 1)
+    assert t.unsettled_levels == [4]
+
+
+def test_completion_advances_and_late_reports_are_ignored() -> None:
+    t = StageTracker([Stage("baseline", 0, 2), Stage("sweep", 1, 1)], settle_timeout_s=1)
+    t.check_ready(0, 0, 0)
+    t.complete(0)
+    assert t.current == Stage("baseline", 0, 2) and t.completed == 1
+    t.complete(0)
+    assert t.current == Stage("sweep", 1, 1) and not t.ready and t.completed == 0
+    t.complete(0)  # late report for the closed stage
+    assert t.completed == 0
+    t.complete(1)
+    assert t.finished
+    t.complete(1)
+    assert t.finished
+
+
+@given(
+    levels=st.lists(st.integers(0, 64), min_size=1, max_size=6, unique=True),
+    per_level=st.integers(1, 5),
+    n_canaries=st.integers(1, 3),
+)
+def test_every_stage_gets_exactly_its_quota(levels: list[int], per_level: int, n_canaries: int) -> None:
+    stages = build_stages(Sweep(levels=levels, canaries_per_level=per_level, warmup=0, baseline=1), n_canaries)
+    t = StageTracker(stages, settle_timeout_s=1)
+    done = [0] * len(stages)
+    while not t.finished:
+        done[t.index] += 1
+        t.complete(t.index)
+    assert done == [s.quota for s in stages]
+
+
+def test_burst_stage_comes_last_and_holds_no_background() -> None:
+    stages = build_stages(Sweep(levels=[0, 4], canaries_per_level=2, warmup=0, baseline=1, burst=100), n_canaries=2)
+    assert stages[-1] == Stage("sweep", 100, 200, burst=True)
+    assert users_for(stages[-1], canary_users=1) == 1
+
+
+def test_burst_size_may_not_equal_a_level() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="burst 4 equals a level"):
+        Sweep(levels=[0, 4], burst=4)

@@ -1,0 +1,65 @@
+"""``loadgen run --ui``: Locust's web UI on the scenario; a start from its form, with values typed as text."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from collectors.jsonl import read_jsonl
+from collectors.manifest import read_manifest
+
+
+def test_form_start_uses_typed_options_and_reports(
+    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    port = free_port
+    log_path = tmp_path / "ui.log"
+    with open(log_path, "wb") as log:  # a file, not a pipe: Locust logs a lot and would block on a full pipe
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "loadgen",
+                "run",
+                "--ui",
+                "--host",
+                fault_server,
+                "--web-port",
+                str(port),
+                "--out",
+                str(tmp_path / "runs"),
+                "--levels",
+                "0,1",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/")
+        form = {"levels": " 0, 2", "canaries_per_level": "2", "labels": "from=ui", "scenario": "quickstart"}
+        req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert json.loads(resp.read())["success"] is True
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "runs").glob("*/report.json")):
+            assert time.monotonic() < deadline, "no report from the UI-started run"
+            assert proc.poll() is None
+            time.sleep(0.2)
+        (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/report.json")]
+        manifest = read_manifest(run_dir)
+        assert manifest.levels == [0, 2] and manifest.canaries_per_level == 2
+        assert manifest.labels == {"from": "ui"} and manifest.status == "finished"
+        rows = read_jsonl(run_dir / "canaries.jsonl").rows
+        assert len(rows) == 1 + 4 + 2 * 2
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log_path.read_text()[-2000:]

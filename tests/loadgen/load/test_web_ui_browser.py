@@ -1,0 +1,102 @@
+"""The web UI in a real headless Chromium: start a run from the form, watch the tab fill, open the report.
+
+Needs Debian's ``chromium`` and the ``playwright`` package (its driver only; no browser download).
+``.ci/run`` installs both and sets LOADGEN_BROWSER_TESTS=1, which turns a missing browser into a
+failure; elsewhere the test is skipped when no Chromium is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+REQUIRED = os.environ.get("LOADGEN_BROWSER_TESTS") == "1"
+pytestmark = pytest.mark.skipif(not CHROMIUM and not REQUIRED, reason="no Chromium installed")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture
+def ui(engine_url: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]) -> Iterator[str]:
+    port = free_port
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadgen",
+        "run",
+        "--ui",
+        "--host",
+        engine_url,
+        "--web-port",
+        str(port),
+        "--out",
+        str(tmp_path),
+    ]
+    with open(tmp_path / "ui.log", "wb") as log:  # a file, not a pipe nobody reads: Locust logs a lot
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:
+    assert CHROMIUM, "LOADGEN_BROWSER_TESTS=1 but no chromium on PATH"
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 800})
+        page.goto(ui + "/")
+        page.get_by_role("button", name="Custom parameters").click()
+        page.locator("input[name=levels]").fill("0, 4, 16")  # typed as text: normalised to integers
+        page.locator("input[name=canariesPerLevel]").fill("5")
+        page.locator("input[name=labels]").fill("from=browser")
+        page.get_by_role("button", name="Start").click()
+        page.get_by_role("tab", name="Batch invariance").click()
+        table = page.locator("table").first
+        expect(table).to_contain_text("Unique completions")
+        # the tab fills while the run goes: the level-16 row appears with all 5 canaries counted
+        row16 = table.locator("tr", has_text="story").filter(has=page.locator("td", has_text="16"))
+        expect(row16.first).to_be_visible(timeout=120_000)
+        deadline = time.monotonic() + 180
+        while (state := json.loads(urllib.request.urlopen(ui + "/stats/requests").read())["state"]) != "stopped":
+            assert time.monotonic() < deadline, f"run did not stop: state {state}"
+            time.sleep(0.5)
+        # Locust's page stops polling once it has seen "cleanup" (background requests finishing): reload
+        page.reload()
+        expect(page.locator("header")).to_contain_text("stopped", ignore_case=True, timeout=30_000)
+        page.get_by_role("tab", name="Batch invariance").click()
+        cells = [c.inner_text() for c in row16.first.locator("td").all()]
+        assert cells[:3] == ["story", "16", "5"]
+        if shot := os.environ.get("LOADGEN_SCREENSHOT"):
+            page.screenshot(path=shot)
+        page.get_by_role("tab", name="Download data").click()
+        link = page.get_by_role("link", name="Batch-invariance report of the last finished run (HTML)")
+        href = link.get_attribute("href")
+        assert href == "/loadgen/report"
+        page.goto(ui + href)
+        expect(page.locator("h1")).to_have_text("Batch-invariance report")
+        expect(page.get_by_text("from=browser")).to_be_visible()
+        browser.close()
+    (run_dir,) = [p.parent for p in tmp_path.glob("*/report.html")]  # one start, one run folder
+    assert "from" in (run_dir / "manifest.json").read_text()

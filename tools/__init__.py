@@ -1,0 +1,1 @@
+"""Build tooling for CI and local trials; not part of the installed package."""
