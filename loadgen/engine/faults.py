@@ -145,20 +145,32 @@ def add_fault_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fault-status", type=int, default=503, help="HTTP status of the status fault (e.g. 500, 503, 429)")
     g.add_argument("--fault-rate", type=float, default=0.0, help="share of requests answered with --fault-status")
     g.add_argument("--fault-retry-after", type=int, default=1, help="Retry-After seconds sent with 429 and 503")
-    g.add_argument("--fault-refuse-window-s", default=None, metavar="START:DURATION",
-                   help="close every generation connection, before any byte, for DURATION s starting START s after "
-                   "the first faultable request")  # fmt: skip
+    g.add_argument(
+        "--fault-refuse-window-s",
+        default=None,
+        metavar="START:DURATION",
+        help="close every generation connection, before any byte, for DURATION s starting START s after "
+        "the first faultable request",
+    )
     g.add_argument("--fault-reset-rate", type=float, default=0.0, help="share of connections aborted mid-body")
     g.add_argument("--fault-no-done-rate", type=float, default=0.0, help="share of streams ending without [DONE]")
     g.add_argument("--fault-malformed-rate", type=float, default=0.0, help="share with a non-JSON chunk or body")
     g.add_argument("--fault-missing-ids-rate", type=float, default=0.0, help="share answered without token_ids")
-    g.add_argument("--fault-missing-logprobs-rate", type=float, default=0.0,
-                   help="share answered without logprobs and token ids (text only)")  # fmt: skip
+    g.add_argument(
+        "--fault-missing-logprobs-rate",
+        type=float,
+        default=0.0,
+        help="share answered without logprobs and token ids (text only)",
+    )
     g.add_argument("--fault-slow-first-token-s", type=float, default=0.0, help="delay before the first byte")
     g.add_argument("--fault-slow-rate", type=float, default=0.0, help="share delayed by --fault-slow-first-token-s")
     g.add_argument("--fault-seed", type=int, default=0, help="seed of the per-request fault draw")
-    g.add_argument("--fault-skip", type=int, default=0,
-                   help="the first N generation requests are never faulted (spare the load tool's probe)")  # fmt: skip
+    g.add_argument(
+        "--fault-skip",
+        type=int,
+        default=0,
+        help="the first N generation requests are never faulted (spare the load tool's probe)",
+    )
 
 
 class FaultCounters(Collector):

@@ -1,64 +1,81 @@
 """Prometheus ``/metrics`` for the engine, with vLLM's metric names.
 
 Why this module exists: the load tool scrapes engine gauges (running, waiting, KV usage,
-prefix-cache queries and hits) to put them beside each canary, and it reads them by vLLM's
-names. Values are read from the scheduler at scrape time (a custom collector), so the engine
-thread never touches prometheus objects. Read-only: it must not change scheduler state.
+prefix-cache queries and hits) to put them beside each canary, reads them by vLLM's names, and
+scrapes every few tens of milliseconds while the engine is busy. So a scrape must be cheap and must
+not touch live scheduler state: the engine thread takes an :class:`EngineGauges` snapshot after
+each step (``EngineGauges.of``, O(running sequences)), and ``render`` only formats that snapshot,
+by hand, in prometheus_client's text format (its registry machinery cost ~10x more per scrape).
+Read-only: nothing here changes scheduler state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from loadgen.engine.protocol import MODEL_ID
 from loadgen.engine.scheduler import Scheduler
 
-_LABELS = ["model_name", "engine"]
-_VALUES = [MODEL_ID, "0"]
+_num: Callable[[float], str] = floatToGoString  # prometheus_client's number format (untyped upstream)
+_LABELS = f'{{engine="0",model_name="{MODEL_ID}"}}'
 
 
-class SchedulerCollector(Collector):
-    def __init__(self, scheduler: Scheduler) -> None:
-        self._s = scheduler
+@dataclass(frozen=True)
+class EngineGauges:
+    """The scheduler's gauges and counters at one instant (rendered in ``_SERIES`` order)."""
 
-    def collect(self) -> Iterator[Metric]:
-        s = self._s
-        gauges = [
-            ("vllm:num_requests_running", "Number of requests in model execution batches.", len(s.running)),
-            ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(s.waiting)),
-            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kv_usage()),
-        ]
-        for name, doc, value in gauges:
-            g = GaugeMetricFamily(name, doc, labels=_LABELS)
-            g.add_metric(_VALUES, float(value))
-            yield g
-        stats = s.prefix_cache.stats
-        counters = [
-            (
-                "vllm:prefix_cache_queries",
-                "Prefix cache queries, in terms of number of queried tokens.",
-                stats.queries_tokens,
-            ),
-            ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", stats.hits_tokens),
-            ("vllm:prompt_tokens", "Number of prefill tokens processed.", s.stats.prompt_tokens_total),
-            ("vllm:generation_tokens", "Number of generation tokens processed.", s.stats.generation_tokens_total),
-            ("vllm:request_success", "Count of successfully processed requests.", s.stats.finished_total),
-        ]
-        for name, doc, value in counters:
-            c = CounterMetricFamily(name, doc, labels=_LABELS)
-            c.add_metric(_VALUES, float(value))
-            yield c
+    running: int = 0
+    waiting: int = 0
+    kv_usage: float = 0.0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    finished: int = 0
+
+    @classmethod
+    def of(cls, s: Scheduler) -> EngineGauges:
+        """Taken on the engine thread, between steps."""
+        cache, st = s.prefix_cache.stats, s.stats
+        return cls(
+            len(s.running),
+            len(s.waiting),
+            s.kv_usage(),
+            cache.queries_tokens,
+            cache.hits_tokens,
+            st.prompt_tokens_total,
+            st.generation_tokens_total,
+            st.finished_total,
+        )
 
 
-def metrics_registry(scheduler: Scheduler) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(SchedulerCollector(scheduler))
-    return registry
+_SERIES = {
+    "running": ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches."),
+    "waiting": ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed."),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage."),
+    "prefix_queries": (
+        "vllm:prefix_cache_queries_total",
+        "counter",
+        "Prefix cache queries, in terms of number of queried tokens.",
+    ),
+    "prefix_hits": (
+        "vllm:prefix_cache_hits_total",
+        "counter",
+        "Prefix cache hits, in terms of number of cached tokens.",
+    ),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed."),
+    "generation_tokens": ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed."),
+    "finished": ("vllm:request_success_total", "counter", "Count of successfully processed requests."),
+}
+assert list(_SERIES) == [f.name for f in fields(EngineGauges)]  # every field is rendered
 
 
-def render(registry: CollectorRegistry) -> bytes:
-    return generate_latest(registry)
+def render(g: EngineGauges) -> bytes:
+    """The text exposition of one snapshot (same bytes prometheus_client wrote for these series)."""
+    out = []
+    for attr, (name, kind, doc) in _SERIES.items():
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n{name}{_LABELS} {_num(getattr(g, attr))}\n")
+    return "".join(out).encode()

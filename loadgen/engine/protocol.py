@@ -4,7 +4,9 @@ Why this module exists: a client mistake (bad JSON, unknown model, value out of 
 too long) must come back as a 4xx with a message naming the field, never a 500; and both
 dialects (``/v1/completions`` and ``/v1/chat/completions``) must map onto the same
 :class:`SamplingParams`. Parameters the engine cannot honour (n > 1, echo, penalties, logit
-bias) are rejected by name rather than silently ignored. Pure: dicts in, dataclasses out.
+bias) are rejected by name rather than silently ignored; other unknown fields are ignored, as vLLM
+does. The engine's own extension ``x_batch_sizes`` (a boolean: report the batch size of every step;
+see loadgen/engine/server.py) is validated like any flag. Pure: dicts in, dataclasses out.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class ParsedRequest:
     tokens_as_ids: bool
     cache_salt: str | None
     request_id: str | None
+    x_batch_sizes: bool = False
 
 
 def _bad(field: str, expected: str, value: object) -> ApiError:
@@ -235,4 +238,5 @@ def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) 
         tokens_as_ids=_bool(body, "return_tokens_as_token_ids"),
         cache_salt=salt,
         request_id=request_id if isinstance(request_id, str) and request_id else None,
+        x_batch_sizes=_bool(body, "x_batch_sizes"),
     )

@@ -4,7 +4,10 @@ Why this module exists: a step is numpy work of a few milliseconds; run on the e
 would stall HTTP. The runner owns one thread that drains an inbox (new requests, aborts), calls
 ``Scheduler.step`` while there is work, sleeps on an event when idle, and delivers each step's
 tokens to the loop in one ``call_soon_threadsafe``. ``RequestStream`` is the asyncio side a
-handler awaits. Nothing here computes or formats.
+handler awaits; it also keeps the batch size of every step its request was in. After each step (or
+idle inbox drain) the thread publishes ``gauges``, an immutable snapshot ``/metrics`` answers from:
+a scrape never reads the scheduler's dicts while this thread changes them, and never waits for a
+step. Nothing here computes or formats.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 
 from loadgen.engine.kvcache import PrefixCache, SlotKV
+from loadgen.engine.metrics import EngineGauges
 from loadgen.engine.model import TinyModel
 from loadgen.engine.plan import InvariantPaths
 from loadgen.engine.scheduler import Delivery, EngineRequest, Scheduler, TokenEvent
@@ -66,11 +70,13 @@ class RequestStream:
     prompt_ids: list[int]
     cached_tokens: int = 0
     finished: bool = False
+    batch_sizes: list[int] = field(default_factory=list)  # one per step the request had a row in
     _pending: list[TokenEvent] = field(default_factory=list)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     def _deliver(self, delivery: Delivery) -> None:
         self.cached_tokens = delivery.cached_tokens
+        self.batch_sizes.append(delivery.batch_size)
         self._pending.extend(delivery.events)
         self._ready.set()
 
@@ -97,6 +103,7 @@ class EngineRunner:
         self._stop = threading.Event()
         self._streams: dict[str, RequestStream] = {}
         self._reset_cache = threading.Event()
+        self.gauges = EngineGauges.of(scheduler)  # replaced whole by the engine thread, read by /metrics
         self._thread = threading.Thread(target=self._run, name="loadgen-engine", daemon=True)
 
     def start(self) -> None:
@@ -140,13 +147,14 @@ class EngineRunner:
             if self._reset_cache.is_set():
                 self._reset_cache.clear()
                 self.scheduler.prefix_cache.reset()
-            if not self.scheduler.has_work:
-                self._wake.wait(timeout=0.5)
-                self._wake.clear()
-                continue
-            deliveries = self.scheduler.step()
+            deliveries = self.scheduler.step() if self.scheduler.has_work else []
+            # published before the tokens go out: a client that saw a token sees its step counted
+            self.gauges = EngineGauges.of(self.scheduler)
             if deliveries:
                 self._loop.call_soon_threadsafe(self._dispatch, deliveries)
+            elif not self.scheduler.has_work:
+                self._wake.wait(timeout=0.5)
+                self._wake.clear()
 
     def _dispatch(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:

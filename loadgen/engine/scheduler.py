@@ -4,8 +4,10 @@ Why this module exists: the batch a request shares must be whatever else is in f
 vLLM. Each ``step`` admits waiting requests (prefill, with prefix-cache lookup) while slots
 and the token budget allow, runs one forward pass over all decode rows and prefill rows
 together, samples, applies stop rules, frees finished sequences and returns what each request
-gained. It is synchronous and single-threaded on purpose: :mod:`loadgen.engine.runner` drives
-it from a thread; tests call ``step`` directly. It knows nothing of HTTP.
+gained, with the step's batch size (the sequences in that forward pass: a request's
+``x_batch_sizes`` is these, one per step it had a row in). It is synchronous and single-threaded
+on purpose: :mod:`loadgen.engine.runner` drives it from a thread; tests call ``step`` directly. It
+knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -46,9 +48,12 @@ class TokenEvent:
 
 @dataclass(frozen=True)
 class Delivery:
+    """What one request gained in one step; ``batch_size``: how many sequences that step ran."""
+
     request_id: str
     cached_tokens: int
     events: list[TokenEvent]
+    batch_size: int
 
 
 @dataclass
@@ -203,7 +208,7 @@ class Scheduler(RequestQueue[_Seq]):
         deliveries: list[Delivery] = []
         for row, seq in enumerate(order):
             event = self._advance(seq, logits[row])
-            deliveries.append(Delivery(seq.req.request_id, seq.cached_tokens, [event]))
+            deliveries.append(Delivery(seq.req.request_id, seq.cached_tokens, [event], len(order)))
             if event.finish_reason is not None:
                 del self.running[seq.req.request_id]
                 self._release(seq)
@@ -211,8 +216,7 @@ class Scheduler(RequestQueue[_Seq]):
         return deliveries
 
     def _advance(self, seq: _Seq, logits: F32) -> TokenEvent:
-        return advance(seq, logits, tokenizer=self.tokenizer, max_model_len=self.max_model_len,
-                       stats=self.stats)  # fmt: skip
+        return advance(seq, logits, tokenizer=self.tokenizer, max_model_len=self.max_model_len, stats=self.stats)
 
 
 def advance(

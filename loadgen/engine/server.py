@@ -4,9 +4,18 @@ Why this module exists: it is the only place that speaks HTTP. Each generation h
 validates (4xx on any client mistake), submits to the engine thread, and either waits for the
 finish or streams SSE chunks as tokens arrive, merging tokens that arrived together into one
 chunk as vLLM does when a client lags. A client that disconnects gets its request aborted and
-its slot freed. With ``--fault-*`` flags it applies the fault plan (loadgen/engine/faults.py) here, at
-the HTTP layer, and counts applied faults on ``/metrics``; without them every answer is untouched.
+its slot freed. ``/metrics`` formats the engine thread's last snapshot (loadgen/engine/metrics.py):
+it never reads live scheduler state and never waits for a step. With ``--fault-*`` flags it applies
+the fault plan (loadgen/engine/faults.py) here, at the HTTP layer, and counts applied faults on
+``/metrics``; without them every answer is untouched.
 Numerics, scheduling and formatting live elsewhere.
+
+Extension ``"x_batch_sizes": true`` (both routes, streamed or not; off unless asked): the ground truth
+of the load tool's concurrency axis. The answer gets a top-level ``"x_batch_sizes": [n1, n2, ...]``,
+one integer per engine step the request had a row in, in step order, each the number of sequences
+that step ran (its prefill step first, then one per decode step; so as many entries as completion
+tokens). Streamed, it rides on the chunk that carries ``finish_reason`` (never on the usage chunk,
+which exists only with ``include_usage``). A request that does not ask gets no such key.
 """
 
 from __future__ import annotations
@@ -19,10 +28,10 @@ from typing import Any
 
 import orjson
 from aiohttp import web
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from loadgen.engine.faults import REFUSED, Fault, FaultCounters, FaultPlan, malformed, strip_identity
-from loadgen.engine.metrics import metrics_registry, render
+from loadgen.engine.metrics import render
 from loadgen.engine.protocol import MODEL_ID, ApiError, ParsedRequest, parse_request
 from loadgen.engine.responses import Renderer
 from loadgen.engine.runner import EngineRunner, RequestStream
@@ -113,6 +122,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
                 break
             events.extend(got)
         body = renderer.full(events, stream.cached_tokens)
+        if parsed.x_batch_sizes:
+            body["x_batch_sizes"] = stream.batch_sizes
         if fault is None:
             return _json(body)
         return await _faulty_body(request, strip_identity(body, fault.kind), fault)
@@ -158,7 +169,10 @@ async def _stream(
             if not events:
                 break
             deltas += 1
-            await send(renderer.delta_chunk(events, stream.cached_tokens), first_delta=deltas == 1)
+            chunk = renderer.delta_chunk(events, stream.cached_tokens)
+            if parsed.x_batch_sizes and stream.finished:
+                chunk["x_batch_sizes"] = stream.batch_sizes
+            await send(chunk, first_delta=deltas == 1)
             if kind == "reset":
                 assert request.transport is not None
                 request.transport.abort()  # mid-stream: the client has headers and one chunk, then a reset
@@ -207,7 +221,10 @@ async def version(_: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = render(request.app[METRICS_KEY])
+    body = render(request.app[RUNNER_KEY].gauges)
+    extra = request.app.get(METRICS_KEY)  # the fault counters, with --fault-* flags only
+    if extra is not None:
+        body += generate_latest(extra)
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
@@ -232,10 +249,10 @@ def build_app(runner: EngineRunner, faults: FaultPlan | None = None) -> web.Appl
     """``faults``: the ``--fault-*`` plan; None or an inactive plan leaves every answer untouched."""
     app = web.Application(middlewares=[_errors_as_json], client_max_size=4 * 1024 * 1024)
     app[RUNNER_KEY] = runner
-    app[METRICS_KEY] = metrics_registry(runner.scheduler)
     if faults is not None and faults.active:
         app[FAULTS_KEY] = faults
         app[FAULT_COUNTERS_KEY] = FaultCounters()
+        app[METRICS_KEY] = CollectorRegistry(auto_describe=False)
         app[METRICS_KEY].register(app[FAULT_COUNTERS_KEY])
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)

@@ -11,7 +11,10 @@ the CPU engine. With ``invariant`` every sequence's decode and prefill run alone
 one forward per sequence per step. Sampling, stop strings and finish reasons use the CPU engine's
 own functions on fp32 logits rows. There is no prefix cache on this backend: every prompt is
 prefilled in full, ``cached_tokens`` is 0, and a cache reset has nothing to drop (the counters still
-answer). It knows nothing of HTTP.
+answer). A step's ``Delivery.batch_size`` (what ``x_batch_sizes`` reports) is every sequence the step
+advanced, decoding and admitted together, as on the CPU engine: the concurrency the request ran at,
+even where that step is split into several forwards (decode then prefill, or one per sequence when
+``invariant``). It knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ class GpuScheduler(RequestQueue[_Seq]):
         deliveries: list[Delivery] = []
         for seq, row in pairs:
             event = self._advance(seq, row)
-            deliveries.append(Delivery(seq.req.request_id, 0, [event]))
+            deliveries.append(Delivery(seq.req.request_id, 0, [event], len(pairs)))
             if event.finish_reason is not None:
                 del self.running[seq.req.request_id]
                 self._release(seq)

@@ -35,8 +35,16 @@ def test_shares_over_many_requests_follow_the_rates() -> None:
         *("--fault-slow-first-token-s", "2", "--fault-slow-rate", "0.1"),
     )
     kinds = Counter(f.kind if (f := plan.decide(i)) else None for i in range(N))
-    expected = {"status": 0.2, "reset": 0.1, "no_done": 0.05, "malformed": 0.05, "missing_ids": 0.1,
-                "missing_logprobs": 0.1, "slow_first_token": 0.1, None: 0.3}  # fmt: skip
+    expected = {
+        "status": 0.2,
+        "reset": 0.1,
+        "no_done": 0.05,
+        "malformed": 0.05,
+        "missing_ids": 0.1,
+        "missing_logprobs": 0.1,
+        "slow_first_token": 0.1,
+        None: 0.3,
+    }
     for kind, share in expected.items():
         sd = (share * (1 - share) / N) ** 0.5
         assert abs(kinds[kind] / N - share) < 5 * sd, (kind, kinds[kind])

@@ -36,6 +36,7 @@ def _parse(body: Any, chat: bool = False) -> Any:
         ({"prompt": "hi", "seed": 1.5}, 400, "seed"),
         ({"prompt": "hi", "stream_options": {"include_usage": True}}, 400, "stream_options"),
         ({"prompt": "hi", "stop_token_ids": [10**9]}, 400, "stop_token_ids"),
+        ({"prompt": "hi", "x_batch_sizes": "yes"}, 400, "x_batch_sizes"),
         ([1, 2], 400, None),
     ],
 )
@@ -92,3 +93,10 @@ def test_chat_template_wraps_each_message_and_opens_the_assistant_turn() -> None
 def test_chat_max_tokens_defaults_to_the_remaining_context() -> None:
     parsed = _parse({"messages": [{"role": "user", "content": "hi"}]}, chat=True)
     assert parsed.params.max_tokens == 64 - len(parsed.prompt_ids)
+
+
+def test_x_batch_sizes_is_an_accepted_flag_in_both_dialects_and_off_by_default() -> None:
+    assert _parse({"prompt": "hi", "x_batch_sizes": True}).x_batch_sizes
+    assert _parse({"messages": [{"role": "user", "content": "hi"}], "x_batch_sizes": True}, chat=True).x_batch_sizes
+    assert not _parse({"prompt": "hi"}).x_batch_sizes
+    assert not _parse({"prompt": "hi", "x_batch_sizes": None}).x_batch_sizes

@@ -42,6 +42,23 @@ def test_admission_is_bounded_and_every_request_matches_its_solo_run(drive: Any)
         assert [e.token_id for e in out[f"r{i}"]] == [e.token_id for e in _drain(solo)["x"]]
 
 
+def test_each_delivery_carries_the_number_of_sequences_its_step_ran(drive: Any) -> None:
+    sched = drive.fresh()
+    sizes: dict[str, list[int]] = {}
+
+    def step() -> None:
+        for d in sched.step():
+            sizes.setdefault(d.request_id, []).append(d.batch_size)
+
+    sched.add(_req(sched, "a", PROMPTS[0], max_tokens=2, ignore_eos=True))
+    sched.add(_req(sched, "b", PROMPTS[1], max_tokens=3, ignore_eos=True))
+    step()  # a and b prefill together
+    sched.add(_req(sched, "c", PROMPTS[2], max_tokens=2, ignore_eos=True))
+    while sched.has_work:
+        step()  # a and b decode beside c's prefill (a ends), then b and c decode their last tokens
+    assert sizes == {"a": [2, 3], "b": [2, 3, 2], "c": [3, 2]}
+
+
 def test_abort_frees_the_slot_for_the_next_waiting_request(drive: Any) -> None:
     sched = drive.fresh(max_num_seqs=1)
     sched.add(_req(sched, "a", PROMPTS[0], max_tokens=50))

@@ -252,3 +252,74 @@ def test_many_concurrent_clients_all_complete(url: str) -> None:
     for t in threads:
         t.join(60)
     assert results == [200] * 80
+
+
+# x_batch_sizes: one entry per engine step the request had a row in. Its first step is its prefill,
+# which already samples the first token; each later step decodes one more. So a request that runs
+# to max_tokens (ignore_eos) is in exactly max_tokens steps.
+DIALECTS = [
+    ("/v1/completions", {"prompt": "the old man and the sea"}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "the old man and the sea"}]}),
+]
+
+
+def _batch_sizes(url: str, path: str, body: dict[str, Any]) -> tuple[list[int], int]:
+    """(x_batch_sizes, completion tokens); for a stream, checks the field is on the finish chunk only."""
+    status, raw = _post(url, path, body)
+    assert status == 200
+    if not body.get("stream"):
+        r = json.loads(raw)
+        return r["x_batch_sizes"], r["usage"]["completion_tokens"]
+    chunks = _sse(raw)
+    (final,) = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"] is not None]
+    assert [c for c in chunks if "x_batch_sizes" in c] == [final]
+    usage = chunks[-1]["usage"]
+    assert chunks[-1]["choices"] == [] and "x_batch_sizes" not in chunks[-1]
+    return final["x_batch_sizes"], usage["completion_tokens"]
+
+
+def _held(extra: dict[str, Any], stream: bool, max_tokens: int) -> dict[str, Any]:
+    body = {**extra, "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0, "x_batch_sizes": True}
+    return {**body, "stream": True, "stream_options": {"include_usage": True}} if stream else body
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("path", "extra"), DIALECTS)
+def test_a_request_alone_reports_batch_size_one_per_step(
+    url: str, path: str, extra: dict[str, Any], stream: bool
+) -> None:
+    sizes, completion_tokens = _batch_sizes(url, path, _held(extra, stream, max_tokens=12))
+    assert sizes == [1] * 12 and completion_tokens == 12
+
+
+def test_concurrent_requests_report_the_batch_they_shared(url: str) -> None:
+    cases = [(path, extra, stream) for path, extra in DIALECTS for stream in (False, True)]
+    n, max_tokens = len(cases), 120
+    start = threading.Barrier(n)
+    got: dict[int, tuple[list[int], int]] = {}
+
+    def client(i: int) -> None:
+        path, extra, stream = cases[i]
+        start.wait()
+        got[i] = _batch_sizes(url, path, _held(extra, stream, max_tokens))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(got) == list(range(n))
+    for sizes, completion_tokens in got.values():
+        assert len(sizes) == completion_tokens == max_tokens
+        assert all(1 <= s <= n for s in sizes) and sizes[max_tokens // 2] == n
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("path", "extra"), DIALECTS)
+@pytest.mark.parametrize("flag", [None, False])
+def test_no_batch_sizes_unless_asked(
+    url: str, path: str, extra: dict[str, Any], stream: bool, flag: bool | None
+) -> None:
+    body = {**_held(extra, stream, max_tokens=4), "x_batch_sizes": flag}
+    status, raw = _post(url, path, body)
+    assert status == 200 and b"x_batch_sizes" not in raw
