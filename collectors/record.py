@@ -60,13 +60,18 @@ class CanaryRecord:
     text: str | None = None
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
-    engine_running: float | None = None  # engine's running-request gauge nearest sent_at, if scraped
+    engine_running: float | None = None  # legacy: the running gauge nearest sent_at (reports now join a window)
     worker: str = ""  # which generator process wrote the record
     cache_action: str | None = None  # "reset" (cache reset just before) or "salt" (fresh cache_salt); None: kept
     cache_reset_status: int | None = None  # HTTP status of the reset, or None where it failed to connect
     schema: int = SCHEMA
     boot: int | None = None  # cold-boot studies: which engine start (1-based) this request was sent to
     boot_index: int | None = None  # cold-boot studies: this canary's request number within its boot (1-based)
+    # the level as the engine saw it (docs/design.md, "held"); None where a run predates them or nothing was measured
+    burst: bool = False  # one of a burst's copies: ``level`` counts the copies in flight, this one included
+    held_at_send: bool | None = None  # every background slot of the level had a request the server had started
+    background_held_at_send: int | None = None  # background slots held in this generator process at send
+    engine_batch_sizes: list[int] | None = None  # the engine's own batch size at every step of this request
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

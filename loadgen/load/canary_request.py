@@ -55,6 +55,9 @@ def canary_record(
     cache_reset_status: int | None,
     boot: int | None = None,
     boot_index: int | None = None,
+    burst: bool = False,
+    held_at_send: bool | None = None,
+    background_held_at_send: int | None = None,
 ) -> CanaryRecord:
     c = out.completion
     return CanaryRecord(
@@ -86,4 +89,8 @@ def canary_record(
         cache_reset_status=cache_reset_status,
         boot=boot,
         boot_index=boot_index,
+        burst=burst,
+        held_at_send=held_at_send,
+        background_held_at_send=background_held_at_send,
+        engine_batch_sizes=c.batch_sizes if c else None,
     )

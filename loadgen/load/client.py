@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,11 +132,14 @@ def send_payload(
     tokens_as_ids: bool = False,
     secret: str | None = None,
     usage_only: bool = False,
+    progress: Callable[[int], None] | None = None,
 ) -> Outcome:
     """``send`` for a body already serialised (``stream``: what the body asks for).
 
     ``usage_only``: a whole body is checked for the same faults but only its usage is kept (no
-    ``completion``): background traffic, where building one would be wasted work on the hot path."""
+    ``completion``): background traffic, where building one would be wasted work on the hot path.
+    ``progress``: a streamed response calls it with 0 at its first byte, then with the number of data
+    events read so far after each one (``loadgen.load.holding`` watches hand-overs with it)."""
     sent_at = time.time()
     t0 = time.perf_counter()
     out = Outcome(sent_at=sent_at, latency_s=None, ttft_s=None)
@@ -152,7 +156,7 @@ def send_payload(
             out.error_kind = "http_status"
             out.error_message = f"HTTP {resp.status_code}: {_error_message(raw)}"
         elif stream:
-            _read_stream(resp, kind, out, t0, tokens_as_ids)
+            _read_stream(resp, kind, out, t0, tokens_as_ids, progress)
         else:
             raw = resp.read()
             out.response_bytes = len(raw)
@@ -191,17 +195,25 @@ def reset_cache(client: HTTPClient, path: str) -> int | None:
         return None
 
 
-def _read_stream(resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: bool) -> None:
+def _read_stream(
+    resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: bool, progress: Callable[[int], None] | None
+) -> None:
     decoder = SSEDecoder()
     acc = StreamAccumulator(kind, tokens_as_ids=tokens_as_ids)
+    events = 0
     while True:
         line = resp.readline(b"\n")
         if not line:
             break
+        if progress is not None and out.response_bytes == 0:
+            progress(0)
         out.response_bytes += len(line)
         for event in decoder.feed(line):
             if acc.add(event.data) and out.ttft_s is None:
                 out.ttft_s = time.perf_counter() - t0
+            if progress is not None:
+                events += 1
+                progress(events)
     for event in decoder.flush():
         acc.add(event.data)
     out.completion = acc.finish()

@@ -28,6 +28,7 @@ class StageSnapshot:
     completed: int
     ready: bool
     burst: bool = False
+    held: bool = False  # every worker's last fresh report: all background slots of the level hold a started request
 
     @property
     def finished(self) -> bool:
@@ -46,36 +47,49 @@ class Coordinator:
 
     def __init__(self, tracker: StageTracker) -> None:
         self.tracker = tracker
-        self.reports: dict[str, tuple[int, int, float]] = {}  # worker -> (background users, in flight, at)
+        self.reports: dict[str, tuple[int, int, float]] = {}  # worker -> (background users, slots held, at)
+        self.held = False
 
     def snapshot(self) -> StageSnapshot:
         t = self.tracker
         stage = t.current
         if stage is None:
             return StageSnapshot(t.index, None, None, 0, 0, False)
-        return StageSnapshot(t.index, stage.phase, stage.level, stage.quota, t.completed, t.ready, stage.burst)
+        return StageSnapshot(
+            t.index, stage.phase, stage.level, stage.quota, t.completed, t.ready, stage.burst, self.held
+        )
 
-    def on_inflight(self, worker: str, users: int, inflight: int, now: float) -> bool:
-        """Record one worker's counts; True when the stage just became ready (publish a snapshot)."""
-        self.reports[worker] = (users, inflight, now)
-        return self._check_ready(now)
+    def on_inflight(self, worker: str, users: int, held: int, now: float) -> bool:
+        """Record one worker's counts (background users, slots holding a started request); True when the
+        stage just became ready or the level's held state changed (publish a snapshot)."""
+        self.reports[worker] = (users, held, now)
+        was = self.held
+        self.held = self._held_now(now)
+        return self._check_ready(now) or was != self.held
 
     def on_done(self, stage_index: int, now: float) -> None:
         self.tracker.complete(stage_index)
+        self.held = self._held_now(now)  # the stage may have moved on: held is about its level
         self._check_ready(now)
 
     def forget(self, worker: str) -> None:
         self.reports.pop(worker, None)
 
+    def _fresh(self, now: float) -> tuple[int, int] | None:
+        fresh = [(u, h) for u, h, at in self.reports.values() if now - at <= REPORT_STALE_S]
+        if not fresh:
+            return None
+        return sum(u for u, _ in fresh), sum(h for _, h in fresh)
+
+    def _held_now(self, now: float) -> bool:
+        stage, counts = self.tracker.current, self._fresh(now)
+        return stage is not None and counts is not None and counts[0] == stage.background <= counts[1]
+
     def _check_ready(self, now: float) -> bool:
         if self.tracker.ready or self.tracker.finished:
             return False
-        fresh = [(u, i) for u, i, at in self.reports.values() if now - at <= REPORT_STALE_S]
-        if not fresh:
-            return False
-        users = sum(u for u, _ in fresh)
-        inflight = sum(i for _, i in fresh)
-        return self.tracker.check_ready(now, users, inflight)
+        counts = self._fresh(now)
+        return counts is not None and self.tracker.check_ready(now, *counts)
 
 
 class Mirror:

@@ -36,11 +36,12 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from collectors.manifest import read_manifest, update_manifest
 from collectors.record import CanaryRecord
 from loadgen.errors import LoadgenError, UsageError
-from loadgen.load.background import BackgroundBodies
+from loadgen.load.background import BackgroundBodies, BackgroundBody
 from loadgen.load.bulk_stats import BulkStats
 from loadgen.load.canary_request import canary_body, canary_record
 from loadgen.load.client import Outcome, make_client, reset_cache, send, send_payload
 from loadgen.load.coordination import Coordinator, StageSnapshot
+from loadgen.load.holding import Progress, Slot, spawn_delay
 from loadgen.load.live import LiveTable, summarise
 from loadgen.load.options import add_arguments, normalise
 from loadgen.load.runstate import Plan, RunState, state_from_plan
@@ -162,7 +163,7 @@ def _on_inflight(environment: Environment, msg: Any, **_: Any) -> None:
         return
     data = msg.data
     _COORD.workers[data["worker"]] = str(msg.node_id)
-    if _COORD.coordinator.on_inflight(data["worker"], data["users"], data["inflight"], time.monotonic()):
+    if _COORD.coordinator.on_inflight(data["worker"], data["users"], data["held"], time.monotonic()):
         _publish(environment)
 
 
@@ -259,7 +260,7 @@ def _report_inflight(environment: Environment, st: RunState, stats: BulkStats) -
     assert environment.runner is not None
     while True:
         environment.runner.send_message(
-            "lg_inflight", {"worker": st.worker, "users": st.background_users, "inflight": st.inflight.background}
+            "lg_inflight", {"worker": st.worker, "users": st.holding.slots, "held": st.holding.held}
         )
         stats.fold()
         gevent.sleep(_REPORT_EVERY_S)
@@ -371,23 +372,30 @@ class CanaryUser(User):
         group = gevent.pool.Group()
         try:
             for ticket, http in zip(tickets, clients, strict=True):
-                group.spawn(self._send, st, ticket, http)
+                group.spawn(self._send, st, ticket, http, burst=True)
             group.join()
         finally:
             group.kill()
             for http in clients:
                 http.close()
 
-    def _send(self, st: RunState, ticket: Ticket, http: Any) -> None:
+    def _send(self, st: RunState, ticket: Ticket, http: Any, *, burst: bool = False) -> None:
         canary = st.scenario.canaries[ticket.canary_index]
         features = st.canary_body_features(ticket.canary_index)
         reset_status = reset_cache(http, st.scenario.endpoint.cache_reset_path) if canary.cache == "reset" else None
         kind, body = canary_body(st.scenario, canary, model=st.model, features=features)
+        held = None if burst else _wait_held(st, ticket.level)
+        background_held = st.holding.held
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
             out = send(
-                http, api_path(st.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids, secret=st.api_key
+                http,
+                api_path(st.base_url, kind),
+                kind,
+                body,
+                tokens_as_ids=features.tokens_as_ids,
+                secret=st.api_key,
             )
         finally:
             st.inflight.canary -= 1
@@ -402,6 +410,9 @@ class CanaryUser(User):
             inflight_at_send=inflight_at_send,
             worker=st.worker,
             cache_reset_status=reset_status,
+            burst=burst,
+            held_at_send=held,
+            background_held_at_send=None if burst else background_held,
         )
         self.environment.events.canary_record.fire(record=record)
         _fire_stats(self.environment, f"canary:{canary.id}", out)
@@ -409,6 +420,26 @@ class CanaryUser(User):
         self.environment.runner.send_message("lg_done", done_summary(st, ticket, record))
         if out.cancelled:
             raise gevent.GreenletExit
+
+
+def _wait_held(st: RunState, level: int) -> bool:
+    """Wait until the level is held (docs/design.md, "held"): this process's background slots each hold a
+    request the server has started and, in a distributed run, the coordinator's fresh view of every worker
+    says the same. False when ``settle_timeout_s`` passed first: the canary goes anyway, flagged."""
+    deadline = time.monotonic() + st.scenario.sweep.settle_timeout_s
+    while not _level_held(st, level):
+        if time.monotonic() > deadline:
+            return False
+        gevent.sleep(_POLL_S)
+    return True
+
+
+def _level_held(st: RunState, level: int) -> bool:
+    h = st.holding
+    if not st.distributed:
+        return h.slots == level and h.held >= level
+    snap = st.mirror.snapshot
+    return h.all_held and snap is not None and snap.held
 
 
 def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str, Any]:
@@ -427,31 +458,42 @@ def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str
 
 
 class BackgroundUser(User):
-    """Keeps one varied request in flight (no wait by default) to shape the engine's batch."""
+    """One background slot: keeps a varied request in flight, handing over to the next before it ends.
+
+    How the slot holds its level (a seeded first delay, started requests, hand-overs) is
+    ``loadgen.load.holding``'s; this class only sends. A hand-over overlaps two requests, so the slot
+    has two connections and alternates between them."""
 
     wait_time = constant(0)
 
     def on_start(self) -> None:
         st = user_state(self.environment)
-        self.http = endpoint_client(st)
         spec = st.scenario.background
+        index = st.next_user_index()
+        self.clients = [endpoint_client(st), endpoint_client(st)]
+        self.turn = 0
         self.kind = spec.kind or st.scenario.endpoint.kind
         probed = st.features.get(self.kind)  # token counts on streamed answers only where the probe saw them
         self.bodies = BackgroundBodies(
             spec,
-            st.next_user_index(),
+            index,
             kind=self.kind,
             model=st.model,
             stream=spec.stream,
             usage=probed is not None and probed.include_usage,
         )
         self.path = api_path(st.base_url, self.kind)
-        st.background_users += 1
+        self.slot = Slot(st.holding)
+        self.children = gevent.pool.Group()
+        st.holding.slots += 1
+        gevent.sleep(spawn_delay(spec.seed, index, spec.spawn_jitter_s))
 
     def on_stop(self) -> None:
+        self.children.kill()
         if _USER is not None:
-            _USER.background_users -= 1
-        self.http.close()
+            _USER.holding.slots -= 1
+        for http in self.clients:
+            http.close()
 
     @task
     def background(self) -> None:
@@ -463,25 +505,60 @@ class BackgroundUser(User):
         task, and the pause is taken in it as before."""
         st = user_state(self.environment)
         spec = st.scenario.background
+        if spec.stream and spec.handover_s > 0 and not spec.wait_s:
+            self._handing_over(st, spec.handover_s)
+            return
         while True:
-            self._one(st, spec.stream)
+            self._one(st, self.bodies.next(), spec.stream)
             if spec.wait_s:
                 gevent.sleep(spec.wait_s)
                 return
             if self._state == LOCUST_STATE_STOPPING:
                 return
 
-    def _one(self, st: RunState, stream: bool) -> None:
+    def _handing_over(self, st: RunState, handover_s: float) -> None:
+        """Each request runs in a child greenlet; near its end (or at its end) the next one starts."""
         body = self.bodies.next()
+        progress = Progress(self.slot, body.max_tokens, handover_s)
+        current = self.children.spawn(self._one, st, body, True, progress)
+        while True:
+            progress.due.wait()
+            if self._state == LOCUST_STATE_STOPPING:
+                current.join()
+                return
+            body = self.bodies.next()
+            following = Progress(self.slot, body.max_tokens, handover_s)
+            successor = self.children.spawn(self._one, st, body, True, following)
+            current.join()
+            current, progress = successor, following
+
+    def _one(self, st: RunState, body: BackgroundBody, stream: bool, progress: Progress | None = None) -> None:
         snap = st.mirror.snapshot  # None or finished once the last canary is in: background drains until the stop
         level = snap.level if snap is not None else None
+        http = self.clients[self.turn]
+        self.turn ^= 1
+        if stream and progress is None:
+            progress = Progress(self.slot, body.max_tokens, 0.0)
+        if progress is None:
+            self.slot.start()  # a non-streamed request counts as started once sent
         st.inflight.background += 1
         try:
             out = send_payload(
-                self.http, self.path, self.kind, body.payload, stream=stream, secret=st.api_key, usage_only=True
+                http,
+                self.path,
+                self.kind,
+                body.payload,
+                stream=stream,
+                secret=st.api_key,
+                usage_only=True,
+                progress=progress,
             )
         finally:
             st.inflight.background -= 1
+            if progress is None:
+                self.slot.finish()
+            else:
+                progress.done()
         usage = out.usage or {}
         st.background.on_request(
             {

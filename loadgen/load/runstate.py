@@ -18,6 +18,7 @@ from collectors.manifest import read_manifest
 from loadgen.errors import RunFolderError
 from loadgen.load.client import Inflight
 from loadgen.load.coordination import Mirror
+from loadgen.load.holding import Holding
 from loadgen.load.live import References
 from loadgen.scenario import Scenario, parse_scenario
 from loadgen.studies.prepare import api_key_of, canary_features
@@ -37,7 +38,8 @@ class RunState:
     background: BackgroundCollector
     worker: str
     inflight: Inflight = field(default_factory=Inflight)
-    background_users: int = 0
+    holding: Holding = field(default_factory=Holding)
+    distributed: bool = False  # a Locust worker: other workers hold part of the level
     references: References = field(default_factory=dict)  # canary id -> kind -> reference identity, once chosen
     _next_user_index: int = 0
 
@@ -106,4 +108,5 @@ def state_from_plan(plan: Plan, *, worker: str) -> RunState:
         canaries=CanaryCollector(run_dir / f"canaries{suffix}.jsonl"),
         background=BackgroundCollector(run_dir / f"background{suffix}.jsonl"),
         worker=worker or f"pid{os.getpid()}",
+        distributed=bool(worker),
     )

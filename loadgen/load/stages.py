@@ -74,8 +74,8 @@ class StageTracker:
     def finished(self) -> bool:
         return self.current is None
 
-    def check_ready(self, now: float, background_users: int, background_inflight: int) -> bool:
-        """A stage may send once its background users all exist and each has a request in flight."""
+    def check_ready(self, now: float, background_users: int, background_held: int) -> bool:
+        """A stage may send once its background users all exist and each holds a request the server started."""
         stage = self.current
         if stage is None:
             return False
@@ -84,7 +84,7 @@ class StageTracker:
         if self.stage_started_at is None:
             self.stage_started_at = now
         want = stage.background
-        if background_users == want and background_inflight >= want:
+        if background_users == want and background_held >= want:
             self.ready = True
         elif now - self.stage_started_at >= self.settle_timeout_s and background_users >= want:
             self.ready = True

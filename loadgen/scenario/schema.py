@@ -144,6 +144,10 @@ class Background(_Strict):
     stream: bool = True
     kind: EndpointKind | None = None
     wait_s: float = Field(default=0.0, ge=0.0)  # pause between a user's requests; 0 keeps one in flight
+    # holding the level (docs/design.md, "held"): a seeded delay before each user's first request, so users
+    # never move as a wave; a streamed request starts its successor 3 tokens, or this long, before its expected end
+    spawn_jitter_s: float = Field(default=0.25, ge=0.0)
+    handover_s: float = Field(default=0.02, ge=0.0)  # 0: no hand-over (a slot is empty between requests)
 
     @field_validator("prompt_words", "max_tokens", mode="before")
     @classmethod

@@ -38,6 +38,7 @@ def wanted_features(scenario: Scenario) -> Features:
         top_logprobs=top,
         tokens_as_ids=False,
         include_usage=True,
+        batch_sizes=True,
     )
 
 

@@ -154,13 +154,14 @@ def probe_kind(
 ) -> KindProbe:
     """Send the probe with the richest dialect first; drop what the server rejects, one field at a time."""
     url = origin(base_url) + api_path(base_url, kind)
-    candidates = [wanted]
+    base = replace(wanted, batch_sizes=False)  # an extension few servers know: the first field to drop
+    candidates = [wanted, base] if wanted.batch_sizes else [wanted]
     if wanted.return_token_ids:
-        candidates.append(replace(wanted, return_token_ids=False))
+        candidates.append(replace(base, return_token_ids=False))
     if wanted.top_logprobs:
-        candidates.append(replace(wanted, return_token_ids=False, top_logprobs=0))
+        candidates.append(replace(base, return_token_ids=False, top_logprobs=0))
     if wanted.logprobs:
-        candidates.append(replace(wanted, return_token_ids=False, top_logprobs=0, logprobs=False))
+        candidates.append(replace(base, return_token_ids=False, top_logprobs=0, logprobs=False))
     attempts: list[str] = []
     for features in candidates:
         messages = [{"role": "user", "content": PROBE_PROMPT}] if kind == "chat" else None

@@ -43,4 +43,5 @@ def features_from_probe(kind: Kind, body: bytes | str, requested: Features) -> F
         sglext_output_ids=requested.sglext_output_ids
         and isinstance(sglext, dict)
         and sglext.get("output_ids") is not None,
+        batch_sizes=requested.batch_sizes and completion.batch_sizes is not None,
     )

@@ -79,6 +79,8 @@ def build_body(
         body["return_tokens_as_token_ids"] = True
     if features.sglext_output_ids:
         body["return_output_ids_in_sglext"] = True
+    if features.batch_sizes:
+        body["x_batch_sizes"] = True
     if extra:
         clash = sorted(set(extra) & set(body))
         if clash:

@@ -39,6 +39,7 @@ class _Builder:
     """Accumulates one completion from any number of response objects (one per chunk, or one body)."""
 
     __slots__ = (
+        "batch_sizes",
         "finish_reason",
         "has_logprobs",
         "ids",
@@ -66,6 +67,7 @@ class _Builder:
         self.has_logprobs = False
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
+        self.batch_sizes: list[int] | None = None
 
     def ingest(self, obj: Any, *, where: str) -> bool:
         """Fold in one decoded response object; True when it carried at least one generated token."""
@@ -82,9 +84,14 @@ class _Builder:
         sglext = obj.get("sglext")
         if isinstance(sglext, dict) and sglext.get("output_ids") is not None:
             self.sglext_ids = _sglext_ids(sglext["output_ids"], where)
+        sizes = obj.get("x_batch_sizes")
+        if sizes is not None:
+            if not isinstance(sizes, list) or not all(type(n) is int and n >= 1 for n in sizes):
+                raise MalformedResponse(f"{where}: `x_batch_sizes` is not a list of positive whole numbers")
+            self.batch_sizes = [*(self.batch_sizes or ()), *sizes]
         choices = obj.get("choices")
         if choices is None:
-            if usage is None and sglext is None:
+            if usage is None and sglext is None and sizes is None:
                 raise MalformedResponse(f"{where} lacks `choices`")
             return False
         if not isinstance(choices, list):
@@ -224,6 +231,7 @@ class _Builder:
             text="".join(self.text_parts),
             finish_reason=self.finish_reason,
             usage=self.usage,
+            batch_sizes=self.batch_sizes,
         )
 
     def _token_ids(self, tokens: list[str] | None) -> list[int] | None:

@@ -28,6 +28,7 @@ class Completion:
     text: str
     finish_reason: str | None
     usage: dict[str, Any] | None  # as the server sent it (prompt_tokens_details.cached_tokens where given)
+    batch_sizes: list[int] | None = None  # ``x_batch_sizes``: the engine's batch size at each step of this request
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class Features:
     tokens_as_ids: bool = False  # vLLM ``return_tokens_as_token_ids``: tokens sent as ``token_id:N``
     include_usage: bool = False  # ``stream_options.include_usage`` when streaming
     sglext_output_ids: bool = False  # SGLang ``return_output_ids_in_sglext`` (works on streamed chat)
+    batch_sizes: bool = False  # ``x_batch_sizes``: the engine's own batch sizes (the embedded engine's extension)
 
 
 class MalformedResponse(ValueError):

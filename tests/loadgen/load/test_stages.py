@@ -23,10 +23,10 @@ def test_users_for_adds_canary_users_and_ends_with_none() -> None:
 
 def test_ready_only_when_all_background_users_are_busy() -> None:
     t = StageTracker([Stage("sweep", 4, 2)], settle_timeout_s=10)
-    assert not t.check_ready(0.0, background_users=3, background_inflight=3)
-    assert not t.check_ready(1.0, background_users=4, background_inflight=2)
-    assert not t.check_ready(1.0, background_users=5, background_inflight=5)  # scaling down from a higher level
-    assert t.check_ready(1.5, background_users=4, background_inflight=4)
+    assert not t.check_ready(0.0, background_users=3, background_held=3)
+    assert not t.check_ready(1.0, background_users=4, background_held=2)
+    assert not t.check_ready(1.0, background_users=5, background_held=5)  # scaling down from a higher level
+    assert t.check_ready(1.5, background_users=4, background_held=4)
     assert t.unsettled_levels == []
 
 

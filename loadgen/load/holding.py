@@ -1,0 +1,105 @@
+"""Holding a level: background slots that the server has really started, hand-overs, and the canary's gate.
+
+Why: a level is a promise that the canary shares the engine with ``level`` other requests for its whole
+life. Closed-loop users break it in two ways: started together they finish and reconnect together (the
+engine's batch saws between full and nearly empty), and each finished request leaves its slot empty
+until the next one is admitted. So, per background user (a *slot*):
+
+- its first request waits a seeded random delay (``spawn_delay``), so slots never move as a wave;
+- a streamed request counts as *started* at its first byte, a non-streamed one when it is sent;
+- near the end of a streamed request (``HANDOVER_TOKENS`` tokens still to come, or an expected
+  remaining time, from those tokens and the pace they came at, of at most ``handover_s``) the slot
+  starts its successor, so the engine never runs fewer than ``level`` background requests (for a
+  few steps, one more);
+- the canary goes out only when every slot holds a started request (``Holding.held``).
+
+The level is a floor: while a hand-over overlaps two requests the engine runs one more; the report
+shows the minimum, median and maximum the engine measured.
+
+A non-streamed request's progress cannot be seen, so it hands over to nothing: its slot is empty from
+its last byte until the next request is admitted; the report measures that. Runs inside gevent (a
+Locust process); no Locust imports, no I/O.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from gevent.event import Event
+
+_JITTER_SEED = 0x7177E4
+HANDOVER_TOKENS = 3  # steps the successor has, at least, to reach the engine and be admitted
+
+
+def spawn_delay(seed: int, user_index: int, spawn_jitter_s: float) -> float:
+    """The seeded delay before a background user's first request: uniform in [0, spawn_jitter_s)."""
+    if spawn_jitter_s <= 0:
+        return 0.0
+    return random.Random((seed * 1_000_003 + user_index) ^ _JITTER_SEED).uniform(0.0, spawn_jitter_s)
+
+
+@dataclass
+class Holding:
+    """This process's background slots: how many exist, how many hold a request the server has started."""
+
+    slots: int = 0  # background users alive in this process
+    held: int = 0  # of those, slots with at least one request the server has started and not finished
+
+    @property
+    def all_held(self) -> bool:
+        return self.held >= self.slots
+
+
+class Slot:
+    """One background user's hold: its requests started by the server and not yet finished."""
+
+    def __init__(self, holding: Holding) -> None:
+        self.holding = holding
+        self.started = 0
+
+    def start(self) -> None:
+        self.started += 1
+        if self.started == 1:
+            self.holding.held += 1
+
+    def finish(self) -> None:
+        self.started -= 1
+        if self.started == 0:
+            self.holding.held -= 1
+
+
+class Progress:
+    """Watches one streamed background request: marks its slot started at the first byte, and says
+    (``due``) when ``HANDOVER_TOKENS`` tokens are still to come (``max_tokens`` minus the events seen)
+    or, sooner on a slow engine, when those tokens at the pace the events came at take ``handover_s``."""
+
+    __slots__ = ("_t_first", "due", "events", "handover_s", "max_tokens", "slot", "started")
+
+    def __init__(self, slot: Slot, max_tokens: int, handover_s: float) -> None:
+        self.slot = slot
+        self.max_tokens = max_tokens
+        self.handover_s = handover_s
+        self.events = 0
+        self.started = False
+        self._t_first = 0.0
+        self.due = Event()
+
+    def __call__(self, events: int) -> None:
+        """Called with 0 at the first byte, then with the number of data events seen so far."""
+        if not self.started:
+            self.started = True
+            self._t_first = time.perf_counter()
+            self.slot.start()
+        self.events = events
+        if events >= 2 and not self.due.is_set():
+            left = self.max_tokens - events
+            pace = (time.perf_counter() - self._t_first) / (events - 1)
+            if left <= HANDOVER_TOKENS or left * pace <= self.handover_s:
+                self.due.set()
+
+    def done(self) -> None:
+        if self.started:
+            self.slot.finish()
+        self.due.set()
