@@ -138,8 +138,9 @@ def send_payload(
 
     ``usage_only``: a whole body is checked for the same faults but only its usage is kept (no
     ``completion``): background traffic, where building one would be wasted work on the hot path.
-    ``progress``: a streamed response calls it with 0 at its first byte, then with the number of data
-    events read so far after each one (``loadgen.load.holding`` watches hand-overs with it)."""
+    ``progress``: a streamed response calls it with the number of generated tokens seen so far, after
+    each event that carried one (``loadgen.load.holding`` watches hand-overs with it: the first token,
+    not the first byte, shows the engine runs the request; some servers send a role chunk at once)."""
     sent_at = time.time()
     t0 = time.perf_counter()
     out = Outcome(sent_at=sent_at, latency_s=None, ttft_s=None)
@@ -200,20 +201,19 @@ def _read_stream(
 ) -> None:
     decoder = SSEDecoder()
     acc = StreamAccumulator(kind, tokens_as_ids=tokens_as_ids)
-    events = 0
+    tokens = 0
     while True:
         line = resp.readline(b"\n")
         if not line:
             break
-        if progress is not None and out.response_bytes == 0:
-            progress(0)
         out.response_bytes += len(line)
         for event in decoder.feed(line):
-            if acc.add(event.data) and out.ttft_s is None:
-                out.ttft_s = time.perf_counter() - t0
-            if progress is not None:
-                events += 1
-                progress(events)
+            if acc.add(event.data):
+                if out.ttft_s is None:
+                    out.ttft_s = time.perf_counter() - t0
+                if progress is not None:
+                    tokens += 1
+                    progress(tokens)
     for event in decoder.flush():
         acc.add(event.data)
     out.completion = acc.finish()

@@ -6,7 +6,9 @@ engine's batch saws between full and nearly empty), and each finished request le
 until the next one is admitted. So, per background user (a *slot*):
 
 - its first request waits a seeded random delay (``spawn_delay``), so slots never move as a wave;
-- a streamed request counts as *started* at its first byte, a non-streamed one when it is sent;
+- a streamed request counts as *started* at its first generated token (the engine runs it: some
+  servers send a role chunk before admitting a request); a non-streamed one when it is sent and the
+  engine's running count confirms it (``engine_check``);
 - near the end of a streamed request (``HANDOVER_TOKENS`` tokens still to come, or an expected
   remaining time, from those tokens and the pace they came at, of at most ``handover_s``) the slot
   starts its successor, so the engine never runs fewer than ``level`` background requests (for a
@@ -16,8 +18,10 @@ until the next one is admitted. So, per background user (a *slot*):
 The level is a floor: while a hand-over overlaps two requests the engine runs one more; the report
 shows the minimum, median and maximum the engine measured.
 
-A non-streamed request's progress cannot be seen, so it hands over to nothing: its slot is empty from
-its last byte until the next request is admitted; the report measures that. Runs inside gevent (a
+A non-streamed request's progress cannot be seen: its slot hands over on time instead, at the pace
+this process's last finished request ran at (``Pace``), and a level counts as held only once that
+pace is known. Where a guess is
+wrong the slot is empty, or doubled, for a few steps; the report measures both. Runs inside gevent (a
 Locust process); no Locust imports, no I/O.
 """
 
@@ -71,35 +75,54 @@ class Slot:
 
 
 class Progress:
-    """Watches one streamed background request: marks its slot started at the first byte, and says
-    (``due``) when ``HANDOVER_TOKENS`` tokens are still to come (``max_tokens`` minus the events seen)
-    or, sooner on a slow engine, when those tokens at the pace the events came at take ``handover_s``."""
+    """Watches one streamed background request: marks its slot started at the first token, and says
+    (``due``) when ``HANDOVER_TOKENS`` tokens are still to come (``max_tokens`` minus the tokens seen)
+    or, sooner on a slow engine, when those tokens at the pace they came at take ``handover_s``."""
 
-    __slots__ = ("_t_first", "due", "events", "handover_s", "max_tokens", "slot", "started")
+    __slots__ = ("_t_first", "due", "handover_s", "max_tokens", "slot", "started", "tokens")
 
     def __init__(self, slot: Slot, max_tokens: int, handover_s: float) -> None:
         self.slot = slot
         self.max_tokens = max_tokens
         self.handover_s = handover_s
-        self.events = 0
+        self.tokens = 0
         self.started = False
         self._t_first = 0.0
         self.due = Event()
 
-    def __call__(self, events: int) -> None:
-        """Called with 0 at the first byte, then with the number of data events seen so far."""
+    def __call__(self, tokens: int) -> None:
+        """Called with the number of tokens seen so far (a non-streamed request: with 0 when sent)."""
         if not self.started:
             self.started = True
             self._t_first = time.perf_counter()
             self.slot.start()
-        self.events = events
-        if events >= 2 and not self.due.is_set():
-            left = self.max_tokens - events
-            pace = (time.perf_counter() - self._t_first) / (events - 1)
-            if left <= HANDOVER_TOKENS or left * pace <= self.handover_s:
-                self.due.set()
+        self.tokens = tokens
+        if tokens < 1 or self.due.is_set():
+            return
+        left = self.max_tokens - tokens
+        pace = (time.perf_counter() - self._t_first) / (tokens - 1) if tokens >= 2 else None
+        if left <= HANDOVER_TOKENS or (pace is not None and left * pace <= self.handover_s):
+            self.due.set()
 
     def done(self) -> None:
         if self.started:
             self.slot.finish()
         self.due.set()
+
+
+class Pace:
+    """Seconds per generated token of the last finished request: when to hand a non-streamed one over."""
+
+    def __init__(self) -> None:
+        self.per_token_s: float | None = None
+
+    def update(self, latency_s: float | None, tokens: int) -> None:
+        if latency_s is not None and tokens > 0:
+            self.per_token_s = latency_s / tokens
+
+    def handover_after(self, max_tokens: int, handover_s: float) -> float | None:
+        """Seconds from sending a request of ``max_tokens`` to starting its successor; None while unknown."""
+        pace = self.per_token_s
+        if pace is None:
+            return None
+        return max(0.0, max_tokens * pace - max(handover_s, HANDOVER_TOKENS * pace))

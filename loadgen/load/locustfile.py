@@ -56,6 +56,7 @@ from scenarios import path_of
 log = logging.getLogger("loadgen")
 _CANARY_USERS = 1
 _POLL_S = 0.005
+_PACE_POLL_S = 0.05
 _REPORT_EVERY_S = 0.05
 _PLAN_WAIT_S = 30.0
 
@@ -425,16 +426,32 @@ class CanaryUser(User):
 def _wait_held(st: RunState, level: int) -> bool:
     """Wait until the level is held (docs/design.md, "held"): this process's background slots each hold a
     request the server has started and, in a distributed run, the coordinator's fresh view of every worker
-    says the same. False when ``settle_timeout_s`` passed first: the canary goes anyway, flagged."""
+    says the same; under non-streamed background the engine's own running count must reach the level too.
+    False when ``settle_timeout_s`` passed first: the canary goes anyway, flagged."""
     deadline = time.monotonic() + st.scenario.sweep.settle_timeout_s
-    while not _level_held(st, level):
+    while True:
+        if _level_held(st, level) and (st.scenario.background.stream or not level or st.engine.confirms(level)):
+            return True
         if time.monotonic() > deadline:
             return False
         gevent.sleep(_POLL_S)
-    return True
+
+
+def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s: float) -> None:
+    """A non-streamed request's hand-over point: when, at the pace this process's requests run at, it is
+    about to end (re-read every few tens of ms: the pace is learnt, and changes with the level)."""
+    sent = time.monotonic()
+    while not progress.due.is_set():
+        after = st.pace.handover_after(max_tokens, handover_s)
+        left = _PACE_POLL_S if after is None else sent + after - time.monotonic()
+        if left <= 0:
+            return
+        progress.due.wait(min(left, _PACE_POLL_S))
 
 
 def _level_held(st: RunState, level: int) -> bool:
+    if level and not st.scenario.background.stream and st.pace.per_token_s is None:
+        return False  # no non-streamed request has finished yet: slots cannot hand over on time
     h = st.holding
     if not st.distributed:
         return h.slots == level and h.held >= level
@@ -505,8 +522,8 @@ class BackgroundUser(User):
         task, and the pause is taken in it as before."""
         st = user_state(self.environment)
         spec = st.scenario.background
-        if spec.stream and spec.handover_s > 0 and not spec.wait_s:
-            self._handing_over(st, spec.handover_s)
+        if spec.handover_s > 0 and not spec.wait_s:
+            self._handing_over(st, spec.stream, spec.handover_s)
             return
         while True:
             self._one(st, self.bodies.next(), spec.stream)
@@ -516,19 +533,23 @@ class BackgroundUser(User):
             if self._state == LOCUST_STATE_STOPPING:
                 return
 
-    def _handing_over(self, st: RunState, handover_s: float) -> None:
-        """Each request runs in a child greenlet; near its end (or at its end) the next one starts."""
+    def _handing_over(self, st: RunState, stream: bool, handover_s: float) -> None:
+        """Each request runs in a child greenlet; near its end (or at its end) the next one starts: a streamed
+        one when its tokens say so, a non-streamed one on time, at the pace this slot's requests ran at."""
         body = self.bodies.next()
         progress = Progress(self.slot, body.max_tokens, handover_s)
-        current = self.children.spawn(self._one, st, body, True, progress)
+        current = self.children.spawn(self._one, st, body, stream, progress)
         while True:
-            progress.due.wait()
+            if stream:
+                progress.due.wait()
+            else:
+                _wait_on_time(st, progress, body.max_tokens, handover_s)
             if self._state == LOCUST_STATE_STOPPING:
                 current.join()
                 return
             body = self.bodies.next()
             following = Progress(self.slot, body.max_tokens, handover_s)
-            successor = self.children.spawn(self._one, st, body, True, following)
+            successor = self.children.spawn(self._one, st, body, stream, following)
             current.join()
             current, progress = successor, following
 
@@ -537,10 +558,10 @@ class BackgroundUser(User):
         level = snap.level if snap is not None else None
         http = self.clients[self.turn]
         self.turn ^= 1
-        if stream and progress is None:
-            progress = Progress(self.slot, body.max_tokens, 0.0)
         if progress is None:
-            self.slot.start()  # a non-streamed request counts as started once sent
+            progress = Progress(self.slot, body.max_tokens, 0.0)
+        if not stream:
+            progress(0)  # a non-streamed request counts as started once sent
         st.inflight.background += 1
         try:
             out = send_payload(
@@ -551,15 +572,15 @@ class BackgroundUser(User):
                 stream=stream,
                 secret=st.api_key,
                 usage_only=True,
-                progress=progress,
+                progress=progress if stream else None,
             )
         finally:
             st.inflight.background -= 1
-            if progress is None:
-                self.slot.finish()
-            else:
-                progress.done()
+            progress.done()
         usage = out.usage or {}
+        if out.ok and not stream:
+            tokens = usage.get("completion_tokens")
+            st.pace.update(out.latency_s, tokens if isinstance(tokens, int) else body.max_tokens)
         st.background.on_request(
             {
                 "level": level,

@@ -8,6 +8,7 @@ imports no Locust; the locustfile wires it to Locust's events and messages.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,7 +19,8 @@ from collectors.manifest import read_manifest
 from loadgen.errors import RunFolderError
 from loadgen.load.client import Inflight
 from loadgen.load.coordination import Mirror
-from loadgen.load.holding import Holding
+from loadgen.load.engine_check import EngineCheck
+from loadgen.load.holding import Holding, Pace
 from loadgen.load.live import References
 from loadgen.scenario import Scenario, parse_scenario
 from loadgen.studies.prepare import api_key_of, canary_features
@@ -39,13 +41,22 @@ class RunState:
     worker: str
     inflight: Inflight = field(default_factory=Inflight)
     holding: Holding = field(default_factory=Holding)
+    pace: Pace = field(default_factory=Pace)  # non-streamed background: seconds per token, for hand-overs
     distributed: bool = False  # a Locust worker: other workers hold part of the level
+    engine: EngineCheck = field(init=False)  # the engine's own running count, for non-streamed background
+
+    def __post_init__(self) -> None:
+        self.engine = EngineCheck(self.base_url, self.api_key)
+
     references: References = field(default_factory=dict)  # canary id -> kind -> reference identity, once chosen
     _next_user_index: int = 0
 
     def next_user_index(self) -> int:
+        """0, 1, 2... in a local run (reproducible bodies and delays); on a worker, offset by its name, so
+        users of different workers neither send the same bodies nor start in step."""
         self._next_user_index += 1
-        return self._next_user_index - 1
+        offset = int(hashlib.blake2b(self.worker.encode(), digest_size=4).hexdigest(), 16) if self.distributed else 0
+        return offset * 4096 + self._next_user_index - 1
 
     def canary_body_features(self, index: int) -> Features:
         canary = self.scenario.canaries[index]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import socket
+from typing import ClassVar
 
 import orjson
 import pytest
 
-from loadgen.load.client import make_client, send, send_payload
-from loadgen.wire import Features, build_body
+from loadgen.load import client as client_module
+from loadgen.load.client import Outcome, make_client, send, send_payload
+from loadgen.wire import Features, Kind, build_body
+from loadgen.wire.sse import SSEDecoder, SSEEvent
 from loadgen.wire.urls import api_path, v1_path
 
 FEATURES = Features(return_token_ids=True, logprobs=True, top_logprobs=1)
@@ -124,3 +127,106 @@ def test_a_key_echoed_by_the_server_is_redacted(server: str) -> None:
         client.close()
     assert out.error_message is not None
     assert "injected" not in out.error_message and "[redacted]" in out.error_message
+
+
+# --- the progress hook (loadgen.load.holding watches hand-overs with it) --------------------------
+
+
+class CountingDecoder(SSEDecoder):
+    """The client's SSE decoder, counting the events it hands the client (fed while reading, flushed at the end)."""
+
+    made: ClassVar[list[CountingDecoder]] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fed = 0
+        self.flushed = 0
+        CountingDecoder.made.append(self)
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        events = super().feed(data)
+        self.fed += len(events)
+        return events
+
+    def flush(self) -> list[SSEEvent]:
+        events = super().flush()
+        self.flushed += len(events)
+        return events
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[CountingDecoder]:
+    CountingDecoder.made = []
+    monkeypatch.setattr(client_module, "SSEDecoder", CountingDecoder)
+    return CountingDecoder.made
+
+
+def with_progress(
+    url: str, kind: Kind, *, model: str, prompt: str, stream: bool, max_tokens: int = 3, features: Features = FEATURES
+) -> tuple[Outcome, list[int]]:
+    calls: list[int] = []
+    client = make_client(url, connect_timeout_s=2.0, read_timeout_s=30.0, api_key=None)
+    messages = [{"role": "user", "content": prompt}] if kind == "chat" else None
+    body = build_body(
+        kind,
+        model=model,
+        prompt=None if messages else prompt,
+        messages=messages,
+        max_tokens=max_tokens,
+        seed=0,
+        stream=stream,
+        features=features,
+    )
+    try:
+        out = send_payload(
+            client, api_path(url, kind), kind, orjson.dumps(body), stream=stream, usage_only=True, progress=calls.append
+        )
+    finally:
+        client.close()
+    return out, calls
+
+
+@pytest.mark.parametrize("kind", ["completions", "chat"])
+def test_progress_counts_every_generated_token_of_an_engine_stream(
+    engine_url: str, kind: Kind, counting: list[CountingDecoder]
+) -> None:
+    features = Features(include_usage=True, batch_sizes=True)
+    out, calls = with_progress(
+        engine_url, kind, model="loadgen-tiny", prompt="Count to ten.", stream=True, max_tokens=12, features=features
+    )
+    assert out.ok, out.error_message
+    [decoder] = counting
+    assert decoder.fed >= 3 and decoder.flushed == 0  # a token chunk, the usage chunk, [DONE] at least
+    assert out.completion is not None and out.usage is not None
+    # once per event that carried a generated token (not the role chunk, usage or [DONE]), counting up by one
+    assert calls == list(range(1, out.usage["completion_tokens"] + 1))
+    sizes = out.completion.batch_sizes  # the engine's own batch sizes ride on the finish chunk
+    assert sizes is not None and len(sizes) == out.usage["completion_tokens"] and all(n >= 1 for n in sizes)
+
+
+def test_progress_counts_a_known_stream_exactly(server: str) -> None:
+    """The fault server's stream is three chunks and [DONE]."""
+    out, calls = with_progress(server, "completions", model="m", prompt="ok", stream=True)
+    assert out.ok
+    assert calls == [1, 2, 3]  # three tokens; [DONE] carries none
+
+
+@pytest.mark.parametrize(("url_fixture", "model"), [("server", "m"), ("engine_url", "loadgen-tiny")])
+def test_progress_is_not_called_for_a_whole_body(url_fixture: str, model: str, request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue(url_fixture)
+    out, calls = with_progress(url, "completions", model=model, prompt="ok", stream=False)
+    assert out.ok, out.error_message
+    assert calls == []
+
+
+def test_progress_is_not_called_when_the_server_refuses(server: str) -> None:
+    """No byte of a stream arrived: the request never held its slot."""
+    out, calls = with_progress(server, "completions", model="m", prompt="status:503", stream=True)
+    assert out.error_kind == "http_status"
+    assert calls == []
+
+
+def test_progress_stops_where_a_stream_is_cut(server: str) -> None:
+    out, calls = with_progress(server, "completions", model="m", prompt="reset", stream=True)
+    assert out.error_kind == "truncated_stream"
+    assert calls == [1]  # the one token sent before the reset

@@ -1,4 +1,5 @@
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadgen.load.coordination import REPORT_STALE_S, Coordinator, Mirror, StageSnapshot
@@ -95,3 +96,128 @@ def test_burst_stage_hands_out_every_ticket_once_with_no_background() -> None:
         coord.on_done(t.stage_index, now=0.1)
     mirror.update(coord.snapshot())
     assert mirror.finished
+
+
+# --- held: every background slot of the level holds a request the server started -----------------
+
+
+def test_snapshot_carries_held_through_a_message() -> None:
+    snap = StageSnapshot(1, "sweep", 2, 4, 0, True, held=True)
+    assert StageSnapshot.from_msg(snap.to_msg()) == snap
+    assert StageSnapshot(1, "sweep", 2, 4, 0, True).held is False
+
+
+def test_held_needs_every_fresh_report_to_hold_the_levels_background() -> None:
+    coord, _ = setup([Stage("sweep", 4, 1)])
+    assert not coord.snapshot().held
+    coord.on_inflight("a", 2, 2, now=0.0)
+    assert not coord.snapshot().held  # b's slots are not reported yet
+    coord.on_inflight("b", 2, 1, now=0.1)
+    assert not coord.snapshot().held  # one of b's slots holds nothing the server started
+    assert coord.on_inflight("b", 2, 2, now=0.2)  # changed: publish
+    assert coord.held and coord.snapshot().held
+    assert not coord.on_inflight("b", 2, 2, now=0.3)  # nothing changed, already ready: nothing to publish
+    assert coord.snapshot().held
+
+
+def test_held_goes_false_when_a_report_drops_a_held_slot() -> None:
+    coord, _ = setup([Stage("sweep", 4, 1)])
+    coord.on_inflight("a", 2, 2, now=0.0)
+    coord.on_inflight("b", 2, 2, now=0.1)
+    assert coord.snapshot().held and coord.tracker.ready
+    assert coord.on_inflight("a", 2, 1, now=0.2)  # a slot between requests: publish the change
+    assert not coord.snapshot().held
+    assert coord.tracker.ready  # readiness, once reached, stays; held is the live view
+    assert coord.on_inflight("a", 2, 2, now=0.3)
+    assert coord.snapshot().held
+
+
+@pytest.mark.parametrize(
+    ("reports", "held"),
+    [
+        ([("a", 4, 4)], True),
+        ([("a", 4, 5)], True),  # held above the users is still held (sums across workers)
+        ([("a", 4, 3)], False),
+        ([("a", 5, 5)], False),  # one user too many: the shape is still moving
+        ([("a", 3, 3)], False),  # one user short
+        ([("a", 2, 2), ("b", 2, 2)], True),
+        ([("a", 3, 3), ("b", 1, 0)], False),
+        ([("a", 0, 0), ("b", 4, 4)], True),
+    ],
+)
+def test_held_sums_the_workers(reports: list[tuple[str, int, int]], held: bool) -> None:
+    coord, _ = setup([Stage("sweep", 4, 1)])
+    for i, (worker, users, h) in enumerate(reports):
+        coord.on_inflight(worker, users, h, now=i * 0.1)
+    assert coord.snapshot().held is held
+
+
+def test_stale_reports_are_ignored_for_held() -> None:
+    coord, _ = setup([Stage("sweep", 4, 1)])
+    coord.on_inflight("a", 2, 2, now=0.0)
+    coord.on_inflight("b", 2, 2, now=REPORT_STALE_S + 1)  # a's report is stale: only 2 users are known
+    assert not coord.snapshot().held
+    coord2, _ = setup([Stage("sweep", 2, 1)])
+    coord2.on_inflight("gone", 2, 0, now=0.0)  # a worker that stopped reporting with empty slots
+    coord2.on_inflight("a", 2, 2, now=REPORT_STALE_S + 1)
+    assert coord2.snapshot().held  # its stale report no longer counts
+
+
+def test_held_is_recomputed_when_the_stage_moves_on() -> None:
+    coord, mirror = setup([Stage("sweep", 2, 1), Stage("sweep", 4, 1)])
+    coord.on_inflight("a", 2, 2, now=0.0)
+    mirror.update(coord.snapshot())
+    assert coord.snapshot().held
+    ticket = mirror.take_ticket()
+    assert ticket is not None and ticket.level == 2
+    coord.on_done(ticket.stage_index, now=0.1)  # level 2's quota is complete: level 4 now
+    snap = coord.snapshot()
+    assert snap.level == 4 and not snap.held  # two users hold level 2's slots, not level 4's
+    coord.on_inflight("a", 4, 3, now=0.2)
+    assert not coord.snapshot().held
+    assert coord.on_inflight("a", 4, 4, now=0.3)
+    assert coord.snapshot().held
+    coord.on_done(1, now=0.4)
+    assert coord.snapshot().finished and not coord.snapshot().held
+
+
+def test_on_done_drops_held_when_the_reports_went_stale() -> None:
+    coord, _ = setup([Stage("sweep", 2, 2)])
+    coord.on_inflight("a", 2, 2, now=0.0)
+    assert coord.snapshot().held
+    coord.on_done(0, now=REPORT_STALE_S + 1)  # the stage goes on, but nothing fresh says the slots are held
+    assert coord.snapshot().index == 0 and not coord.snapshot().held
+
+
+def test_level_zero_is_held_with_no_background() -> None:
+    coord, _ = setup([Stage("baseline", 0, 1), Stage("sweep", 3, 3, burst=True)])
+    coord.on_inflight("a", 0, 0, now=0.0)
+    assert coord.snapshot().held
+    coord.on_done(0, now=0.1)  # a burst stage holds no background either
+    assert coord.snapshot().burst and coord.snapshot().held
+
+
+@settings(max_examples=200)
+@given(
+    level=st.integers(0, 6),
+    reports=st.lists(
+        st.tuples(st.sampled_from("abc"), st.integers(0, 4), st.integers(0, 4), st.floats(0, REPORT_STALE_S * 1.5)),
+        max_size=30,
+    ),
+)
+def test_held_is_the_fresh_sums_after_every_report(level: int, reports: list[tuple[str, int, int, float]]) -> None:
+    """After any sequence of reports: held iff the fresh reports' users sum to the level's background and their
+    held slots sum to at least that; on_inflight says to publish iff readiness was reached or held changed."""
+    coord, _ = setup([Stage("sweep", level, 1)])
+    last: dict[str, tuple[int, int, float]] = {}
+    now = 0.0
+    for worker, users, h, gap in reports:
+        held = min(h, users)  # a worker's held slots are among its users
+        now += gap
+        was_held, was_ready = coord.snapshot().held, coord.tracker.ready
+        published = coord.on_inflight(worker, users, held, now)
+        last[worker] = (users, held, now)
+        fresh = [(u, k) for u, k, at in last.values() if now - at <= REPORT_STALE_S]
+        expect = sum(u for u, _ in fresh) == level <= sum(k for _, k in fresh)
+        assert coord.snapshot().held is expect
+        assert published == ((coord.tracker.ready and not was_ready) or expect != was_held)

@@ -64,3 +64,33 @@ def test_token_id_strings_are_recognised_only_when_every_token_is_one() -> None:
 def test_a_non_completion_probe_answer_raises() -> None:
     with pytest.raises(MalformedResponse):
         features_from_probe("chat", b'{"detail": "Not Found"}', WANTED)
+
+
+def _with_sizes(sizes: object) -> bytes:
+    choice = {"index": 0, "text": "Yes", "token_ids": [9454], "finish_reason": "length"}
+    body: dict[str, object] = {"choices": [choice]}
+    if sizes is not None:
+        body["x_batch_sizes"] = sizes
+    return orjson.dumps(body)
+
+
+def test_batch_sizes_are_kept_only_when_the_answer_carries_them() -> None:
+    asked = Features(return_token_ids=True, batch_sizes=True)
+    assert features_from_probe("completions", _with_sizes([1]), asked) == asked
+    assert features_from_probe("completions", _with_sizes(None), asked) == Features(return_token_ids=True)
+    # the embedded engine answers only when asked; a server volunteering them proves nothing wanted
+    assert features_from_probe("completions", _with_sizes([1]), Features(return_token_ids=True)) == Features(
+        return_token_ids=True
+    )
+
+
+def test_vllm_probe_answer_has_no_batch_sizes() -> None:
+    got = features_from_probe(
+        "completions", (FIXTURES / "vllm_completions.json").read_bytes(), Features(batch_sizes=True, logprobs=True)
+    )
+    assert got == Features(logprobs=True)
+
+
+def test_malformed_batch_sizes_in_a_probe_answer_raise() -> None:
+    with pytest.raises(MalformedResponse, match="x_batch_sizes"):
+        features_from_probe("completions", _with_sizes([0]), Features(batch_sizes=True))

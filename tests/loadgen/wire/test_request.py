@@ -172,3 +172,44 @@ def test_sampling_parameters_are_always_explicit(
     assert body["max_tokens"] == max_tokens and body["seed"] == seed and "seed" in body
     assert body["stream"] is stream
     assert ("stream_options" in body) == (stream and features.include_usage)
+
+
+@given(
+    kind=st.sampled_from(["completions", "chat"]),
+    stream=st.booleans(),
+    batch_sizes=st.booleans(),
+    include_usage=st.booleans(),
+    logprobs=st.booleans(),
+)
+def test_x_batch_sizes_is_asked_for_only_with_the_feature(
+    kind: Kind, stream: bool, batch_sizes: bool, include_usage: bool, logprobs: bool
+) -> None:
+    body = build_body(
+        kind,
+        model="m",
+        prompt="p" if kind == "completions" else None,
+        messages=MESSAGES if kind == "chat" else None,
+        max_tokens=4,
+        seed=1,
+        stream=stream,
+        features=Features(batch_sizes=batch_sizes, include_usage=include_usage, logprobs=logprobs),
+    )
+    if batch_sizes:
+        assert body["x_batch_sizes"] is True
+    else:
+        assert "x_batch_sizes" not in body
+
+
+def test_x_batch_sizes_cannot_be_overridden_by_extra() -> None:
+    with pytest.raises(ValueError, match=r"\['x_batch_sizes'\]"):
+        build_body(
+            "completions",
+            model="m",
+            prompt="p",
+            messages=None,
+            max_tokens=4,
+            seed=1,
+            stream=False,
+            features=Features(batch_sizes=True),
+            extra={"x_batch_sizes": False},
+        )

@@ -306,3 +306,98 @@ def test_malformed_stream_chunk_raises_naming_the_chunk() -> None:
     acc.add('{"choices":[{"index":0,"delta":{"content":"a"}}]}')
     with pytest.raises(MalformedResponse, match="stream chunk 2 is not JSON"):
         acc.add('{"choices":[{"index":0,"delta":')
+
+
+# --- x_batch_sizes (the embedded engine's batch sizes) ------------------------------------------
+
+
+def sized_body(sizes: object, *, key: bool = True) -> bytes:
+    body: dict[str, object] = {"choices": [{"index": 0, "text": "ab", "finish_reason": "length"}]}
+    if key:
+        body["x_batch_sizes"] = sizes
+    return orjson.dumps(body)
+
+
+def sized_stream(kind: Kind, sizes: object, *, own_chunk: bool = False, usage: bool = True) -> list[bytes]:
+    """A stream of two tokens whose sizes ride on the finish chunk (or, ``own_chunk``, on a chunk of their own)."""
+
+    def choice(text: str, finish: str | None) -> dict[str, object]:
+        if kind == "chat":
+            return {"index": 0, "delta": {"content": text}, "finish_reason": finish}
+        return {"index": 0, "text": text, "finish_reason": finish}
+
+    chunks: list[dict[str, object]] = []
+    if kind == "chat":
+        chunks.append({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    chunks.append({"choices": [choice("a", None)]})
+    last: dict[str, object] = {"choices": [choice("b", "length")]}
+    if own_chunk:
+        chunks += [last, {"x_batch_sizes": sizes}]
+    else:
+        chunks.append({**last, "x_batch_sizes": sizes})
+    if usage:
+        chunks.append({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}})
+    return [b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def test_batch_sizes_are_read_from_a_body() -> None:
+    assert parse_body("completions", sized_body([3, 4, 4])).batch_sizes == [3, 4, 4]
+
+
+@pytest.mark.parametrize("body", [sized_body(None, key=False), sized_body(None)])
+def test_absent_batch_sizes_are_none(body: bytes) -> None:
+    assert parse_body("completions", body).batch_sizes is None
+
+
+@pytest.mark.parametrize("kind", ["completions", "chat"])
+@pytest.mark.parametrize("own_chunk", [False, True])
+def test_batch_sizes_are_read_from_a_stream(kind: Kind, own_chunk: bool) -> None:
+    acc, carried = run_stream(kind, sized_stream(kind, [2, 3], own_chunk=own_chunk))
+    assert acc.done
+    got = acc.finish()
+    assert got.batch_sizes == [2, 3]
+    assert got.text == "ab" and got.finish_reason == "length" and got.usage is not None
+    assert carried.count(True) == 2  # a chunk of sizes alone carries no token
+
+
+def test_a_chunk_of_sizes_alone_is_accepted() -> None:
+    acc = StreamAccumulator("completions")
+    assert acc.add('{"x_batch_sizes": [1, 1]}') is False
+    assert acc.finish().batch_sizes == [1, 1]
+
+
+def test_a_stream_without_sizes_has_none() -> None:
+    acc, _ = run_stream("chat", [read("vllm_chat_stream.sse")])
+    assert acc.finish().batch_sizes is None
+
+
+BAD_SIZES: list[object] = [
+    *(3, "3", True, {"0": 1}),  # not a list
+    *([0], [-1], [2, 0]),  # not positive
+    *([True], [False], [1.0], [2.5], ["2"], [None], [[1]]),  # not whole numbers
+]
+
+
+@pytest.mark.parametrize("sizes", BAD_SIZES, ids=repr)
+def test_malformed_batch_sizes_in_a_body_raise(sizes: object) -> None:
+    with pytest.raises(MalformedResponse, match="x_batch_sizes"):
+        parse_body("completions", sized_body(sizes))
+
+
+@pytest.mark.parametrize("own_chunk", [False, True])
+@pytest.mark.parametrize("sizes", BAD_SIZES, ids=repr)
+def test_malformed_batch_sizes_in_a_stream_raise(sizes: object, own_chunk: bool) -> None:
+    with pytest.raises(MalformedResponse, match="x_batch_sizes"):
+        run_stream("chat", sized_stream("chat", sizes, own_chunk=own_chunk))
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=1 << 20), min_size=1, max_size=64),
+    kind=st.sampled_from(["completions", "chat"]),
+    own_chunk=st.booleans(),
+    usage=st.booleans(),
+)
+def test_any_positive_sizes_round_trip(sizes: list[int], kind: Kind, own_chunk: bool, usage: bool) -> None:
+    assert parse_body("completions", sized_body(sizes)).batch_sizes == sizes
+    acc, _ = run_stream(kind, sized_stream(kind, sizes, own_chunk=own_chunk, usage=usage))
+    assert acc.finish().batch_sizes == sizes

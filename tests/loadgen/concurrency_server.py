@@ -1,0 +1,167 @@
+"""An OpenAI-style server whose answer depends on how many requests it is serving when a request arrives.
+
+Run as ``python concurrency_server.py --dialect {legacy,chat,llamacpp} [--token-s S]``; prints
+``READY http://127.0.0.1:PORT``. It is the adversary of the level tests: the class of endpoint whose
+batch-dependence a mislabelled canary hides.
+
+The rule: a request that arrives while ``n`` requests are being served (itself included) gets
+``max_tokens`` tokens, token ``i`` being id ``1000 + i``, except that for ``n >= 2`` the token at
+position ``n - 1`` is ``5000 + n``. So the answer alone (n = 1) is the reference, and an answer that
+shared the server with ``k`` other requests first differs from it at position ``k``. Every request
+generates exactly ``max_tokens`` tokens (no early stop), one per ``--token-s`` seconds, streamed or not.
+
+Dialects of the answer's logprobs: ``legacy`` (completions: ``tokens`` / ``token_logprobs`` /
+``top_logprobs`` dicts, ids in ``choices[].token_ids``), ``chat`` (chat completions: ``content[]``
+entries, ids in ``choices[].token_ids``), ``llamacpp`` (completions with llama.cpp's ``content[]``
+entries carrying each token's ``id``; no ``token_ids``).
+
+``GET /metrics``: ``vllm:num_requests_running`` (requests being served) in Prometheus text.
+``GET /_arrivals``: every request's ``{"prompt", "n", "t"}`` at arrival, in arrival order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+
+STATE: dict[str, Any] = {"inflight": 0, "arrivals": [], "dialect": "legacy", "token_s": 0.01}
+
+
+def token_ids(n: int, max_tokens: int) -> list[int]:
+    ids = [1000 + i for i in range(max_tokens)]
+    if n >= 2 and n - 1 < max_tokens:
+        ids[n - 1] = 5000 + n
+    return ids
+
+
+def _text(tid: int) -> str:
+    return f" t{tid}"
+
+
+def _logprobs(ids: list[int], dialect: str) -> dict[str, Any]:
+    if dialect == "legacy":
+        return {
+            "tokens": [_text(t) for t in ids],
+            "token_logprobs": [-0.25 for _ in ids],
+            "top_logprobs": [{_text(t): -0.25, _text(t + 1): -1.5} for t in ids],
+            "text_offset": [0 for _ in ids],
+        }
+    entries = []
+    for t in ids:
+        entry: dict[str, Any] = {"token": _text(t), "logprob": -0.25}
+        alts = [{"token": _text(t), "logprob": -0.25}, {"token": _text(t + 1), "logprob": -1.5}]
+        if dialect == "llamacpp":
+            entry["id"] = t
+            alts[0]["id"], alts[1]["id"] = t, t + 1
+        entry["top_logprobs"] = alts
+        entries.append(entry)
+    return {"content": entries}
+
+
+def _choice(ids: list[int], *, chat: bool, stream: bool, finish: str | None, body: dict[str, Any]) -> dict[str, Any]:
+    text = "".join(_text(t) for t in ids)
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+    if chat:
+        choice["delta" if stream else "message"] = {"role": "assistant", "content": text}
+    else:
+        choice["text"] = text
+    dialect = STATE["dialect"]
+    if body.get("logprobs"):
+        choice["logprobs"] = _logprobs(ids, dialect)
+    if body.get("return_token_ids") and dialect != "llamacpp":
+        choice["token_ids"] = ids
+    return choice
+
+
+async def models(_: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+
+async def metrics(_: web.Request) -> web.Response:
+    text = (
+        "# HELP vllm:num_requests_running Requests being served.\n# TYPE vllm:num_requests_running gauge\n"
+        f'vllm:num_requests_running{{model_name="m"}} {STATE["inflight"]}\n'
+        "# HELP vllm:num_requests_waiting Requests waiting.\n# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{model_name="m"} 0\n'
+    )
+    return web.Response(text=text, content_type="text/plain")
+
+
+async def arrivals(_: web.Request) -> web.Response:
+    return web.json_response(STATE["arrivals"])
+
+
+def _prompt(body: dict[str, Any]) -> str:
+    if "messages" in body:
+        return str(body["messages"][-1].get("content", ""))
+    return str(body.get("prompt", ""))
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    STATE["inflight"] += 1
+    n = STATE["inflight"]
+    STATE["arrivals"].append({"prompt": _prompt(body)[:40], "n": n, "t": time.time()})
+    try:
+        return await _answer(request, body, token_ids(n, int(body["max_tokens"])))
+    finally:
+        STATE["inflight"] -= 1
+
+
+async def _answer(request: web.Request, body: dict[str, Any], ids: list[int]) -> web.StreamResponse:
+    chat = request.path.endswith("/chat/completions")
+    obj = "chat.completion" if chat else "text_completion"
+    usage = {"prompt_tokens": 8, "completion_tokens": len(ids), "total_tokens": 8 + len(ids)}
+    step = STATE["token_s"]
+    if not body.get("stream"):
+        await asyncio.sleep(step * len(ids))
+        choice = _choice(ids, chat=chat, stream=False, finish="length", body=body)
+        return web.json_response({"id": "x", "object": obj, "model": "m", "choices": [choice], "usage": usage})
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for i, tid in enumerate(ids):
+        await asyncio.sleep(step)
+        finish = "length" if i == len(ids) - 1 else None
+        chunk = {"id": "x", "object": obj + ".chunk", "model": "m"}
+        chunk["choices"] = [_choice([tid], chat=chat, stream=True, finish=finish, body=body)]
+        await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        final = {"id": "x", "object": obj + ".chunk", "model": "m", "choices": [], "usage": usage}
+        await resp.write(b"data: " + json.dumps(final).encode() + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dialect", choices=("legacy", "chat", "llamacpp"), default="legacy")
+    parser.add_argument("--token-s", type=float, default=0.01)
+    args = parser.parse_args()
+    STATE["dialect"], STATE["token_s"] = args.dialect, args.token_s
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/_arrivals", arrivals)
+    app.router.add_post("/v1/completions", generate)
+    app.router.add_post("/v1/chat/completions", generate)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    print(f"READY http://127.0.0.1:{port}", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(0)

@@ -1,0 +1,112 @@
+"""Against an endpoint whose answer depends on how many requests it serves at arrival, no canary is mislabelled.
+
+A real ``loadgen run`` sweep (real Locust, real HTTP) against ``concurrency_server.py``: the server logs
+how many requests it was serving when each canary arrived, and its answer encodes that count. For each
+logprob dialect, streamed and not: every canary shared the server with at least its level of other
+requests (the level is a floor), its recorded completion is the one the rule gives for what the server
+saw, and each level's unique count and earliest divergence in ``report.json`` are what the rule implies.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from collectors.jsonl import read_jsonl
+from collectors.record import CanaryRecord
+from loadgen.studies.run import run
+
+SERVER = Path(__file__).parents[1] / "concurrency_server.py"
+MAX_TOKENS = 16
+LEVELS = [0, 2, 5]
+CANARY_PROMPT = "canary under a held level"
+
+
+def expected_ids(n: int) -> list[int]:
+    """The server's rule (concurrency_server.token_ids), restated: what n requests at arrival give."""
+    ids = [1000 + i for i in range(MAX_TOKENS)]
+    if n >= 2:
+        ids[n - 1] = 5000 + n
+    return ids
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """The server started for real with the dialect the test asks for: (base URL, dialect)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--dialect", request.param, "--token-s", "0.01"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("READY "), line
+    yield line.split()[1], request.param
+    proc.terminate()
+    proc.wait(10)
+
+
+def scenario(tmp_path: Path, *, chat: bool, stream: bool) -> Path:
+    canary = f'messages = [{{ role = "user", content = "{CANARY_PROMPT}" }}]' if chat else f'prompt = "{CANARY_PROMPT}"'
+    text = f"""
+name = "held"
+[endpoint]
+kind = "{"chat" if chat else "completions"}"
+[[canaries]]
+id = "c"
+{canary}
+max_tokens = {MAX_TOKENS}
+seed = 0
+logprobs = true
+top_logprobs = 2
+stream = {str(stream).lower()}
+[background]
+seed = 3
+prompt_words = [4, 8]
+max_tokens = [30, 50]
+stream = {str(stream).lower()}
+[sweep]
+levels = {LEVELS}
+canaries_per_level = 4
+warmup = 0
+baseline = 2
+"""
+    path = tmp_path / "held.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("server", ["legacy", "chat", "llamacpp"], indirect=True)
+def test_every_canary_shared_at_least_its_level(server: tuple[str, str], stream: bool, tmp_path: Path) -> None:
+    url, dialect = server
+    result = run(scenario(tmp_path, chat=dialect == "chat", stream=stream), host=url, out_dir=tmp_path / "runs")
+    assert result.status == "finished"
+    records = sorted(
+        (CanaryRecord.from_dict(r) for r in read_jsonl(result.run_dir / "canaries.jsonl").rows),
+        key=lambda r: r.sent_at,
+    )
+    with urllib.request.urlopen(f"{url}/_arrivals") as resp:
+        seen = [a for a in orjson.loads(resp.read()) if a["prompt"].startswith(CANARY_PROMPT[:20])]
+    assert len(seen) == len(records) == 2 + 4 * len(LEVELS)  # canaries go one at a time, in order
+
+    for record, arrival in zip(records, seen, strict=True):
+        others = arrival["n"] - 1
+        assert record.status == "ok" and record.held_at_send is True
+        assert others >= record.level, f"level {record.level} canary arrived with {others} other requests"
+        assert record.token_ids == expected_ids(arrival["n"])  # recorded as the server answered it
+
+    report = orjson.loads((result.run_dir / "report.json").read_bytes())
+    for level in report["levels"]:
+        sent = [
+            a["n"] for r, a in zip(records, seen, strict=True) if r.phase == "sweep" and r.level == level["concurrency"]
+        ]
+        assert level["unique_completions"] == len(set(sent))
+        diverged = [n - 1 for n in sent if n >= 2]
+        assert level["earliest_divergence"] == (min(diverged) if diverged else None)
