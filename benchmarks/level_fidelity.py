@@ -1,129 +1,149 @@
-"""Level fidelity: does the engine see the concurrency each level claims while that level's canaries run?
+"""Level fidelity: did every canary really share the engine with at least its level of other requests?
 
-Why: a level's determinism figures mean "under N concurrent requests" only if N requests were
-really in the engine's batch or queue. This script starts the embedded engine, scrapes its
-``/metrics`` every 100 ms in a thread (``vllm:num_requests_running`` + ``vllm:num_requests_waiting``),
-runs a real headless ``loadgen run`` of the quickstart scenario against it, and per level compares
-the target (the level's background users plus the canary itself) with what the engine reported
-while that level's canaries were in flight (each sweep canary's ``[sent_at, sent_at + latency_s]``
-window from ``canaries.jsonl``). Engine and generator share this machine's cores, as they would in
-a laptop run.
+Why: a level's determinism figures mean "under N other requests" only if the engine ran N others for
+the canary's whole life. This script starts the embedded engine, runs a real headless ``loadgen run``
+of the quickstart canary against it, and per level reads two witnesses from the run folder:
 
-Run: ``python benchmarks/level_fidelity.py [--quick] [--levels 0,1,4,16,32] [--canaries-per-level 6]``.
+- the engine's own truth: each canary's ``engine_batch_sizes`` (the batch size of every step it was
+  in); the canary *held* its level when every step ran at least ``level`` other sequences;
+- the tool's measurement: ``engine_metrics.jsonl`` (``/metrics`` scraped every 50 ms by the run),
+  the running count minus the canary at each sample inside the canary's life.
+
+``--compare`` runs the same sweep a second time with the holding switched off (no first-request
+jitter, no hand-over: the behaviour before levels were held), side by side. The engine runs with
+``--max-num-seqs 96``: its default of 64 sequences a step would cap level 64 (plus the canary) by
+itself, which the report would rightly show as not held.
+
+Run: ``python benchmarks/level_fidelity.py [--quick] [--levels 0,1,2,4,8,16,32,64] [--canaries-per-level 8]
+[--compare]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
+import bisect
+import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
-import urllib.request
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import orjson
-from harness import REPO, command_line, median, pct, table
+from harness import REPO, command_line, table
 
 from loadgen.launchers.process import start_embedded
+from scenarios import path_of
 
-GAUGE = re.compile(rb"^vllm:num_requests_(running|waiting)(?:\{[^}]*\})? ([0-9.eE+-]+)$", re.MULTILINE)
+ENGINE_ARGS = ["--max-num-seqs", "96"]
 
 
-class Scraper(threading.Thread):
-    """Reads the engine's running and waiting gauges every ``every_s`` into ``samples``."""
+def scenario_file(tmp: Path, *, holding: bool) -> Path:
+    """The quickstart scenario, with the level holding on (as shipped) or off (no jitter, no hand-over)."""
+    text = path_of("quickstart").read_text()
+    if not holding:
+        assert "[background]" in text and "spawn_jitter_s" not in tomllib.loads(text)["background"]
+        text = text.replace("[background]\n", "[background]\nspawn_jitter_s = 0.0\nhandover_s = 0.0\n")
+    path = tmp / ("quickstart.toml" if holding else "quickstart-unheld.toml")
+    path.write_text(text)
+    return path
 
-    def __init__(self, url: str, every_s: float = 0.1) -> None:
-        super().__init__(daemon=True)
-        self.url, self.every_s = url.rstrip("/") + "/metrics", every_s
-        self.samples: list[tuple[float, float, float]] = []  # (epoch, running, waiting)
-        self.failures = 0
-        self.stop = threading.Event()
 
-    def run(self) -> None:
-        while not self.stop.is_set():
-            t = time.time()
-            try:
-                with urllib.request.urlopen(self.url, timeout=2) as resp:
-                    text = resp.read()
-            except OSError:
-                self.failures += 1
-            else:
-                found = {m.group(1).decode(): float(m.group(2)) for m in GAUGE.finditer(text)}
-                if "running" in found:
-                    self.samples.append((t, found["running"], found.get("waiting", 0.0)))
-            self.stop.wait(max(0.0, self.every_s - (time.time() - t)))
+def run_sweep(tmp: Path, scenario: Path, url: str, levels: str, per_level: int) -> Path:
+    cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--host", url, "--levels", levels]
+    cmd += ["--canaries-per-level", str(per_level), "--out", str(tmp / "runs"), "--no-report"]
+    out = subprocess.run(cmd, check=True, cwd=REPO, capture_output=True)
+    return Path(out.stdout.decode().strip().splitlines()[-1])
+
+
+def read_run(run_dir: Path) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
+    canaries = [orjson.loads(line) for line in (run_dir / "canaries.jsonl").read_bytes().splitlines()]
+    samples = []
+    path = run_dir / "engine_metrics.jsonl"
+    if path.exists():
+        for line in path.read_bytes().splitlines():
+            s = orjson.loads(line)
+            if s.get("running") is not None:
+                samples.append((float(s["t"]), float(s["running"])))
+    samples.sort()
+    return canaries, samples
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):g}/{statistics.median(values):g}/{max(values):g}" if values else "—"
+
+
+def share(held: int, n: int) -> str:
+    return f"{held}/{n} ({held / n:.0%})" if n else "—"
+
+
+def level_rows(canaries: list[dict[str, Any]], samples: list[tuple[float, float]], levels: list[int]) -> list[Any]:
+    times = [t for t, _ in samples]
+    rows = []
+    for level in levels:
+        mine = [r for r in canaries if r["phase"] == "sweep" and r["level"] == level and r["status"] == "ok"]
+        truth_min = [min(r["engine_batch_sizes"]) - 1 for r in mine if r.get("engine_batch_sizes")]
+        truth_med = [statistics.median(r["engine_batch_sizes"]) - 1 for r in mine if r.get("engine_batch_sizes")]
+        scraped_min: list[float] = []
+        n_samples = 0
+        for r in mine:
+            lo = bisect.bisect_left(times, r["sent_at"])
+            hi = bisect.bisect_right(times, r["sent_at"] + r["latency_s"])
+            inside = [running - 1 for _, running in samples[lo:hi]]
+            n_samples += len(inside)
+            if inside:
+                scraped_min.append(min(inside))
+        rows.append(
+            (
+                level,
+                len(mine),
+                sum(1 for r in mine if r.get("held_at_send")),
+                share(sum(1 for m in truth_min if m >= level), len(truth_min)),
+                spread(truth_min),
+                spread(truth_med),
+                share(sum(1 for m in scraped_min if m >= level), len(scraped_min)),
+                n_samples,
+            )
+        )
+    return rows
+
+
+HEADER = [
+    "level",
+    "canaries",
+    "held at send",
+    "held (engine truth)",
+    "truth others min: min/med/max",
+    "truth others median: min/med/max",
+    "held (scraped)",
+    "samples",
+]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="3 canaries per level")
-    p.add_argument("--levels", default="0,1,4,16,32")
-    p.add_argument("--canaries-per-level", type=int, default=6)
+    p.add_argument("--levels", default="0,1,2,4,8,16,32,64")
+    p.add_argument("--canaries-per-level", type=int, default=8)
+    p.add_argument("--compare", action="store_true", help="also run with the holding off, side by side")
     args = p.parse_args()
     if args.quick:
         args.canaries_per_level = 3
+    levels = [int(x) for x in args.levels.split(",")]
     print(f"command: {command_line()}")
+    variants = [True, False] if args.compare else [True]
     with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp_:
         tmp = Path(tmp_)
-        with start_embedded([], log_path=tmp / "engine.log") as engine:
-            scraper = Scraper(engine.url)
-            scraper.start()
-            cmd = [
-                sys.executable,
-                "-m",
-                "loadgen",
-                "run",
-                "quickstart",
-                "--host",
-                engine.url,
-                "--levels",
-                args.levels,
-                "--canaries-per-level",
-                str(args.canaries_per_level),
-                "--out",
-                str(tmp / "runs"),
-                "--no-report",
-            ]
-            started = time.monotonic()
-            out = subprocess.run(cmd, check=True, cwd=REPO, capture_output=True)
-            took = time.monotonic() - started
-            scraper.stop.set()
-            scraper.join()
-        run_dir = Path(out.stdout.decode().strip().splitlines()[-1])
-        rows = [orjson.loads(line) for line in (run_dir / "canaries.jsonl").read_bytes().splitlines()]
-    print(
-        f"embedded engine, quickstart canary; run took {took:.0f} s; {len(scraper.samples)} scrapes every 100 ms "
-        f"({scraper.failures} failed)\n"
-    )
-    table_rows = []
-    for level in [int(x) for x in args.levels.split(",")]:
-        mine = [r for r in rows if r["phase"] == "sweep" and r["level"] == level and r.get("latency_s") is not None]
-        windows = [(r["sent_at"], r["sent_at"] + r["latency_s"]) for r in mine]
-        seen = [run + wait for t, run, wait in scraper.samples if any(a <= t <= b for a, b in windows)]
-        running = [run for t, run, _ in scraper.samples if any(a <= t <= b for a, b in windows)]
-        target = level + 1
-        at_target = sum(1 for s in seen if s >= target) / len(seen) if seen else float("nan")
-        sent_inflight = median([float(r["inflight_at_send"]) for r in mine])
-        spread = [f"{pct(seen, 0.1):g}", f"{median(seen):g}", f"{pct(seen, 0.9):g}", f"{median(running):g}"]
-        table_rows.append((level, target, len(mine), len(seen), *spread, f"{at_target:.0%}", f"{sent_inflight:g}"))
-    header = [
-        "level",
-        "target",
-        "canaries",
-        "scrapes",
-        "p10",
-        "median",
-        "p90",
-        "running med",
-        ">=target",
-        "gen inflight",
-    ]
-    print(table(header, table_rows))
-    print("\ntarget = background users + the canary; p10/median/p90 = engine running + waiting during the level's")
-    print("canaries; 'gen inflight' = the generator's own in-flight count at canary send (canary excluded), median")
+        with start_embedded(ENGINE_ARGS, log_path=tmp / "engine.log") as engine:
+            for holding in variants:
+                run_dir = run_sweep(
+                    tmp, scenario_file(tmp, holding=holding), engine.url, args.levels, args.canaries_per_level
+                )
+                canaries, samples = read_run(run_dir)
+                title = "levels held (as shipped)" if holding else "holding off (no jitter, no hand-over)"
+                print(f"\n{title}: embedded engine {' '.join(ENGINE_ARGS)}, quickstart canary, {len(samples)} scrapes")
+                print(table(HEADER, level_rows(canaries, samples, levels)))
 
 
 if __name__ == "__main__":
