@@ -2,14 +2,15 @@
 
 Why: the concurrency level is what this generator asked for; the engine's own running-request gauge
 is the batch the canary actually shared. This module reads that gauge (and waiting, KV-cache usage,
-prefix-cache counters) from vLLM, SGLang, llama.cpp, TGI or the embedded engine, writes one line per
-scrape to ``engine_metrics.jsonl``, and joins each canary's send time to the nearest sample.
+prefix-cache counters) from vLLM, SGLang, llama.cpp, TGI or the embedded engine and writes one line
+per scrape to ``engine_metrics.jsonl``; the report joins every sample taken while a canary was in
+flight to it (``collectors.coresidency.window_running``).
 
 Three parts: ``parse_metrics`` (pure: Prometheus text in, one small vocabulary out, parsed by
 ``prometheus_client``'s parser), ``MetricsScraper`` (I/O: a background thread, which becomes a
 greenlet under gevent's monkey-patching, so it runs in a Locust process and outside one), and
-``nearest_running`` (pure: the join). An endpoint without ``/metrics`` is a notice, never an
-exception. Must not import Locust, and must not print.
+``nearest_running`` (pure: the older nearest-sample join, kept for tools that call it). An endpoint
+without ``/metrics`` is a notice, never an exception. Must not import Locust, and must not print.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ _PREFIXES = tuple(e.prefix for e in ENGINES)
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # a name check only: values are prometheus_client's
 
 Floats = npt.NDArray[np.float64]
+DEFAULT_INTERVAL_S = 0.05
+GAP_FACTOR = 4.0  # an interval between samples longer than this many nominal intervals is a gap
+
+
+class ScrapeTimeout(EndpointError):
+    """A scrape that ran out of time: always counted as a gap, however short the interval was."""
 
 
 class EngineGauges(TypedDict):
@@ -158,7 +165,11 @@ def fetch_metrics_text(url: str, *, timeout_s: float, api_key: str | None = None
     except urllib.error.HTTPError as exc:
         raise EndpointError(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError):
+            raise ScrapeTimeout(f"{url}: timed out after {timeout_s:g} s") from None
         raise EndpointError(f"{url}: {exc.reason}") from None
+    except TimeoutError:
+        raise ScrapeTimeout(f"{url}: timed out after {timeout_s:g} s") from None
     except (OSError, HTTPException) as exc:
         raise EndpointError(f"{url}: {type(exc).__name__}: {exc}") from None
     if content_type.lower().startswith(_NOT_PROMETHEUS_TYPES):
@@ -176,13 +187,19 @@ class MetricsScraper:
     and leave a gap in the file, never a made-up value. ``t`` is the midpoint of the request.
     ``out_path`` is the JSONL file, or a run folder that receives ``engine_metrics.jsonl``; the file
     is created by the first sample, so an endpoint without metrics leaves none.
+
+    Cost is bounded at any interval: one scrape at a time, and after each one the thread sleeps only
+    what is left of the interval (nothing when the scrape took longer), so a slow endpoint lowers
+    the rate and never builds a backlog. Gaps are recorded: ``max_gap_s`` is the largest interval
+    between consecutive samples (the stretch from the last sample to ``stop()`` included), ``gaps``
+    counts intervals longer than ``GAP_FACTOR`` nominal intervals or holding a timed-out scrape.
     """
 
     def __init__(
         self,
         base_url: str,
         out_path: Path,
-        interval_s: float = 0.25,
+        interval_s: float = DEFAULT_INTERVAL_S,
         api_key: str | None = None,
         timeout_s: float = 2.0,
     ) -> None:
@@ -198,6 +215,12 @@ class MetricsScraper:
         self.engine: str | None = None
         self.failures = 0
         self.last_error: str | None = None
+        self.max_gap_s: float | None = None  # None until a second sample (or the stop) closes an interval
+        self.gaps = 0
+        self._last_t: float | None = None  # time of the last sample written
+        self._timed_out = False  # a scrape timed out since the last sample
+        self._tail_closed = False
+        self._started_at = 0.0  # monotonic start of the latest scrape
         self._writer: JsonlWriter | None = None
         self._write_lock = threading.Lock()  # close() never races a write from a scrape that overran stop()
         self._stop = threading.Event()
@@ -215,6 +238,7 @@ class MetricsScraper:
         """Scrape once now; if the endpoint has usable metrics, keep scraping in the background."""
         if self.available is not None:
             return self.available
+        self._started_at = time.monotonic()
         try:
             t, gauges = self._scrape()
         except EndpointError as exc:
@@ -231,6 +255,10 @@ class MetricsScraper:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.timeout_s + self.interval_s + 1.0)
+        with self._write_lock:
+            if self._last_t is not None and not self._tail_closed:  # the stretch since the last sample
+                self._tail_closed = True
+                self._interval(time.time() - self._last_t)
 
     def close(self) -> None:
         self.stop()
@@ -250,6 +278,8 @@ class MetricsScraper:
             "failures": self.failures,
             "last_error": self.last_error,
             "write_failures": self.write_failures,
+            "max_gap_s": self.max_gap_s,
+            "gaps": self.gaps,
         }
 
     def __enter__(self) -> MetricsScraper:
@@ -283,21 +313,31 @@ class MetricsScraper:
                 except OSError as exc:
                     raise RunFolderError(f"{self.path}: cannot open for engine metrics ({exc})") from None
             self._writer.write({"t": t, **gauges})
+            if self._last_t is not None:
+                self._interval(t - self._last_t)
+            self._last_t = t
+
+    def _interval(self, gap: float) -> None:
+        """Account for one interval between samples (under the write lock)."""
+        gap = max(0.0, gap)
+        self.max_gap_s = gap if self.max_gap_s is None else max(self.max_gap_s, gap)
+        if self._timed_out or gap > GAP_FACTOR * self.interval_s:
+            self.gaps += 1
+        self._timed_out = False
 
     def _loop(self) -> None:
-        next_at = time.monotonic() + self.interval_s
-        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+        # one scrape at a time; sleep only what is left of the interval since the last one started
+        while not self._stop.wait(max(0.0, self._started_at + self.interval_s - time.monotonic())):
+            self._started_at = time.monotonic()
             try:
                 t, gauges = self._scrape()
             except EndpointError as exc:
                 self.failures += 1
                 self.last_error = str(exc)
+                if isinstance(exc, ScrapeTimeout):
+                    self._timed_out = True
             else:
                 self._write(t, gauges)
-            next_at += self.interval_s
-            behind = time.monotonic() - next_at
-            if behind > 0:  # a slow scrape: skip the ticks it overran instead of bursting to catch up
-                next_at += math.ceil(behind / self.interval_s) * self.interval_s
 
 
 def nearest_running(sent_at: Floats, t: Floats, running: Floats, max_gap_s: float = 1.0) -> Floats:

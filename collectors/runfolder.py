@@ -24,6 +24,7 @@ import numpy.typing as npt
 import orjson
 import pandas as pd  # type: ignore[import-untyped]
 
+from collectors.coresidency import segment_stats
 from collectors.jsonl import iter_objects
 from collectors.manifest import Manifest, read_manifest
 from collectors.record import SCHEMA, CanaryRecord
@@ -53,8 +54,22 @@ SCALARS = (
     "text",
     "engine_running",
     "worker",
+    "burst",
+    "held_at_send",
+    "background_held_at_send",
 )
-_FLOAT_COLS = ("sent_at", "latency_s", "ttft_s", "engine_running", "temperature", "cached_tokens")
+_FLOAT_COLS = (
+    "sent_at",
+    "latency_s",
+    "ttft_s",
+    "engine_running",
+    "temperature",
+    "cached_tokens",
+    "background_held_at_send",
+)
+# Derived while reading from ``engine_batch_sizes`` (the engine's batch size at every step the request
+# was in): the other requests it shared those steps with (size - 1). NaN where the record has none.
+BATCH_OTHERS = ("batch_others_min", "batch_others_median", "batch_others_max")
 _INT_COLS = ("level", "inflight_at_send")
 
 IntMatrix = npt.NDArray[np.integer[Any]]
@@ -71,7 +86,8 @@ class CanaryColumns:
     """
 
     frame: Any  # pandas.DataFrame: SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
-    # n_logprobs
+    # n_logprobs, BATCH_OTHERS. ``burst`` is bool (False where absent), ``held_at_send`` pandas "boolean"
+    # (NA where absent), ``background_held_at_send`` float (NaN where absent).
     token_ids: IntMatrix  # (n, w) int32 or int64
     token_codes: IntMatrix  # (n, w) int32 codes into ``vocab``
     vocab: npt.NDArray[np.object_]  # token strings
@@ -213,6 +229,7 @@ class ColumnBuilder:
         self._lps: list[FloatMatrix] = []
         self._gaps: list[FloatMatrix] = []
         self._lens: dict[str, list[npt.NDArray[np.int64]]] = {"n_ids": [], "n_tokens": [], "n_logprobs": []}
+        self._batch: dict[str, list[FloatMatrix]] = {k: [] for k in BATCH_OTHERS}
         self._vocab: dict[str, int] = {}
         self._pending: list[dict[str, Any]] = []
 
@@ -262,6 +279,8 @@ class ColumnBuilder:
         self._lens["n_logprobs"].append(n_lps)
         tops = [r.get("top_logprobs") for r in rows]
         self._gaps.append(pad_float([None if t is None else [top_gap(p) for p in t] for t in tops])[0])
+        for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
+            self._batch[key].append(values)
 
     def _encode(self, seqs: list[list[str] | None]) -> IntMatrix:
         lengths = _lengths(seqs)
@@ -284,6 +303,12 @@ class ColumnBuilder:
             frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(-1).astype(np.int64)
         for col, parts in self._lens.items():
             frame[col] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        frame["burst"] = np.fromiter((v is True for v in frame["burst"].tolist()), dtype=bool, count=len(frame))
+        frame["held_at_send"] = pd.array(
+            [v if isinstance(v, bool) else None for v in frame["held_at_send"].tolist()], dtype="boolean"
+        )
+        for col, fparts in self._batch.items():
+            frame[col] = np.concatenate(fparts) if fparts else np.zeros(0, np.float64)
         vocab = np.empty(len(self._vocab), dtype=object)
         vocab[:] = list(self._vocab)
         return CanaryColumns(
@@ -294,6 +319,21 @@ class ColumnBuilder:
             logprobs=_widen(self._lps, np.nan) if self._lps else np.zeros((0, 0)),
             top_gap=_widen(self._gaps, np.nan) if self._gaps else np.zeros((0, 0)),
         )
+
+
+def batch_others(sizes: list[Any]) -> tuple[FloatMatrix, FloatMatrix, FloatMatrix]:
+    """Per record, min / median / max of ``engine_batch_sizes`` minus 1 (the request itself): the other
+    requests in its batch over its steps. NaN for a record without sizes (absent, null or empty).
+    One flat array for the whole chunk; no Python work per value."""
+    seqs = [s if isinstance(s, list) and s else None for s in sizes]
+    lengths = _lengths(seqs)
+    total = int(lengths.clip(0).sum())
+    try:
+        flat = np.fromiter(chain.from_iterable(s for s in seqs if s), dtype=np.float64, count=total)
+    except (TypeError, ValueError):  # a null or a non-number inside a list: that value is dropped
+        flat = np.fromiter((_num(v) for v in chain.from_iterable(s for s in seqs if s)), dtype=np.float64, count=total)
+    lo, med, hi = segment_stats(flat, lengths)
+    return lo - 1.0, med - 1.0, hi - 1.0
 
 
 def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:

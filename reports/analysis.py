@@ -14,6 +14,7 @@ import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.runfolder import CanaryColumns
+from reports import coresidency
 from reports import identity as ident
 from reports.kernels import Rows, drift, group_rows
 from reports.stats import histogram, median, num, quantiles, ratio, spread, wilson
@@ -43,6 +44,7 @@ class _Canary:
         self.engine = f["engine_running"].to_numpy()[rows]
         self.latency = f["latency_s"].to_numpy()[rows]
         self.error_kind = f["error_kind"].to_numpy()[rows]
+        self.co = coresidency.measure(f, rows)
         self.comp = self.ok & (self.phase != "warmup")
         comp_rows = rows[self.comp]
         self.identity = ident.choose(cols, comp_rows)
@@ -131,6 +133,7 @@ def summarise(c: _Canary, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
         "observed_inflight": {"median": median(c.inflight[sel])},
         "engine_running": None if median(c.engine[sel]) is None else {"median": median(c.engine[sel])},
         "latency_s": quantiles(c.latency[sel & c.ok]),
+        "co_residency": coresidency.level_block(c.co, sel),
     }
 
 
@@ -227,36 +230,38 @@ def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = N
         "overall": overall,
         "levels": per_level,
         "forks": _forks(c),
-        "by_engine_running": by_engine_running(c, sweep),
+        "by_co_residency": by_co_residency(c, sweep),
     }
 
 
-def by_engine_running(c: _Canary, sweep: npt.NDArray[np.bool_]) -> list[dict[str, Any]] | None:
-    """Divergence grouped by the engine's own running-request count at send time (None without metrics):
-    the batch the canary really shared, which a level only asks for."""
-    known = sweep & ~np.isnan(c.engine.astype(np.float64))
+_GROUP_FIGURES = (
+    "canaries",
+    "completions",
+    "unique_completions",
+    "diverged",
+    "divergence_rate",
+    "divergence_rate_ci95",
+    "earliest_divergence",
+)
+
+
+def by_co_residency(c: _Canary, sweep: npt.NDArray[np.bool_]) -> list[dict[str, Any]] | None:
+    """Sweep canaries grouped by their measured co-residency (the other requests the engine really ran
+    beside them, per-canary median rounded to an integer), with the same figures as a level, computed
+    by ``summarise``; None when no canary was measured."""
+    known, group = coresidency.others_group(c.co, sweep)
     if not known.any():
         return None
-    running = np.full(len(known), -1, np.int64)
-    running[known] = np.rint(c.engine[known].astype(np.float64)).astype(np.int64)
     out = []
-    for n in np.unique(running[known]):
-        fig = summarise(c, known & (running == n))
+    for n in np.unique(group[known]).tolist():
+        sel = known & (group == n)
+        fig = summarise(c, sel)
         out.append(
             {
-                "engine_running": int(n),
-                **{
-                    k: fig[k]
-                    for k in (
-                        "canaries",
-                        "completions",
-                        "unique_completions",
-                        "diverged",
-                        "divergence_rate",
-                        "divergence_rate_ci95",
-                        "earliest_divergence",
-                    )
-                },
+                "others": int(n),
+                **{k: fig[k] for k in _GROUP_FIGURES},
+                "min": coresidency.whole(c.co.lo[sel].min()),
+                "max": coresidency.whole(c.co.hi[sel].max()),
             }
         )
     return out

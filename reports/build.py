@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from collectors.engine_metrics import nearest_running
 from collectors.manifest import Manifest, RunStatus
 from collectors.runfolder import CanaryColumns, RunData
+from reports import coresidency
 from reports.analysis import analyse
 from reports.cache_checks import cache_expectations, cache_notices
 from reports.stats import quantiles
@@ -25,6 +25,7 @@ REPORT_SCHEMA = 1
 
 def build_report(run: RunData) -> dict[str, Any]:
     cols = _with_engine_join(run)
+    joined = _has_samples(run) and cols.n > 0
     m = run.manifest
     levels = list(m.levels)
     canaries = analyse(cols, levels) if cols.n else []
@@ -45,7 +46,7 @@ def build_report(run: RunData) -> dict[str, Any]:
             ],
             "records": sum(f.records for f in run.files),
             "skipped_lines": run.skipped_lines,
-            "engine_running_joined": cols is not run.canaries,
+            "engine_running_joined": joined,
         },
         "canaries": canaries,
         "background": background_section(run.background),
@@ -54,6 +55,9 @@ def build_report(run: RunData) -> dict[str, Any]:
     expectations = cache_expectations(run.canaries.frame, m.scenario)
     report["scenario_checks"]["cache_expectations"] = expectations
     report["run"]["notices"] += cache_notices(expectations)
+    if cols.n:
+        measured = coresidency.measure(cols.frame)
+        report["run"]["notices"] += coresidency.notices(cols.frame, measured, joined, m.engine_metrics)
     if len(canaries) == 1:
         for key in ("verdict", "reference", "overall", "levels", "forks"):
             report[key] = canaries[0][key]
@@ -115,14 +119,18 @@ def verdict(entry: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _has_samples(run: RunData) -> bool:
+    """The run holds ``/metrics`` samples with a running count: the endpoint serves ``/metrics``."""
+    return run.engine_t is not None and run.engine_running is not None and bool(np.isfinite(run.engine_running).any())
+
+
 def _with_engine_join(run: RunData) -> CanaryColumns:
+    """The canary columns plus the engine's running gauge joined over each canary's lifetime
+    (``reports.coresidency.join_engine``): computed here, at report time, never stored in the records."""
     cols = run.canaries
-    er = cols.frame["engine_running"].to_numpy()
-    if run.engine_t is None or run.engine_running is None or cols.n == 0 or not bool(np.isnan(er).all()):
-        return cols
-    # scrapes come every 0.25 s by default; a sample further than this from the send time says little
-    joined = nearest_running(cols.frame["sent_at"].to_numpy(), run.engine_t, run.engine_running, max_gap_s=5.0)
-    frame = cols.frame.assign(engine_running=joined)
+    interval = (run.manifest.engine_metrics or {}).get("interval_s")
+    edge = float(interval) if isinstance(interval, int | float) and interval > 0 else 0.05
+    frame = coresidency.join_engine(cols.frame, run.engine_t, run.engine_running, edge_s=edge)
     return CanaryColumns(frame, cols.token_ids, cols.token_codes, cols.vocab, cols.logprobs, cols.top_gap)
 
 

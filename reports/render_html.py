@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from reports import plots
-from reports.render_md import ci, fmt, pct
+from reports.render_md import ci, fmt, held, others, pct
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
@@ -55,12 +55,12 @@ def levels_table(levels: list[dict[str, Any]]) -> str:
     head = (
         "<tr><th>concurrency</th><th>canaries</th><th>errors</th><th>unique</th><th>diverged</th>"
         "<th>divergence rate</th><th>95% CI</th><th>first div. min / median / max</th><th>modal share</th>"
-        "<th>drift max</th><th>drift mean</th><th>bitwise equal</th><th>in-flight med.</th>"
-        "<th>engine running med.</th></tr>"
+        "<th>drift max</th><th>drift mean</th><th>bitwise equal</th><th>others min / med / max</th>"
+        "<th>held</th></tr>"
     )
     rows = []
     for lv in levels:
-        fd, dr, er = lv["first_divergence"], lv["logprob_drift"], lv["engine_running"]
+        fd, dr, co = lv["first_divergence"], lv["logprob_drift"], lv.get("co_residency")
         cells = [
             lv["concurrency"],
             lv["canaries"],
@@ -74,11 +74,40 @@ def levels_table(levels: list[dict[str, Any]]) -> str:
             fmt(None if dr is None else dr["max"]),
             fmt(None if dr is None else dr["mean"]),
             pct(None if dr is None else dr["bitwise_equal_share"]),
-            fmt(lv["observed_inflight"]["median"]),
-            fmt(None if er is None else er["median"]),
+            others(co).replace("/", " / "),
+            held(co),
         ]
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     return f"<table>{head}{''.join(rows)}</table>"
+
+
+def co_residency_table(groups: list[dict[str, Any]] | None) -> str:
+    """Divergence by measured co-residency: rows are the other requests the engine really ran beside
+    the canaries (per-canary median over each lifetime)."""
+    if not groups:
+        return ""
+    head = (
+        "<tr><th>others</th><th>canaries</th><th>unique</th><th>diverged</th><th>divergence rate</th>"
+        "<th>95% CI</th><th>earliest divergence</th><th>others min / max</th></tr>"
+    )
+    rows = []
+    for g in groups:
+        cells = [
+            g["others"],
+            g["canaries"],
+            g["unique_completions"],
+            fmt(g["diverged"]),
+            pct(g["divergence_rate"]),
+            ci(g["divergence_rate_ci95"]),
+            fmt(g["earliest_divergence"]),
+            f"{fmt(g['min'])} / {fmt(g['max'])}",
+        ]
+        rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    return (
+        "<h3>Divergence by measured co-residency</h3><p class='meta'>Other requests the engine ran beside each "
+        "canary over its lifetime (its batch sizes where the engine reports them, else its /metrics running "
+        f"gauge), per-canary median.</p><table>{head}{''.join(rows)}</table>"
+    )
 
 
 def split_view(entry: dict[str, Any], context: int = 24) -> str:
@@ -156,7 +185,8 @@ def canary_html(entry: dict[str, Any]) -> str:
     return (
         f"<h2>Canary <code>{escape(entry['id'])}</code></h2>"
         f'<p class="verdict">{escape(entry["verdict"])}</p>{reference_html(entry["reference"])}'
-        f"{levels_table(entry['levels'])}<div class='charts'>{''.join(charts)}</div>"
+        f"{levels_table(entry['levels'])}{co_residency_table(entry.get('by_co_residency'))}"
+        f"<div class='charts'>{''.join(charts)}</div>"
         f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{forks_table(entry['forks'])}"
     )
 

@@ -35,23 +35,38 @@ def code(s: str | None) -> str:
     return f"`{clean}`" if clean.strip() else f"`{clean!r}`"
 
 
+def others(co: dict[str, Any] | None) -> str:
+    """Measured co-residency of a level as ``min/median/max`` other requests; ``—`` when unmeasured."""
+    if not co or co.get("min") is None:
+        return "—"
+    return f"{fmt(co['min'])}/{fmt(co['median'])}/{fmt(co['max'])}"
+
+
+def held(co: dict[str, Any] | None) -> str:
+    """``held/measured`` canaries of a level, e.g. ``12/12``; ``—`` when none was measured."""
+    if not co:
+        return "—"
+    measured = co["held"] + co["not_held"]
+    return "—" if measured == 0 else f"{co['held']}/{measured}"
+
+
 def _levels_table(levels: list[dict[str, Any]]) -> list[str]:
     rows = [
         "| concurrency | canaries | errors | unique | diverged | rate (95% CI) | first div. min/med/max | drift max | "
-        "bitwise eq. | in-flight med. | engine running med. |",
+        "bitwise eq. | others min/med/max | held |",
         "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
     ]
     for lv in levels:
         fd = lv["first_divergence"]
         dr = lv["logprob_drift"]
-        er = lv["engine_running"]
+        co = lv.get("co_residency")
         fd_txt = "—" if fd is None else f"{fd['min']}/{fmt(fd['median'])}/{fd['max']}"
         rows.append(
             f"| {lv['concurrency']} | {lv['canaries']} | {lv['errors']} | {lv['unique_completions']} | "
             f"{fmt(lv['diverged'])} | {pct(lv['divergence_rate'])} ({ci(lv['divergence_rate_ci95'])}) | "
             f"{fd_txt} | "
             f"{fmt(None if dr is None else dr['max'])} | {pct(None if dr is None else dr['bitwise_equal_share'])} | "
-            f"{fmt(lv['observed_inflight']['median'])} | {fmt(None if er is None else er['median'])} |"
+            f"{others(co)} | {held(co)} |"
         )
     return rows
 
@@ -84,23 +99,24 @@ def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
             f"{ref['completions']} baseline canaries (earliest divergence {fmt(ref['earliest_divergence'])})."
         )
     lines += ["", *_levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
-    lines += _engine_table(entry.get("by_engine_running"))
+    lines += _co_residency_table(entry.get("by_co_residency"))
     return lines
 
 
-def _engine_table(rows: list[dict[str, Any]] | None) -> list[str]:
+def _co_residency_table(rows: list[dict[str, Any]] | None) -> list[str]:
     if not rows:
         return []
     out = [
-        "Divergence by the engine's own running-request count at send time (from its `/metrics`):",
+        "Divergence by measured co-residency (other requests the engine ran beside each canary over its "
+        "lifetime, per-canary median):",
         "",
-        "| engine running | canaries | unique | diverged | rate (95% CI) |",
-        "|---:|---:|---:|---:|---|",
+        "| others | canaries | unique | diverged | earliest |",
+        "|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         out.append(
-            f"| {r['engine_running']} | {r['canaries']} | {r['unique_completions']} | {fmt(r['diverged'])} | "
-            f"{pct(r['divergence_rate'])} ({ci(r['divergence_rate_ci95'])}) |"
+            f"| {r['others']} | {r['canaries']} | {r['unique_completions']} | {fmt(r['diverged'])} | "
+            f"{fmt(r['earliest_divergence'])} |"
         )
     return [*out, ""]
 

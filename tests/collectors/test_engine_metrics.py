@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from collectors.coresidency import window_running
 from collectors.engine_metrics import (
     ENGINE_METRICS_FILE,
     MetricsScraper,
@@ -168,6 +169,10 @@ class Served:
     paths: list[str] = field(default_factory=list)
     auth: list[str | None] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    delay_s: float = 0.0  # how long each answer takes
+    inflight: int = 0
+    max_inflight: int = 0  # the most requests it was answering at once
+    times: list[float] = field(default_factory=list)  # when each request arrived (time.monotonic)
 
 
 @contextmanager
@@ -179,12 +184,23 @@ def metrics_server(served: Served) -> Iterator[str]:
             with served.lock:
                 served.paths.append(self.path)
                 served.auth.append(self.headers.get("Authorization"))
-                status, body, ctype = served.status, served.body.encode(), served.content_type
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+                served.times.append(time.monotonic())
+                served.inflight += 1
+                served.max_inflight = max(served.max_inflight, served.inflight)
+                status, body, ctype, delay = served.status, served.body.encode(), served.content_type, served.delay_s
+            try:
+                if delay:
+                    time.sleep(delay)
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:  # the client gave up (a timeout test)
+                pass
+            finally:
+                with served.lock:
+                    served.inflight -= 1
 
         def log_message(self, *_: object) -> None:
             pass
@@ -220,6 +236,56 @@ def test_scrapes_at_roughly_the_interval_until_closed(tmp_path: Path) -> None:
     assert set(served.paths) == {"/metrics"}  # at the server root, not under /v1
     assert set(served.auth) == {"Bearer sk-test"}
     assert scraper.failures == 0 and scraper.notice is None
+
+
+def test_default_interval_is_50_ms_and_a_steady_scrape_records_no_gap(tmp_path: Path) -> None:
+    assert MetricsScraper("http://h:1", tmp_path).interval_s == 0.05
+    with metrics_server(Served(body=fixture("vllm_metrics.txt"))) as url:
+        scraper = MetricsScraper(url, tmp_path, interval_s=0.1)  # a 0.4 s gap threshold: robust on a busy box
+        assert scraper.start() is True
+        time.sleep(0.5)
+        scraper.close()
+    summary = scraper.summary()
+    assert summary["gaps"] == 0 and summary["interval_s"] == 0.1
+    assert summary["max_gap_s"] is not None and 0.05 <= summary["max_gap_s"] < 0.4
+    assert set(summary) >= {"url", "available", "notice", "engine", "samples", "failures", "last_error"}
+
+
+def test_slow_endpoint_lowers_the_rate_one_scrape_at_a_time_without_backlog(tmp_path: Path) -> None:
+    served = Served(body=fixture("vllm_metrics.txt"), delay_s=0.12)
+    with metrics_server(served) as url:
+        scraper = MetricsScraper(url, tmp_path, interval_s=0.02)
+        assert scraper.start() is True
+        time.sleep(0.8)
+        scraper.close()
+    assert served.max_inflight == 1  # one scrape at a time, never a pile of overlapping requests
+    starts = np.diff(np.array(served.times))
+    assert len(served.times) <= 0.8 / 0.12 + 3  # the rate the endpoint allows, not 40 a second
+    assert float(starts.min()) >= 0.1  # the next scrape starts when the last one is done, with no burst
+    rows = read_jsonl(tmp_path / ENGINE_METRICS_FILE).rows
+    assert len(rows) == scraper.samples >= 4
+    assert scraper.gaps >= 1  # 0.12 s between samples is over 4 x 0.02 s: each slow interval is a gap
+    assert scraper.max_gap_s is not None and scraper.max_gap_s >= 0.1
+
+
+def test_a_stalled_endpoint_is_a_gap_and_a_timeout_counts(tmp_path: Path) -> None:
+    served = Served(body=fixture("vllm_metrics.txt"))
+    with metrics_server(served) as url:
+        scraper = MetricsScraper(url, tmp_path, interval_s=0.05, timeout_s=0.3)
+        assert scraper.start() is True
+        time.sleep(0.3)
+        with served.lock:
+            served.delay_s = 0.6  # longer than the timeout
+        time.sleep(0.5)
+        with served.lock:
+            served.delay_s = 0.0
+        time.sleep(0.6)
+        scraper.close()
+    s = scraper.summary()
+    assert s["failures"] >= 1 and s["last_error"] is not None and "timed out" in s["last_error"]
+    assert s["gaps"] >= 1
+    ts = np.array([r["t"] for r in read_jsonl(tmp_path / ENGINE_METRICS_FILE).rows])
+    assert s["max_gap_s"] == pytest.approx(float(np.diff(ts).max()), abs=0.01) and s["max_gap_s"] >= 0.3
 
 
 def test_endpoint_without_metrics_is_a_notice(tmp_path: Path) -> None:
@@ -346,6 +412,46 @@ def test_embedded_engine_running_batch_is_seen_and_joined(tmp_path: Path) -> Non
     assert running.max() >= 2.0
     joined = nearest_running(np.array(sent), np.array([r["t"] for r in rows]), running, max_gap_s=0.5)
     assert not np.isnan(joined).any()
+
+
+@pytest.mark.timeout(90)
+def test_embedded_engine_gauge_over_each_lifetime_agrees_with_its_batch_sizes(tmp_path: Path) -> None:
+    """Six concurrent requests to the embedded engine, scraped at the default 50 ms: the running gauge of
+    the samples taken while each request was in flight (the window join) tells the batch the engine's
+    own per-step batch sizes (``x_batch_sizes``, the truth) report."""
+    with start_embedded([], log_path=tmp_path / "engine.log") as engine:
+        models = json.loads(urllib.request.urlopen(engine.url + "/v1/models", timeout=10).read())
+        model = models["data"][0]["id"]
+        scraper = MetricsScraper(engine.url, tmp_path)
+        assert scraper.start() is True
+        done: list[tuple[float, float, list[int]]] = []
+
+        def send() -> None:
+            body = {"model": model, "prompt": "the harbour town", "max_tokens": 96, "temperature": 0}
+            req = urllib.request.Request(
+                engine.url + "/v1/completions",
+                data=json.dumps({**body, "x_batch_sizes": True}).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            t0 = time.time()
+            answer = json.loads(urllib.request.urlopen(req, timeout=30).read())
+            done.append((t0, time.time() - t0, answer["x_batch_sizes"]))
+
+        threads = [threading.Thread(target=send) for _ in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        scraper.close()
+    rows = read_jsonl(tmp_path / ENGINE_METRICS_FILE).rows
+    sent = np.array([d[0] for d in done])
+    _, med, _, count = window_running(
+        sent, sent + np.array([d[1] for d in done]), [r["t"] for r in rows], [r["running"] for r in rows]
+    )
+    assert (count >= 3).all(), count  # every request was seen several times while in flight
+    for (_, _, sizes), m in zip(done, med, strict=True):
+        assert min(sizes) <= m <= max(sizes)
+    assert float(np.median(med)) == float(np.median([np.median(d[2]) for d in done]))
 
 
 # ---------------------------------------------------------------- the join

@@ -142,3 +142,44 @@ def test_chunking_keeps_rows_aligned(tmp_path: Path) -> None:
 def test_top_gap() -> None:
     assert top_gap([["a", -1.0], ["b", -0.25], ["c", -3.0]]) == 0.75
     assert math.isnan(top_gap([["a", -1.0]])) and math.isnan(top_gap(None))
+
+
+def test_batch_sizes_become_others_min_median_max_while_reading(tmp_path: Path) -> None:
+    rows = [
+        record(0, [1], engine_batch_sizes=[5, 7, 6, 9], burst=True, held_at_send=None),
+        record(1, [1], engine_batch_sizes=[], held_at_send=False, background_held_at_send=3),
+        record(2, [1], engine_batch_sizes=None, held_at_send=True, background_held_at_send=4),
+        record(3, [1], engine_batch_sizes=[1, None, 3]),  # a null inside: that value is dropped
+    ]
+    f = load_run(write(tmp_path, {"canaries.jsonl": lines(*rows)})).canaries.frame
+    assert f["batch_others_min"].tolist()[0::3] == [4.0, 0.0]
+    assert f["batch_others_median"].tolist()[0::3] == [5.5, 1.0]
+    assert f["batch_others_max"].tolist()[0::3] == [8.0, 2.0]
+    assert np.isnan(f["batch_others_min"].to_numpy()[1:3]).all()  # empty or null: not measured, never 0
+    assert f["burst"].tolist() == [True, False, False, False]
+    assert f["held_at_send"].tolist()[1:3] == [False, True] and f["held_at_send"].isna().tolist() == [
+        True,
+        False,
+        False,
+        True,
+    ]
+    assert f["background_held_at_send"].tolist()[1:3] == [3.0, 4.0]
+
+
+def test_batch_sizes_stay_aligned_across_chunks(tmp_path: Path) -> None:
+    rows = [record(i, [1], engine_batch_sizes=list(range(1, i % 5 + 1)) or None) for i in range(9000)]
+    f = load_run(write(tmp_path, {"canaries.jsonl": lines(*rows)})).canaries.frame
+    k = np.arange(9000) % 5
+    expected_max = np.where(k == 0, np.nan, k - 1.0)
+    assert np.array_equal(f["batch_others_max"].to_numpy(), expected_max, equal_nan=True)
+    assert np.array_equal(f["batch_others_min"].to_numpy(), np.where(k == 0, np.nan, 0.0), equal_nan=True)
+
+
+def test_records_older_than_the_new_fields_read_as_missing(tmp_path: Path) -> None:
+    old = record(0, [1])
+    for key in ("burst", "held_at_send", "background_held_at_send", "engine_batch_sizes"):
+        del old[key]
+    f = load_run(write(tmp_path, {"canaries.jsonl": lines(old)})).canaries.frame
+    assert f["burst"].tolist() == [False]
+    assert f["held_at_send"].isna().all() and np.isnan(f["background_held_at_send"].to_numpy()).all()
+    assert np.isnan(f[["batch_others_min", "batch_others_median", "batch_others_max"]].to_numpy()).all()

@@ -34,12 +34,34 @@ def test_single_canary_shape_and_context() -> None:
     assert report["canaries"][0]["overall"] == report["overall"]  # one canary: also at top level
     assert report["input"]["skipped_lines"] == 1 and report["input"]["records"] == 20
     assert report["input"]["engine_running_joined"] is True
+    # one sample in the middle of each sweep canary's life (none for s40, which has no latency), running =
+    # level + 1 except s42's (level 4, running 4: one request fewer than promised); the samples every 4 s
+    # fall at send times, outside the window (the canary may not be admitted yet)
     assert [lv["engine_running"] for lv in report["levels"]] == [
-        {"median": 1.5},  # sent at +5..+8 s; samples every 4 s; a tie takes the earlier sample
-        {"median": 2.5},
-        {"median": 3.5},
-        {"median": 4.5},
+        {"median": 1.0},
+        {"median": 2.0},
+        {"median": 3.0},
+        {"median": 5.0},
     ]
+    expected = [(0, 0.0, 0, 4, 0, 0), (1, 1.0, 1, 4, 0, 0), (2, 2.0, 2, 4, 0, 0), (3, 4.0, 4, 2, 1, 1)]
+    assert [lv["co_residency"] for lv in report["levels"]] == [
+        {
+            "source": "metrics",
+            "min": lo,
+            "median": med,
+            "max": hi,
+            "held": held,
+            "not_held": not_held,
+            "unmeasured": unmeasured,
+            "not_held_at_send": 0,
+        }
+        for lo, med, hi, held, not_held, unmeasured in expected
+    ]
+    gap_notice, short_notice = report["run"]["notices"]
+    assert gap_notice.startswith("1 canary had no engine figure although the endpoint serves /metrics")
+    assert "level 4: 1 (request ids s40)" in gap_notice
+    assert short_notice.startswith("1 canary shared the engine with fewer other requests than the level")
+    assert "level 4: 1" in short_notice
     assert report["verdict"] == (
         "3 unique completions over 15 canaries (1 error); earliest divergence at token 3; "
         "divergence first seen at concurrency 2"

@@ -24,3 +24,13 @@ def test_parquet_and_csv(tmp_path: Path) -> None:
         rows = list(csv.DictReader(fh))
     assert json.loads(rows[0]["token_ids"]) == [1, 2, 3] and rows[1]["token_ids"] == ""
     assert rows[0]["canary_id"] == "c0"
+
+
+def test_level_fields_export_with_missing_as_null(tmp_path: Path) -> None:
+    records = [rec([1], level=2, burst=True, held_at_send=False, background_held_at_send=1), rec([1], level=2)]
+    parquet, _ = export_records(load_run(write_run(tmp_path / "run", records)).canaries, tmp_path / "out")
+    table = pq.read_table(parquet).to_pylist()
+    assert [(r["burst"], r["held_at_send"], r["background_held_at_send"]) for r in table] == [
+        (True, False, 1.0),
+        (False, None, None),  # without them: not a burst copy (the default), the checks unknown, never 0
+    ]
