@@ -7,7 +7,8 @@ of the quickstart canary against it, and per level reads two witnesses from the 
 - the engine's own truth: each canary's ``engine_batch_sizes`` (the batch size of every step it was
   in); the canary *held* its level when every step ran at least ``level`` other sequences;
 - the tool's measurement: ``engine_metrics.jsonl`` (``/metrics`` scraped every 50 ms by the run),
-  the running count minus the canary at each sample inside the canary's life.
+  the running count minus the canary at each sample inside the canary's life, windowed as the
+  report does it (``reports.coresidency.join_engine``).
 
 ``--compare`` runs the same sweep a second time with the holding switched off (no first-request
 jitter, no hand-over: the behaviour before levels were held), side by side. The engine runs with
@@ -21,7 +22,6 @@ Run: ``python benchmarks/level_fidelity.py [--quick] [--levels 0,1,2,4,8,16,32,6
 from __future__ import annotations
 
 import argparse
-import bisect
 import statistics
 import subprocess
 import sys
@@ -30,10 +30,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import orjson
 from harness import REPO, command_line, table
 
+from collectors.runfolder import load_run
 from loadgen.launchers.process import start_embedded
+from reports.coresidency import join_engine
 from scenarios import path_of
 
 ENGINE_ARGS = ["--max-num-seqs", "96"]
@@ -57,20 +58,15 @@ def run_sweep(tmp: Path, scenario: Path, url: str, levels: str, per_level: int) 
     return Path(out.stdout.decode().strip().splitlines()[-1])
 
 
-def read_run(run_dir: Path) -> tuple[list[dict[str, Any]], list[tuple[float, float]]]:
-    canaries = [orjson.loads(line) for line in (run_dir / "canaries.jsonl").read_bytes().splitlines()]
-    samples = []
-    path = run_dir / "engine_metrics.jsonl"
-    if path.exists():
-        for line in path.read_bytes().splitlines():
-            s = orjson.loads(line)
-            if s.get("running") is not None:
-                samples.append((float(s["t"]), float(s["running"])))
-    samples.sort()
-    return canaries, samples
+def read_run(run_dir: Path) -> Any:
+    """The canary frame with both witnesses, as the report computes them (``reports.coresidency``)."""
+    run = load_run(run_dir)
+    interval = (run.manifest.engine_metrics or {}).get("interval_s") or 0.05
+    return join_engine(run.canaries.frame, run.engine_t, run.engine_running, edge_s=float(interval)), run
 
 
-def spread(values: list[float]) -> str:
+def spread(values: Any) -> str:
+    values = [v for v in values if v == v]  # NaN: not measured
     return f"{min(values):g}/{statistics.median(values):g}/{max(values):g}" if values else "—"
 
 
@@ -78,32 +74,23 @@ def share(held: int, n: int) -> str:
     return f"{held}/{n} ({held / n:.0%})" if n else "—"
 
 
-def level_rows(canaries: list[dict[str, Any]], samples: list[tuple[float, float]], levels: list[int]) -> list[Any]:
-    times = [t for t, _ in samples]
+def level_rows(frame: Any, levels: list[int]) -> list[Any]:
     rows = []
     for level in levels:
-        mine = [r for r in canaries if r["phase"] == "sweep" and r["level"] == level and r["status"] == "ok"]
-        truth_min = [min(r["engine_batch_sizes"]) - 1 for r in mine if r.get("engine_batch_sizes")]
-        truth_med = [statistics.median(r["engine_batch_sizes"]) - 1 for r in mine if r.get("engine_batch_sizes")]
-        scraped_min: list[float] = []
-        n_samples = 0
-        for r in mine:
-            lo = bisect.bisect_left(times, r["sent_at"])
-            hi = bisect.bisect_right(times, r["sent_at"] + r["latency_s"])
-            inside = [running - 1 for _, running in samples[lo:hi]]
-            n_samples += len(inside)
-            if inside:
-                scraped_min.append(min(inside))
+        mine = frame[(frame["phase"] == "sweep") & (frame["level"] == level) & (frame["status"] == "ok")]
+        truth = mine["batch_others_min"].dropna()
+        scraped = mine["engine_others_min"].dropna()
         rows.append(
             (
                 level,
                 len(mine),
-                sum(1 for r in mine if r.get("held_at_send")),
-                share(sum(1 for m in truth_min if m >= level), len(truth_min)),
-                spread(truth_min),
-                spread(truth_med),
-                share(sum(1 for m in scraped_min if m >= level), len(scraped_min)),
-                n_samples,
+                int((mine["held_at_send"] == True).sum()),  # noqa: E712 (a nullable column)
+                share(int((truth >= level).sum()), len(truth)),
+                spread(truth),
+                spread(mine["batch_others_median"]),
+                share(int((scraped >= level).sum()), len(scraped)),
+                spread(scraped),
+                int(mine["engine_samples"].sum()),
             )
         )
     return rows
@@ -117,6 +104,7 @@ HEADER = [
     "truth others min: min/med/max",
     "truth others median: min/med/max",
     "held (scraped)",
+    "scraped others min: min/med/max",
     "samples",
 ]
 
@@ -140,10 +128,11 @@ def main() -> None:
                 run_dir = run_sweep(
                     tmp, scenario_file(tmp, holding=holding), engine.url, args.levels, args.canaries_per_level
                 )
-                canaries, samples = read_run(run_dir)
+                frame, run = read_run(run_dir)
+                scrapes = 0 if run.engine_t is None else len(run.engine_t)
                 title = "levels held (as shipped)" if holding else "holding off (no jitter, no hand-over)"
-                print(f"\n{title}: embedded engine {' '.join(ENGINE_ARGS)}, quickstart canary, {len(samples)} scrapes")
-                print(table(HEADER, level_rows(canaries, samples, levels)))
+                print(f"\n{title}: embedded engine {' '.join(ENGINE_ARGS)}, quickstart canary, {scrapes} scrapes")
+                print(table(HEADER, level_rows(frame, levels)))
 
 
 if __name__ == "__main__":

@@ -37,11 +37,14 @@ class EngineGauges:
     finished: int = 0
 
     @classmethod
-    def of(cls, s: Scheduler) -> EngineGauges:
-        """Taken on the engine thread, between steps."""
+    def of(cls, s: Scheduler, ran: int | None = None) -> EngineGauges:
+        """Taken on the engine thread, between steps. ``running`` is the batch of the step just run (``ran``,
+        the finished sequences included), as vLLM counts the requests of its execution batch: between
+        steps the scheduler has already dropped the finished ones and not yet admitted their successors,
+        a state no step ever ran."""
         cache, st = s.prefix_cache.stats, s.stats
         return cls(
-            len(s.running),
+            len(s.running) if ran is None else ran,
             len(s.waiting),
             s.kv_usage(),
             cache.queries_tokens,

@@ -149,7 +149,7 @@ class EngineRunner:
                 self.scheduler.prefix_cache.reset()
             deliveries = self.scheduler.step() if self.scheduler.has_work else []
             # published before the tokens go out: a client that saw a token sees its step counted
-            self.gauges = EngineGauges.of(self.scheduler)
+            self.gauges = EngineGauges.of(self.scheduler, deliveries[0].batch_size if deliveries else None)
             if deliveries:
                 self._loop.call_soon_threadsafe(self._dispatch, deliveries)
             elif not self.scheduler.has_work:
