@@ -19,8 +19,8 @@ The level is a floor: while a hand-over overlaps two requests the engine runs on
 shows the minimum, median and maximum the engine measured.
 
 A non-streamed request's progress cannot be seen: its slot hands over on time instead, at the pace
-this process's last finished request ran at (``Pace``), and a level counts as held only once that
-pace is known. Where a guess is
+this process's recent requests ran at (``Pace``), and a level counts as held only once that pace is
+known. Where a guess is
 wrong the slot is empty, or doubled, for a few steps; the report measures both. Runs inside gevent (a
 Locust process); no Locust imports, no I/O.
 """
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import deque
 from dataclasses import dataclass
 
 from gevent.event import Event
@@ -111,14 +112,21 @@ class Progress:
 
 
 class Pace:
-    """Seconds per generated token of the last finished request: when to hand a non-streamed one over."""
+    """Seconds per generated token of recently finished requests: when to hand a non-streamed one over.
 
-    def __init__(self) -> None:
-        self.per_token_s: float | None = None
+    The fastest of the last few is used: a request that ends sooner than its pace predicts leaves its
+    slot empty, one that ends later only overlaps its successor for longer, and the level is a floor."""
+
+    def __init__(self, keep: int = 16) -> None:
+        self._recent: deque[float] = deque(maxlen=keep)
+
+    @property
+    def per_token_s(self) -> float | None:
+        return min(self._recent) if self._recent else None
 
     def update(self, latency_s: float | None, tokens: int) -> None:
         if latency_s is not None and tokens > 0:
-            self.per_token_s = latency_s / tokens
+            self._recent.append(latency_s / tokens)
 
     def handover_after(self, max_tokens: int, handover_s: float) -> float | None:
         """Seconds from sending a request of ``max_tokens`` to starting its successor; None while unknown."""

@@ -27,6 +27,13 @@ PositiveInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 MAX_PROMPT_WORDS = 100_000  # about 130k tokens: beyond any served context; bounds the background word corpus
 PromptWords = Annotated[int, Field(ge=1, le=MAX_PROMPT_WORDS)]
+# A level is that many background users, each a greenlet with two connections: far beyond any engine's
+# batch (vLLM and SGLang run at most a few thousand requests at once; the rest only queue) and near what
+# a generator host can hold open. More than this is a typo (--levels 1000000000), refused before any traffic.
+MAX_LEVEL = 10_000
+MAX_LEVELS = 100  # levels in one sweep: each is a stage of its own
+Level = Annotated[int, Field(ge=0, le=MAX_LEVEL)]
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # default cap on one response: a 128k-token answer with logprobs fits
 
 
 class _Strict(BaseModel):
@@ -46,6 +53,10 @@ class Endpoint(_Strict):
     api_key_env: str | None = None  # the NAME of an environment variable; its value is never stored
     connect_timeout_s: float = Field(default=10.0, gt=0)
     read_timeout_s: float = Field(default=600.0, gt=0)  # long generations: not Locust's 60 s
+    # the whole request, send to last byte; None: read_timeout_s + 2 s per max_tokens (loadgen.load.client.Limits)
+    request_timeout_s: float | None = Field(default=None, gt=0)
+    # a response larger than this is cut and recorded as "response_too_large" (a runaway or hostile server)
+    max_response_bytes: int = Field(default=MAX_RESPONSE_BYTES, ge=1024)
     # POSTed before a canary with cache = "reset": vLLM and the embedded engine "/reset_prefix_cache"
     # (vLLM needs VLLM_SERVER_DEV_MODE=1), SGLang "/flush_cache"
     cache_reset_path: str = Field(default="/reset_prefix_cache", pattern=r"^/")
@@ -147,7 +158,7 @@ class Background(_Strict):
     # holding the level (docs/design.md, "held"): a seeded delay before each user's first request, so users
     # never move as a wave; a streamed request starts its successor 3 tokens, or this long, before its expected end
     spawn_jitter_s: float = Field(default=0.25, ge=0.0)
-    handover_s: float = Field(default=0.02, ge=0.0)  # 0: no hand-over (a slot is empty between requests)
+    handover_s: float = Field(default=0.05, ge=0.0)  # 0: no hand-over (a slot is empty between requests)
 
     @field_validator("prompt_words", "max_tokens", mode="before")
     @classmethod
@@ -165,7 +176,7 @@ class Background(_Strict):
 
 
 class Sweep(_Strict):
-    levels: list[NonNegInt] = Field(default=[0, 1, 2, 4, 8], min_length=1)
+    levels: list[Level] = Field(default=[0, 1, 2, 4, 8], min_length=1, max_length=MAX_LEVELS)
     canaries_per_level: PositiveInt = 10
     warmup: NonNegInt = 1
     baseline: NonNegInt = 5
@@ -174,7 +185,7 @@ class Sweep(_Strict):
     settle_timeout_s: float = Field(default=10.0, gt=0)  # longest wait for a level's users to be in flight
     # after the levels: this many copies of each canary fired at once, no background (the original
     # "1,000 identical requests" experiment); recorded at level = burst
-    burst: NonNegInt = 0
+    burst: Level = 0
 
     @field_validator("levels")
     @classmethod
@@ -225,11 +236,24 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-def _describe(exc: ValidationError, source: str) -> str:
+# where each command-line override lands: an error there names the option, not only the field
+_OPTION_OF = {
+    ("endpoint", "base_url"): "--host",
+    ("sweep", "levels"): "--levels",
+    ("sweep", "burst"): "--levels",  # a burst size the new levels now collide with
+    ("sweep", "canaries_per_level"): "--canaries-per-level",
+    ("labels",): "--label",
+}
+
+
+def _describe(exc: ValidationError, source: str, *, options: bool = False) -> str:
+    """One line per problem; with ``options`` (command-line overrides) each line also names its option."""
     lines = [f"{source}: invalid scenario"]
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        lines.append(f"  field {_field_path(loc)}: {_message(err['type'], loc, err['msg'])}")
+        option = next((o for prefix, o in _OPTION_OF.items() if loc[: len(prefix)] == prefix), None)
+        named = f"{option}: " if options and option else ""
+        lines.append(f"  {named}field {_field_path(loc)}: {_message(err['type'], loc, err['msg'])}")
     return "\n".join(lines)
 
 
@@ -249,6 +273,13 @@ def _message(kind: str, loc: tuple[int | str, ...], msg: str) -> str:
         return f"{msg}: write each canary as an array of tables, [[canaries]], with double brackets"
     if kind == "string_pattern_mismatch" and loc[-1] == "id":
         return "expected letters, digits, '_', '.' or '-' only (the id names the canary in records and reports)"
+    if kind == "less_than_equal" and loc[:2] in (("sweep", "levels"), ("sweep", "burst")):
+        return (
+            f"expected at most {MAX_LEVEL} background users: no engine batches more requests than that, "
+            "and each user holds two connections open"
+        )
+    if kind == "too_long" and loc == ("sweep", "levels"):
+        return f"expected at most {MAX_LEVELS} levels (each is a stage of the run)"
     if kind == "string_pattern_mismatch" and loc == ("name",):
         return "expected a name usable as a folder name (no '/', '\\', control characters or leading '.')"
     return msg
@@ -294,4 +325,7 @@ def with_overrides(
         data["sweep"]["canaries_per_level"] = canaries_per_level
     if labels:
         data["labels"] = {**data["labels"], **labels}
-    return parse_scenario(data, "command line")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_describe(exc, "command line", options=True)) from None

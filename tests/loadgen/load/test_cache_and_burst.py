@@ -8,7 +8,9 @@ from pathlib import Path
 import orjson
 
 from collectors.jsonl import read_jsonl
+from collectors.runfolder import load_run
 from loadgen.studies.run import run
+from reports.coresidency import join_engine
 
 SCENARIO = """
 name = "cache-burst"
@@ -66,3 +68,39 @@ def test_cache_actions_and_burst(engine_url: str, tmp_path: Path) -> None:
     assert any("salted was meant to hit" in n for n in report["run"]["notices"])
     # the request bodies differ only by the salt: one distinct body per canary
     assert report["scenario_checks"]["distinct_request_bodies"]["salted"] == 1
+
+
+BURST = """
+name = "burst-co-residency"
+[[canaries]]
+id = "c"
+prompt = "The history of the old harbour town begins with a small group of fishermen who settled there"
+max_tokens = 32
+[sweep]
+levels = [0]
+canaries_per_level = 1
+warmup = 0
+baseline = 1
+burst = 24
+"""
+
+
+def test_a_burst_reports_the_batch_its_copies_shared(engine_url: str, tmp_path: Path) -> None:
+    """24 copies at once: the engine ran them together, and both witnesses say so (not the 0 or 1 that a
+    sample taken at send time, before the burst arrived, would give)."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(BURST)
+    result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+    assert result.status == "finished"
+    rows = [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["level"] == 24]
+    assert len(rows) == 24 and all(r["burst"] and r["held_at_send"] is None for r in rows)
+    truth = sorted(sorted(r["engine_batch_sizes"])[len(r["engine_batch_sizes"]) // 2] - 1 for r in rows)
+    assert truth[len(truth) // 2] >= 12  # the median copy shared most of its steps with at least half the others
+    report = orjson.loads((result.run_dir / "report.json").read_bytes())
+    [burst] = [lv for lv in report["levels"] if lv["concurrency"] == 24]
+    co = burst["co_residency"]
+    assert co["source"] == "engine_batch_sizes" and co["unmeasured"] == 0 and co["median"] >= 12
+    run_data = load_run(result.run_dir)
+    scraped = join_engine(run_data.canaries.frame, run_data.engine_t, run_data.engine_running)
+    medians = scraped[scraped["level"] == 24]["engine_others_median"].dropna()
+    assert len(medians) >= 12 and medians.median() >= 12  # the scraped gauge agrees

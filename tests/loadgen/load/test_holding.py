@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.load import holding
-from loadgen.load.holding import HANDOVER_TOKENS, Holding, Progress, Slot, spawn_delay
+from loadgen.load.holding import HANDOVER_TOKENS, Holding, Pace, Progress, Slot, spawn_delay
 
 # --- spawn_delay --------------------------------------------------------------------------------
 
@@ -242,3 +242,20 @@ def test_each_request_has_its_own_due() -> None:
     a, b = Progress(slot, 8, 0.0), Progress(slot, 8, 0.0)
     a.done()
     assert a.due.is_set() and not b.due.is_set()
+
+
+def test_pace_hands_over_at_the_fastest_recent_pace() -> None:
+    """A request that ends sooner than predicted would empty its slot: the fastest recent pace is used."""
+    pace = Pace(keep=3)
+    assert pace.per_token_s is None and pace.handover_after(100, 0.05) is None
+    for latency, tokens in ((1.0, 100), (0.5, 100), (2.0, 100)):
+        pace.update(latency, tokens)
+    assert pace.per_token_s == 0.005
+    assert pace.handover_after(100, 0.05) == pytest.approx(0.5 - 0.05)  # 0.05 s before the predicted end
+    assert pace.handover_after(100, 0.0) == pytest.approx(0.5 - HANDOVER_TOKENS * 0.005)  # at least 3 tokens early
+    for _ in range(3):
+        pace.update(1.0, 100)  # the fast one has aged out
+    assert pace.per_token_s == 0.01
+    pace.update(None, 10)
+    pace.update(1.0, 0)  # nothing to learn from
+    assert pace.per_token_s == 0.01
