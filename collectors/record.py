@@ -21,12 +21,13 @@ Status = Literal["ok", "error"]
 # Error kinds a failed request is recorded with. Faults are data: every kind is counted in reports.
 ERROR_KINDS = (
     "connection",  # refused, reset before a response, DNS failure
-    "timeout",  # connect or read timeout
+    "timeout",  # connect or read timeout, or the request's total deadline
     "http_status",  # a non-2xx answer; ``http_status`` holds the code
     "truncated_stream",  # the stream ended without ``[DONE]`` or the connection dropped mid-body
     "malformed_body",  # a body or SSE chunk that is not the JSON an OpenAI-style server sends
     "stream_error",  # the server reported an error inside a 200 stream (``{"error": ...}``)
     "cancelled",  # cut off by a scale-down or the end of the run
+    "response_too_large",  # more bytes than ``endpoint.max_response_bytes``: cut there
 )
 
 # (token, logprob) alternatives at one position, most likely first.

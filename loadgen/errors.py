@@ -1,10 +1,19 @@
-"""The project's error tree.
+"""The project's error tree, and the one rule for secrets in text that reaches a user.
 
 Library code raises these; only the CLI renders them and picks exit codes. Faults from an
 endpoint during a run are not errors here: they become records with an ``error_kind``.
+
+An endpoint is not trusted: one that echoes request headers puts the API key into error bodies,
+``/version`` or ``/v1/models`` answers and even completions. ``redact`` and ``redact_json`` take
+the key out of such text before it is raised, recorded or written; they live here because every
+package, ``collectors`` included, may import this module.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+REDACTED = "[redacted]"
 
 
 class LoadgenError(Exception):
@@ -29,3 +38,21 @@ class EngineError(LoadgenError):
 
 class UsageError(LoadgenError):
     """A command-line value is invalid; names the option."""
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` replaced by ``[redacted]`` (unchanged without a secret)."""
+    return text.replace(secret, REDACTED) if secret and secret in text else text
+
+
+def redact_json(value: Any, secret: str | None) -> Any:
+    """A copy of a decoded JSON value with ``secret`` redacted from every string in it, keys included."""
+    if not secret:
+        return value
+    if isinstance(value, str):
+        return redact(value, secret)
+    if isinstance(value, dict):
+        return {redact(str(k), secret): redact_json(v, secret) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(v, secret) for v in value]
+    return value

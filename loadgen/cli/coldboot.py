@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from collectors.manifest import RunStatus
 from loadgen.load.options import parse_labels
 from scenarios import names, path_of
 
@@ -40,4 +41,4 @@ def run(args: argparse.Namespace) -> int:
     )
     print(result.run_dir)
     print((result.run_dir / "coldboot.md").read_text(encoding="utf-8"), end="")
-    return 0 if result.status == "finished" else 1
+    return 0 if result.status == RunStatus.FINISHED else 1

@@ -1,13 +1,16 @@
 """The ``loadgen`` command line: parse, call one library function, render errors, pick the exit code.
 
 The only place that prints errors: library code raises ``LoadgenError`` subclasses, rendered here as
-one message and exit code 2 (unusable input); a command returns its own code otherwise.
+one message and exit code 2 (unusable input); a command returns its own code otherwise. Messages
+quote what endpoints and engines sent (error bodies, log tails), so every control character in them
+is printed as an escape (``\x1b``): a hostile server must not retitle, clear or drive the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 
 from loadgen import __version__
 from loadgen.cli import serve
@@ -28,6 +31,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_KEPT = frozenset("\n\t")  # messages span lines (a scenario's fields, a log tail)
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})  # controls, format (bidi) and unassigned
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal could act on, or hide, written as its escape:
+    ESC as ``\x1b``, BEL as ``\x07``, NUL as ``\x00``, a right-to-left override as ``\u202e``."""
+    return "".join(
+        c.encode("unicode_escape").decode("ascii") if c not in _KEPT and unicodedata.category(c) in _HIDDEN else c
+        for c in text
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:
@@ -37,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except LoadgenError as exc:
-        print(f"loadgen {args.command}: error: {exc}", file=sys.stderr)
+        print(f"loadgen {args.command}: error: {visible(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"loadgen {args.command}: interrupted", file=sys.stderr)

@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from loadgen.load.options import parse_labels, parse_levels
+from collectors.manifest import RunStatus
+from loadgen.errors import UsageError
+from loadgen.load.options import WEB_PASSWORD_ENV, WEB_USER_ENV, parse_labels, parse_levels, web_credentials
 from loadgen.studies.run import run as run_scenario
 from scenarios import names, path_of
 
@@ -29,6 +31,16 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--web-port", type=int, default=8089, help="web UI port (with --ui)")
     p.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (with --ui; default: localhost only)")
     p.add_argument(
+        "--web-login",
+        action="store_true",
+        help=f"with --ui: ask for a user name and password (${WEB_USER_ENV}, default 'loadgen'; ${WEB_PASSWORD_ENV})",
+    )
+    p.add_argument(
+        "--ui-allow-changes",
+        action="store_true",
+        help="with --ui: let a start from the form change host, scenario and out-dir (default: fixed here)",
+    )
+    p.add_argument(
         "--processes",
         type=int,
         default=0,
@@ -45,6 +57,10 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.ui and (args.web_login or args.ui_allow_changes):
+        raise UsageError("--web-login and --ui-allow-changes go with --ui")
+    if args.web_login:
+        web_credentials()  # a missing password fails here, before an engine starts
     result = run_scenario(
         path_of(args.scenario),
         host=args.host,
@@ -56,10 +72,12 @@ def run(args: argparse.Namespace) -> int:
         ui=args.ui,
         web_host=args.web_host,
         web_port=args.web_port,
+        web_login=args.web_login,
+        ui_allow_changes=args.ui_allow_changes,
         processes=args.processes,
         report=not args.no_report,
     )
     print(result.run_dir)
     if args.ui:
         return result.locust_exit
-    return 0 if result.status == "finished" else 1
+    return 0 if result.status == RunStatus.FINISHED else 1

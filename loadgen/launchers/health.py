@@ -2,8 +2,9 @@
 
 Why: vLLM, SGLang and llama.cpp print no machine-readable "ready" line; the dependable signal is
 ``GET /health`` returning 200 (llama.cpp answers 503 while it loads the model; the others refuse
-connections until they serve). The process gets its own process group, so stopping it also stops
-the workers it spawned, and its stdout and stderr go straight to a log file. An engine that exits
+connections until they serve). The process runs under ``loadgen.launchers.guard`` with its own
+process group, so stopping it also stops the workers it spawned, and so does the death of this
+process; its stdout and stderr go straight to a log file. An engine that exits
 or never becomes healthy is an ``EngineError`` with the command, the exit code, the last health
 answer and the log tail. Blocking stdlib HTTP, no proxies; prints nothing.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from loadgen.errors import EngineError
 from loadgen.launchers.commands import LaunchPlan
+from loadgen.launchers.guard import spawn
 from loadgen.launchers.process import RunningEngine, log_tail
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -54,13 +56,12 @@ def start_health_checked(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_fh:
         try:
-            proc = subprocess.Popen(
+            proc = spawn(  # under a guard, leading its own group: it and its workers die with this process
                 plan.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log_fh,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **plan.env},
-                start_new_session=True,
             )
         except OSError as exc:  # the program is not installed, or not executable
             raise EngineError(f"cannot start the engine ({exc.strerror or exc})\ncommand: {plan.shown()}") from None

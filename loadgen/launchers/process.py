@@ -5,7 +5,9 @@ subprocess and stopped for sure. The engine prints ``READY <url>`` once it accep
 its output goes to a log file in the run's folder or a temporary one. An engine that never gets
 ready is an ``EngineError`` carrying the command and the log tail. Engines that announce nothing
 and are polled on a health URL instead (vLLM, SGLang, llama.cpp) are started by
-``loadgen.launchers``, which returns the same ``RunningEngine``. No Locust imports.
+``loadgen.launchers``, which returns the same ``RunningEngine``. Every engine runs under
+``loadgen.launchers.guard``, leading a process group of its own: it dies with the process that
+started it, even one killed with SIGKILL. No Locust imports.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from loadgen.errors import EngineError
+from loadgen.launchers.guard import spawn
 
 _TAIL_LINES = 30
 
@@ -29,10 +32,16 @@ _TAIL_LINES = 30
 @dataclass
 class RunningEngine:
     url: str
-    process: subprocess.Popen[bytes]
-    command: list[str]
+    process: subprocess.Popen[bytes]  # the guard (``loadgen.launchers.guard``) the command runs under
+    command: list[str]  # the engine's own command line
     log_path: Path
-    group: bool = False  # the process leads its own process group (a shell, an engine with workers): signal it all
+    group: bool = True  # the process leads its own process group (the guard, a shell, workers): signal it all
+
+    def move_log(self, path: Path) -> None:
+        """Rename the log to ``path`` (on the same file system), where the engine goes on writing: open files
+        follow a rename. A run keeps its engine log in its folder from the start, so a killed run keeps it."""
+        os.replace(self.log_path, path)
+        self.log_path = path
 
     def stop(self, timeout_s: float = 10.0) -> int:
         if self.process.poll() is None:
@@ -85,9 +94,17 @@ def start_process(
     and return once it prints ``READY <url>``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_fh:
-        proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log_fh, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        )
+        try:
+            proc = spawn(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log_fh,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            )
+        except OSError as exc:  # the program is not installed, or not executable
+            raise EngineError(
+                f"cannot start the engine ({exc.strerror or exc})\ncommand: {' '.join(command)}"
+            ) from None
     ready: queue.Queue[bytes | None] = queue.Queue()
     # A thread (a greenlet where gevent has patched the process) copies stdout into the log for the engine's
     # whole life and hands each line over until READY: works patched or not, and the pipe never fills up.
@@ -103,9 +120,7 @@ def start_process(
             break
         if line.startswith(b"READY "):
             return RunningEngine(line.split()[1].decode(), proc, command, log_path)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
+    RunningEngine("", proc, command, log_path).stop(timeout_s=0)
     raise EngineError(
         f"engine did not become ready within {ready_timeout_s:g} s (exit code {proc.returncode})\n"
         f"command: {' '.join(command)}\nlog tail ({log_path}):\n{log_tail(log_path)}"

@@ -5,14 +5,20 @@ streamed lines; this module reads the body line by line, feeds the pure SSE deco
 latency and time to first token itself. It classifies every failure into an ``error_kind`` instead
 of raising, so a busy or broken endpoint is measured, not crashed on. It never retries.
 
+The endpoint is not trusted (docs/faults-and-secrets.md): every request has a total deadline (a
+server trickling a byte at a time, or SSE keep-alive comments, would outlive any per-byte timeout),
+a response-size cap, a check that the completion is one the request could have produced, and the
+API key is redacted from everything kept of the answer.
+
 Runs inside gevent (a Locust process). It does not import Locust and does not print.
 """
 
 from __future__ import annotations
 
 import errno
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +27,8 @@ import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
+from loadgen.errors import REDACTED, redact, redact_json
+from loadgen.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.wire import (
     Completion,
     Kind,
@@ -34,6 +42,39 @@ from loadgen.wire.sse import SSEDecoder
 
 _MAX_ERROR_BODY = 500
 _CLOSE = {"Connection": "close"}
+SECONDS_PER_TOKEN = 2.0  # the default deadline's allowance per token asked for: slower than any real engine
+ASSUMED_TOKENS = 1024  # a body whose max_tokens cannot be read is given this many
+TOKEN_ID_LIMIT = 2**31  # no vocabulary comes near; readers pad id matrices with -1 and keep ids in int32/int64
+_MAX_TOKENS_FIELD = re.compile(rb'"max_tokens":\s*(\d+)')
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one request may take: the scenario's ``endpoint`` timeouts and size cap.
+
+    ``request_timeout_s`` is the total deadline, send to last byte; None derives it per request as
+    ``read_timeout_s`` (the longest silence allowed anyway) plus ``SECONDS_PER_TOKEN`` per token the body
+    asks for, so no answer a live engine streams is cut, yet a trickling one ends."""
+
+    read_timeout_s: float
+    request_timeout_s: float | None = None
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+
+    def deadline_s(self, max_tokens: int | None) -> float:
+        if self.request_timeout_s is not None:
+            return self.request_timeout_s
+        tokens = ASSUMED_TOKENS if max_tokens is None else max_tokens
+        return self.read_timeout_s + SECONDS_PER_TOKEN * tokens
+
+
+class EndpointClient(HTTPClient):
+    """geventhttpclient's client with the ``Limits`` every request sent through it obeys."""
+
+    limits: Limits
+
+
+class ResponseTooLarge(Exception):
+    """More bytes arrived than ``Limits.max_response_bytes``; raised from inside the response's reads."""
 
 
 @dataclass(slots=True)
@@ -70,18 +111,32 @@ class Inflight:
         return self.canary + self.background
 
 
-def make_client(base_url: str, *, connect_timeout_s: float, read_timeout_s: float, api_key: str | None) -> HTTPClient:
-    """A one-connection client bound to ``base_url``'s host: the key can go nowhere else."""
+def make_client(
+    base_url: str,
+    *,
+    connect_timeout_s: float,
+    read_timeout_s: float,
+    api_key: str | None,
+    request_timeout_s: float | None = None,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
+) -> EndpointClient:
+    """A one-connection client bound to ``base_url``'s host: the key can go nowhere else.
+
+    ``read_timeout_s`` bounds each wait for a byte; ``request_timeout_s`` and ``max_response_bytes``
+    (the scenario's ``endpoint`` fields) bound the whole request (``Limits``)."""
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    return HTTPClient.from_url(
+    client = EndpointClient.from_url(
         base_url,
         concurrency=1,
         connection_timeout=connect_timeout_s,
         network_timeout=read_timeout_s,
         headers=headers,
     )
+    assert isinstance(client, EndpointClient)  # from_url builds the class it is called on
+    client.limits = Limits(read_timeout_s, request_timeout_s, max_response_bytes)
+    return client
 
 
 def _error_message(body: bytes) -> str:
@@ -99,7 +154,7 @@ def _error_message(body: bytes) -> str:
 
 
 def send(
-    client: HTTPClient,
+    client: EndpointClient,
     path: str,
     kind: Kind,
     body: dict[str, Any],
@@ -110,7 +165,8 @@ def send(
     """POST ``body`` and return what happened; never raises for endpoint faults.
 
     ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them.
-    ``secret``: the API key, removed from any error text a server echoes back before it is recorded."""
+    ``secret``: the API key, removed from everything kept of the answer (a server may echo our headers)."""
+    max_tokens = body.get("max_tokens")
     return send_payload(
         client,
         path,
@@ -119,11 +175,12 @@ def send(
         stream=bool(body.get("stream")),
         tokens_as_ids=tokens_as_ids,
         secret=secret,
+        max_tokens=max_tokens if type(max_tokens) is int else None,
     )
 
 
 def send_payload(
-    client: HTTPClient,
+    client: EndpointClient,
     path: str,
     kind: Kind,
     payload: bytes,
@@ -133,24 +190,35 @@ def send_payload(
     secret: str | None = None,
     usage_only: bool = False,
     progress: Callable[[int], None] | None = None,
+    max_tokens: int | None = None,
 ) -> Outcome:
     """``send`` for a body already serialised (``stream``: what the body asks for).
 
     ``usage_only``: a whole body is checked for the same faults but only its usage is kept (no
     ``completion``): background traffic, where building one would be wasted work on the hot path.
-    ``progress``: a streamed response calls it with the number of generated tokens seen so far, after
-    each event that carried one (``loadgen.load.holding`` watches hand-overs with it: the first token,
-    not the first byte, shows the engine runs the request; some servers send a role chunk at once)."""
+    ``progress``: a streamed response calls it with the number of generated tokens seen so far: from
+    the first event that carried a token, once per event (``loadgen.load.holding`` watches hand-overs
+    with it: the first token, not the first byte, shows the engine runs the request; some servers send
+    a role chunk at once).
+    ``max_tokens``: what the body asks for (read from ``payload`` when not given): it sets the default
+    deadline, and a completion longer than it is malformed."""
+    if max_tokens is None:
+        max_tokens = max_tokens_in(payload)
+    limits = client.limits
+    deadline_s = limits.deadline_s(max_tokens)
     sent_at = time.time()
     t0 = time.perf_counter()
     out = Outcome(sent_at=sent_at, latency_s=None, ttft_s=None)
     headers_seen = False
+    deadline = gevent.Timeout(deadline_s)  # the whole request: read_timeout_s only bounds each wait for a byte
+    deadline.start()
     try:
         # a streamed response ends its connection: some servers (llama.cpp's) close it after the stream while
         # answering keep-alive, and a POST sent on such a socket fails; never reuse it, never retry a POST
         resp = client.request("POST", path, body=payload, headers=_CLOSE if stream else None)
         headers_seen = True
         out.http_status = resp.status_code
+        _cap_body(resp, limits.max_response_bytes)
         if not 200 <= resp.status_code < 300:
             raw = resp.read()
             out.response_bytes = len(raw)
@@ -170,9 +238,17 @@ def send_payload(
         out.error_kind, out.error_message = "stream_error", exc.server_message[:_MAX_ERROR_BODY]
     except MalformedResponse as exc:
         out.error_kind, out.error_message = "malformed_body", str(exc)
+    except ResponseTooLarge:
+        out.error_kind = "response_too_large"
+        out.error_message = f"response cut after {limits.max_response_bytes} bytes (endpoint.max_response_bytes)"
     except gevent.GreenletExit:
         out.error_kind, out.error_message, out.cancelled = "cancelled", "request cut off by the end of its user", True
-    except (TimeoutError, gevent.Timeout) as exc:
+    except gevent.Timeout as exc:
+        if exc is not deadline:
+            raise  # someone else's timer: theirs to handle
+        out.error_kind = "timeout"
+        out.error_message = f"total deadline of {deadline_s:g} s hit (endpoint.request_timeout_s); the request was cut"
+    except TimeoutError as exc:
         out.error_kind, out.error_message = "timeout", f"{'read' if headers_seen else 'connect or read'} timeout: {exc}"
     except (HTTPConnectionClosed, HTTPParseError) as exc:
         out.error_kind = "truncated_stream" if headers_seen else "connection"
@@ -180,20 +256,129 @@ def send_payload(
     except OSError as exc:
         kind_ = "truncated_stream" if headers_seen and exc.errno in (errno.ECONNRESET, errno.EPIPE) else "connection"
         out.error_kind, out.error_message = kind_, f"{type(exc).__name__}: {exc}"
+    finally:
+        deadline.close()
     out.latency_s = time.perf_counter() - t0
-    if secret and out.error_message and secret in out.error_message:
-        out.error_message = out.error_message.replace(secret, "[redacted]")  # a server that echoes our headers
+    if out.ok and out.completion is not None and (problem := completion_problem(out.completion, max_tokens)):
+        out.error_kind, out.error_message, out.completion = "malformed_body", problem, None
+    if secret:
+        _redact_outcome(out, secret)
     return out
 
 
-def reset_cache(client: HTTPClient, path: str) -> int | None:
-    """POST the engine's prefix-cache reset route; its HTTP status, or None when it could not be reached."""
+def max_tokens_in(payload: bytes) -> int | None:
+    """The ``max_tokens`` a serialised body asks for, or None. Read from the end: the background bodies
+    put it after the prompt, and inside a JSON string the quotes around the name would be escaped."""
+    start = payload.rfind(b'"max_tokens":')
+    match = _MAX_TOKENS_FIELD.match(payload, start) if start >= 0 else None
+    return int(match.group(1)) if match else None
+
+
+def completion_problem(completion: Completion, max_tokens: int | None) -> str | None:
+    """Why a parsed completion cannot be the answer to a request for ``max_tokens`` tokens, or None.
+
+    Such an answer is recorded as ``malformed_body``, never compared: ids outside 0..2^31-1 (readers pad
+    with -1 and keep ids in fixed-width integers), fewer ids than token strings (the ids lost a position),
+    or more tokens than were asked for."""
+    ids, tokens = completion.token_ids, completion.tokens
+    if ids is not None:
+        bad = next((t for t in ids if type(t) is not int or not 0 <= t < TOKEN_ID_LIMIT), None)
+        if bad is not None:
+            return f"token id {bad!r} is not an integer in 0..{TOKEN_ID_LIMIT - 1}"
+        if tokens is not None and len(ids) < len(tokens):
+            return f"fewer token ids ({len(ids)}) than tokens ({len(tokens)})"
+    generated = max(len(ids or ()), len(tokens or ()))
+    if max_tokens is not None and generated > max_tokens:
+        return f"{generated} tokens generated, more than the {max_tokens} max_tokens asked for"
+    return None
+
+
+def _redact_outcome(out: Outcome, secret: str) -> None:
+    """Take the API key out of everything an answer put in ``out``: error text, completion, usage.
+
+    A token string is replaced whole where the key, in the joined text of the tokens, overlaps it, so a
+    key split over several tokens goes too and positions stay as they were; at such a position the
+    alternative equal to the chosen token goes with it."""
+    if out.error_message:
+        out.error_message = redact(out.error_message, secret)
+    if out.usage is not None:
+        out.usage = redact_json(out.usage, secret)
+    c = out.completion
+    if c is None:
+        return
+    c.text = redact(c.text, secret)
+    c.usage = out.usage
+    if c.finish_reason is not None:
+        c.finish_reason = redact(c.finish_reason, secret)
+    hit = _key_positions(c.tokens, secret) if c.tokens is not None else set()
+    if c.tokens is not None and hit:
+        chosen = c.tokens
+        c.tokens = [REDACTED if i in hit else t for i, t in enumerate(chosen)]
+        if c.top_logprobs is not None:
+            c.top_logprobs = [
+                [(REDACTED if i in hit and t == chosen[i] else redact(t, secret), lp) for t, lp in position]
+                for i, position in enumerate(c.top_logprobs)
+            ]
+    elif c.top_logprobs is not None and any(secret in t for position in c.top_logprobs for t, _ in position):
+        c.top_logprobs = [[(redact(t, secret), lp) for t, lp in position] for position in c.top_logprobs]
+
+
+def _key_positions(tokens: list[str], secret: str) -> set[int]:
+    """The positions whose token overlaps an occurrence of ``secret`` in the tokens' joined text."""
+    joined = "".join(tokens)
+    spans = []
+    at = joined.find(secret)
+    while at >= 0:
+        spans.append((at, at + len(secret)))
+        at = joined.find(secret, at + 1)
+    if not spans:
+        return set()
+    hit, start = set(), 0
+    for i, token in enumerate(tokens):
+        end = start + len(token)
+        if any(a < end and start < b for a, b in spans):
+            hit.add(i)
+        start = end
+    return hit
+
+
+def _cap_body(resp: Any, limit: int) -> None:
+    """Make every later read of ``resp`` raise ``ResponseTooLarge`` once more than ``limit`` bytes came.
+
+    geventhttpclient's ``read`` keeps receiving until the message is whole, so a server sending without
+    end would fill memory; it, and ``_whole_lines``, hand each received block to the response's ``feed``,
+    which is wrapped here (the socket is then released, never reused)."""
+    feed = resp.feed
+    received = 0
+
+    def counted(data: bytes) -> None:
+        nonlocal received
+        received += len(data)
+        if received > limit:
+            raise ResponseTooLarge
+        feed(data)
+
+    resp.feed = counted
+
+
+def reset_cache(client: EndpointClient, path: str) -> int | None:
+    """POST the engine's prefix-cache reset route; its HTTP status, or None when it could not be reached
+    (or answered within neither the client's deadline nor its size cap)."""
+    deadline = gevent.Timeout(client.limits.deadline_s(0))
+    deadline.start()
     try:
         resp = client.request("POST", path, body=b"")
+        _cap_body(resp, client.limits.max_response_bytes)
         resp.read()
         return int(resp.status_code)
-    except (OSError, HTTPParseError, gevent.Timeout):
+    except gevent.Timeout as exc:
+        if exc is not deadline:
+            raise
         return None
+    except (OSError, HTTPParseError, ResponseTooLarge):
+        return None
+    finally:
+        deadline.close()
 
 
 def _read_stream(
@@ -202,21 +387,60 @@ def _read_stream(
     decoder = SSEDecoder()
     acc = StreamAccumulator(kind, tokens_as_ids=tokens_as_ids)
     tokens = 0
-    while True:
-        line = resp.readline(b"\n")
-        if not line:
-            break
-        out.response_bytes += len(line)
-        for event in decoder.feed(line):
-            if acc.add(event.data):
-                if out.ttft_s is None:
+    try:
+        for lines in _whole_lines(resp, out):
+            for event in decoder.feed(lines):
+                carried = acc.add(event.data)
+                if carried and out.ttft_s is None:
                     out.ttft_s = time.perf_counter() - t0
-                if progress is not None:
+                # from the first generated token on, each event is one token more (a token whose text is
+                # still held back by the detokenizer carries nothing visible); before it, a role chunk
+                if progress is not None and (carried or tokens):
                     tokens += 1
                     progress(tokens)
+    finally:
+        resp.release()  # a stream left mid-body (a bad chunk) must give its connection back to the pool now
     for event in decoder.flush():
         acc.add(event.data)
     out.completion = acc.finish()
     out.usage = out.completion.usage
     if not acc.done:
         out.error_kind, out.error_message = "truncated_stream", "stream ended without data: [DONE]"
+
+
+def _whole_lines(resp: Any, out: Outcome) -> Iterator[bytes]:
+    """The body as it arrives, cut after its last line break (the rest waits for the next one), then the
+    unterminated rest at the end. Counts ``out.response_bytes``.
+
+    Why not ``resp.readline``: geventhttpclient rescans its whole buffer for the separator after every
+    block received, and the SSE decoder re-joins an unterminated line on every feed: both cost time
+    quadratic in a line's length, so one endless line (a hostile server) would hold this process, and
+    every request in it, for most of a minute before the size cap. Here a line's pieces are kept apart
+    and joined once. Reading what has arrived uses the response's own buffer, socket and parser, as
+    its ``readline`` does (geventhttpclient 2.x)."""
+    pending: list[bytes] = []  # pieces of the line not ended yet
+    while True:
+        buffered = resp._body_buffer
+        if buffered:
+            piece = bytes(buffered)
+            del buffered[:]
+            out.response_bytes += len(piece)
+            cut = max(piece.rfind(b"\n"), piece.rfind(b"\r")) + 1
+            if cut:
+                pending.append(piece[:cut])
+                yield b"".join(pending)
+                pending = [piece[cut:]]
+            else:
+                pending.append(piece)
+        elif resp.message_complete:
+            break
+        elif resp._sock is None:
+            raise HTTPConnectionClosed("connection closed.")
+        else:
+            try:
+                resp.feed(resp._sock.recv(resp.block_size))
+            except BaseException:
+                resp.release()
+                raise
+    if rest := b"".join(pending):
+        yield rest

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,11 +44,11 @@ from loadgen.load.client import Outcome, make_client, reset_cache, send, send_pa
 from loadgen.load.coordination import Coordinator, StageSnapshot
 from loadgen.load.holding import Progress, Slot, spawn_delay
 from loadgen.load.live import LiveTable, summarise
-from loadgen.load.options import add_arguments, normalise
+from loadgen.load.options import Launch, RunOptions, add_arguments, normalise, web_credentials
 from loadgen.load.runstate import Plan, RunState, state_from_plan
 from loadgen.load.stages import StageTracker, Ticket, build_stages, users_for
-from loadgen.load.webui import install_tab
-from loadgen.scenario import load_scenario, parse_scenario, with_overrides
+from loadgen.load.webui import install_login, install_tab, protect
+from loadgen.scenario import Scenario, load_scenario, parse_scenario, with_overrides
 from loadgen.studies.lifecycle import OwnedRun
 from loadgen.studies.prepare import api_key_of, prepare_run
 from loadgen.wire.urls import api_path
@@ -78,6 +79,7 @@ _LAST: CoordState | None = None  # the previous run, for the web UI after it end
 _USER: RunState | None = None
 _REPORTER: gevent.Greenlet | None = None
 _BACKGROUND_STATS: BulkStats | None = None  # background requests for Locust's statistics, folded by _REPORTER
+_LAUNCH = Launch({})  # the options Locust started with, before a web UI start rewrote them
 
 
 # -- wiring ---------------------------------------------------------------------------------------
@@ -90,6 +92,8 @@ def _options(parser: Any) -> None:
 
 @events.init.add_listener
 def _init(environment: Environment, **_: Any) -> None:
+    global _LAUNCH
+    _LAUNCH = Launch.of(environment.parsed_options)
     environment.events.canary_record = EventHook()  # type: ignore[attr-defined]
     runner = environment.runner
     if runner is None:
@@ -101,8 +105,12 @@ def _init(environment: Environment, **_: Any) -> None:
         runner.register_message("lg_plan", _on_plan)
         runner.register_message("lg_stage", _on_stage)
         runner.register_message("lg_reference", _on_reference)
-    if environment.web_ui is not None:
-        install_tab(environment.web_ui, table=_live_rows, report=_latest_report)
+    if (web_ui := environment.web_ui) is not None:
+        install_tab(web_ui, table=_live_rows, report=_latest_report)
+        protect(web_ui, bind_host=str(_LAUNCH.options.get("web_host") or ""), check_start=_start_refusal)
+        if web_ui.web_login:
+            user, password = web_credentials()
+            install_login(web_ui, user=user, password=password)
 
 
 def _worker_name(environment: Environment) -> str:
@@ -124,8 +132,17 @@ def _prepare(environment: Environment) -> tuple[Path, OwnedRun | None]:
         if status is None or status.ended:
             raise UsageError(f"{run_dir}: --run-dir must be a run folder that is not over yet (status {status})")
         return run_dir, None
-    source = str(path_of(opts.scenario))
     base_url = opts.host or environment.host or None
+    source, scenario = _start_scenario(opts, base_url)
+    run_dir = prepare_run(scenario, source=source, out_dir=Path(opts.out_dir))
+    return run_dir, OwnedRun.begin(run_dir, base_url=base_url, api_key=api_key_of(scenario, source))
+
+
+def _start_scenario(opts: RunOptions, base_url: str | None) -> tuple[str, Scenario]:
+    """The scenario a start runs. Its API key goes only to the host the process was started with, whatever
+    a web UI start asked for (with ``--ui-allow-changes`` the host may change; then the scenario may not
+    name a key)."""
+    source = str(path_of(opts.scenario))
     scenario = with_overrides(
         load_scenario(Path(source)),
         base_url=base_url,
@@ -133,8 +150,32 @@ def _prepare(environment: Environment) -> tuple[Path, OwnedRun | None]:
         canaries_per_level=opts.canaries_per_level,
         labels=opts.labels,
     )
-    run_dir = prepare_run(scenario, source=source, out_dir=Path(opts.out_dir))
-    return run_dir, OwnedRun.begin(run_dir, base_url=base_url, api_key=api_key_of(scenario, source))
+    key, target = scenario.endpoint.api_key_env, scenario.endpoint.base_url
+    if key is not None and target != (home := _launch_target()):
+        raise UsageError(
+            f"{source}: its API key ({key}) is sent only to the host this process was started with ({home}), "
+            f"not to {target}"
+        )
+    return source, scenario
+
+
+def _launch_target() -> str | None:
+    launched = normalise(_LAUNCH.options_namespace())
+    return launched.host or load_scenario(path_of(launched.scenario)).endpoint.base_url
+
+
+def _start_refusal(form: Mapping[str, str]) -> str | None:
+    """Why a web UI start with this form must not go ahead (``Launch.refusal``, then the key's host), or None."""
+    if why := _LAUNCH.refusal(form):
+        return why
+    if not _LAUNCH.allow_changes:
+        return None  # host and scenario are the launch ones: the key goes where it was meant to
+    try:
+        opts = normalise(_LAUNCH.options_namespace(form))
+        _start_scenario(opts, opts.host)
+    except LoadgenError as exc:
+        return str(exc)
+    return None
 
 
 def coordinator(environment: Environment) -> CoordState:

@@ -1,13 +1,23 @@
-"""Run options from Locust's parsed options, normalised in one place.
+"""Run options from Locust's parsed options, normalised in one place; what a web UI start may change.
 
 Why: values typed into Locust's web UI bypass argparse ``type=``, so ``--canaries-per-level`` may
 arrive as ``"12"`` and ``--levels`` as ``"0, 4,16"``. Every custom option has a default of its real
 type, is registered here, and is converted here, once. Pure apart from ``add_arguments``.
+
+Locust's ``/swarm`` writes every form field that names a parsed option into the parsed options, so a
+start could otherwise point the run (and the API key) at another host, another scenario or another
+folder. ``Launch`` keeps the options as Locust started, and says which form fields a start may set:
+the sweep's shape (levels, canaries per level, labels) and Locust's own run fields; host, scenario,
+out-dir and run-dir only with ``--ui-allow-changes``; no other option ever.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from loadgen.errors import UsageError
@@ -42,6 +52,13 @@ def add_arguments(parser: Any) -> None:
         default="",
         include_in_web_ui=False,
         help="a run folder already prepared by 'loadgen run' (internal)",
+    )
+    group.add_argument(
+        "--ui-allow-changes",
+        action="store_true",
+        default=False,
+        include_in_web_ui=False,
+        help="let a web UI start change host, scenario and out-dir (default: fixed at launch)",
     )
 
 
@@ -92,3 +109,67 @@ def normalise(parsed: Any) -> RunOptions:
         labels=parse_labels(get("labels", "")),
         host=str(host).rstrip("/") if host else None,
     )
+
+
+FIXED_AT_LAUNCH = ("host", "scenario", "out_dir", "run_dir")
+# what a start from the form may set: the sweep's shape, and the fields Locust's own form always sends
+FORM_FIELDS = frozenset(
+    {"levels", "canaries_per_level", "labels", "user_count", "spawn_rate", "run_time", "profile"}
+    | {"user_classes", "shape_class"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """The parsed options as Locust started, copied before any web UI start rewrote them in place."""
+
+    options: dict[str, Any]
+
+    @classmethod
+    def of(cls, parsed: Any) -> Launch:
+        return cls(dict(vars(parsed)) if parsed is not None else {})
+
+    @property
+    def allow_changes(self) -> bool:
+        return bool(self.options.get("ui_allow_changes"))
+
+    def options_namespace(self, form: Mapping[str, str] | None = None) -> SimpleNamespace:
+        """The launch options, with a form's fields over them as Locust's ``/swarm`` would set them."""
+        return SimpleNamespace(**{**self.options, **(form or {})})
+
+    def refusal(self, form: Mapping[str, str]) -> str | None:
+        """Why a web UI start with these form fields must not go ahead, or None."""
+        other = sorted(k for k in form if k in self.options and k not in FORM_FIELDS and k not in FIXED_AT_LAUNCH)
+        if other:
+            return f"a start from the web UI may not set {', '.join(other)}"
+        changed = [k for k in FIXED_AT_LAUNCH if k in form and not _same(k, form[k], self.options.get(k))]
+        if changed and not self.allow_changes:
+            names = ", ".join(k.replace("_", "-") for k in changed)
+            return (
+                f"{names}: fixed when the web UI was started; to change them, start it again with those values "
+                "(or with --ui-allow-changes)"
+            )
+        return None
+
+
+def _same(key: str, typed: Any, launched: Any) -> bool:
+    """Whether a form value means the launch value (the form echoes them, spelled its own way)."""
+    a, b = str(typed or ""), str(launched or "")
+    if key == "host":
+        return a.rstrip("/") == b.rstrip("/")
+    if key == "scenario":
+        return bool(a) and path_of(a).resolve() == path_of(b).resolve()
+    if key == "out_dir":
+        return Path(a or "runs").resolve() == Path(b or "runs").resolve()
+    return a == b
+
+
+WEB_USER_ENV, WEB_PASSWORD_ENV = "LOADGEN_WEB_USER", "LOADGEN_WEB_PASSWORD"
+
+
+def web_credentials(environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """``--web-login``'s user name (default ``loadgen``) and password, from the environment, never argv."""
+    password = environ.get(WEB_PASSWORD_ENV, "")
+    if not password:
+        raise UsageError(f"--web-login: set the web UI's password in the environment variable {WEB_PASSWORD_ENV}")
+    return environ.get(WEB_USER_ENV, "") or "loadgen", password

@@ -1,20 +1,37 @@
-"""The "Batch invariance" tab in Locust's web UI, and the run's report served from it.
+"""The "Batch invariance" tab in Locust's web UI, the run's report served from it, and the UI's guard.
 
 Why: users start scenarios from the web UI and should watch determinism live: a table per canary
 and level (canaries, errors, unique completions, diverged, earliest divergence) refreshed with
 Locust's own stats poll, and a link to the finished report. Uses Locust's extension points
 (``extended_tabs``/``extended_tables``/``extended_stats``, ``extended_csv_files``) and its Flask app;
 runs inside the Locust process. It renders nothing itself: the UI's React tables escape text.
+
+Why the guard (``protect``): Locust's UI takes a start from anyone who can reach it, answers every
+origin (it enables CORS for all), and a start sends the scenario's API key to the run's host. Any web
+page the user opens could POST a form to ``http://127.0.0.1:8089/swarm`` and start a run against a
+host and folder of its choosing. So the UI refuses (403) any request whose ``Origin`` (for a
+state-changing method, else its ``Referer``) is not the UI's own page; browsers send ``Origin`` on
+every cross-origin POST, form or script, so a request with neither header is a script or curl on this
+machine, and goes through. Bound to a loopback address, the UI answers only to loopback host names
+(a DNS-rebound name would otherwise count as its own origin). A start's form may not change host,
+scenario or out-dir (``loadgen.load.options.Launch``). ``--web-login`` (Locust's own flag, which
+needs the locustfile to provide the login) gets a user name and password from the environment.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
-from collections.abc import Callable
+import logging
+import secrets
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from flask import Response, make_response, request, send_file
+from flask import Response, jsonify, make_response, redirect, request, send_file, session, url_for
+from flask_login import login_user  # type: ignore[import-untyped]
 from locust.web import WebUI
 
 TAB_KEY = "batch-invariance"
@@ -51,9 +68,95 @@ def install_tab(web_ui: WebUI, *, table: Callable[[], list[dict[str, Any]]], rep
             response.set_data(json.dumps(data))
         return response
 
+    login_required: Callable[[Callable[[], Response]], Callable[[], Response]] = web_ui.auth_required_if_enabled
+
     @app.route(REPORT_ROUTE)
+    @login_required  # with --web-login, as Locust's own pages
     def _report() -> Response:
         path = report()
         if path is None:
             return make_response("No finished run yet: the report is written when a run ends.", 404)
         return send_file(path, mimetype="text/html")
+
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+LOGIN_ROUTE = "/loadgen/login"
+log = logging.getLogger("loadgen")
+
+
+def protect(web_ui: WebUI, *, bind_host: str, check_start: Callable[[Mapping[str, str]], str | None]) -> None:
+    """Refuse requests from other web pages, and starts whose form ``check_start`` refuses (module docstring)."""
+    app = web_ui.app
+    assert app is not None
+    local_only = is_loopback(bind_host)
+
+    @app.before_request
+    def _guard() -> Response | None:
+        name = urlsplit(f"//{request.host}").hostname or ""
+        if local_only and not is_loopback(name):
+            return _refuse(f"host {name!r} refused: this web UI, bound to {bind_host}, answers loopback names only")
+        own = f"{request.scheme}://{request.host}".lower()
+        origin = request.headers.get("Origin")
+        if origin is None and request.method in UNSAFE_METHODS and (referer := request.headers.get("Referer")):
+            parts = urlsplit(referer)
+            origin = f"{parts.scheme}://{parts.netloc}"
+        if origin is not None and origin.lower() != own:
+            return _refuse(f"request from {origin} refused: this web UI takes requests only from its own page, {own}")
+        if request.endpoint == "locust.swarm" and (why := check_start(request.form)):
+            return _refuse(why, status=200)  # as Locust answers a bad form value: its page shows the message
+        return None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _refuse(why: str, status: int = 403) -> Response:
+    log.warning("web UI: %s %s refused: %s", request.method, request.path, why)
+    response = jsonify({"success": False, "message": why})
+    response.status_code = status
+    return response
+
+
+class _User:
+    """The one user of ``--web-login``, as Flask-Login wants it."""
+
+    is_authenticated = is_active = True
+    is_anonymous = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get_id(self) -> str:
+        return self.name
+
+
+def install_login(web_ui: WebUI, *, user: str, password: str) -> None:
+    """What Locust's ``--web-login`` expects the locustfile to provide: a user loader and a login form."""
+    app = web_ui.app
+    assert app is not None
+    app.config["SECRET_KEY"] = secrets.token_hex(32)  # sessions last as long as this process
+    app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
+
+    def load_user(name: str) -> _User | None:
+        return _User(name) if hmac.compare_digest(name.encode(), user.encode()) else None
+
+    web_ui.login_manager.user_loader(load_user)
+    base = (web_ui.environment.parsed_options.web_base_path or "") if web_ui.environment.parsed_options else ""
+    web_ui.auth_args = {"username_password_callback": base + LOGIN_ROUTE}
+
+    @app.route(base + LOGIN_ROUTE, methods=["POST"])
+    def _login() -> Any:
+        given_user = request.form.get("username", "").encode()
+        given_password = request.form.get("password", "").encode()
+        ok = hmac.compare_digest(given_user, user.encode()) & hmac.compare_digest(given_password, password.encode())
+        if not ok:
+            session["auth_error"] = "Wrong user name or password"
+            return redirect(url_for("locust.login"))
+        login_user(_User(user))
+        return redirect(url_for("locust.index"))

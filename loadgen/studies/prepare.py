@@ -69,7 +69,8 @@ def prepare_run(scenario: Scenario, *, source: str, out_dir: Path, extra: dict[s
         wanted=wanted_features(scenario),
         api_key=api_key,
         timeout_s=min(scenario.endpoint.connect_timeout_s, 10.0),
-    )
+        max_response_bytes=scenario.endpoint.max_response_bytes,
+    )  # what it returns has the key redacted: a server may echo it into /version or /v1/models
     run_dir = create_run_dir(out_dir, scenario.name)
     resolved = scenario.model_dump(mode="json")
     resolved["endpoint"]["model"] = info.model

@@ -7,6 +7,9 @@ The probe prompt is unrelated to any canary, so it warms no canary prefix in a c
 
 Blocking stdlib HTTP (works with or without gevent's patching). It follows no redirect: the API key
 goes to the configured host and nowhere else. Raises ``EndpointError`` naming the URL; prints nothing.
+The server is not trusted: an answer is read up to ``endpoint.max_response_bytes`` and within twice its
+timeout, and the key is redacted from every error and from what is kept (``/v1/models``, ``/version``),
+since a server may echo request headers back.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import urllib.request
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from loadgen.errors import EndpointError
+from loadgen.errors import EndpointError, redact, redact_json
+from loadgen.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.wire import Features, Kind, MalformedResponse, build_body, features_from_probe, parse_body
 from loadgen.wire.urls import api_path, origin, v1_path
 
@@ -67,8 +71,15 @@ _OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({
 
 
 def _request(
-    url: str, *, api_key: str | None, timeout_s: float, body: dict[str, Any] | None = None
+    url: str,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    body: dict[str, Any] | None = None,
+    max_bytes: int = MAX_RESPONSE_BYTES,
 ) -> tuple[int, bytes]:
+    """One request: its status and body. ``timeout_s`` bounds each wait; the body must be whole within
+    twice that and at most ``max_bytes`` long (a server trickling bytes, or sending without end)."""
     headers = {"Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -77,11 +88,14 @@ def _request(
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
+    deadline = time.monotonic() + 2 * timeout_s
     try:
-        with _OPENER.open(req, timeout=timeout_s) as resp:
-            return int(resp.status), bytes(resp.read())
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read()
+        try:
+            resp = _OPENER.open(req, timeout=timeout_s)
+        except urllib.error.HTTPError as exc:
+            resp = exc  # an error status: its body is read under the same rules (and errors)
+        with resp:
+            return int(resp.status), _read_body(resp, url, max_bytes, deadline)
     except urllib.error.URLError as exc:
         raise EndpointError(f"{url}: cannot connect ({exc.reason})") from None
     except http.client.HTTPException as exc:
@@ -92,6 +106,20 @@ def _request(
         raise EndpointError(f"{url}: no answer within {timeout_s:g} s") from None
     except OSError as exc:
         raise EndpointError(f"{url}: connection failed ({type(exc).__name__}: {exc})") from None
+
+
+def _read_body(resp: Any, url: str, max_bytes: int, deadline: float) -> bytes:
+    """The body, piece by piece as it arrives: a server may send without end, or a byte at a time."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := resp.read1(65536):
+        size += len(chunk)
+        if size > max_bytes:
+            raise EndpointError(f"{url}: answered with more than {max_bytes} bytes (endpoint.max_response_bytes)")
+        if time.monotonic() > deadline:
+            raise EndpointError(f"{url}: the answer was still arriving at its deadline; the server trickles it")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _refused_key(url: str, status: int, api_key: str | None) -> EndpointError:
@@ -106,9 +134,11 @@ def _refused_key(url: str, status: int, api_key: str | None) -> EndpointError:
     )
 
 
-def read_models(base_url: str, *, api_key: str | None, timeout_s: float) -> tuple[list[str], Any]:
+def read_models(
+    base_url: str, *, api_key: str | None, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
+) -> tuple[list[str], Any]:
     url = origin(base_url) + v1_path(base_url, "models")
-    status, raw = _request(url, api_key=api_key, timeout_s=timeout_s)
+    status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
     if status in (401, 403):
         raise _refused_key(url, status, api_key)
     if status != 200:
@@ -123,12 +153,15 @@ def read_models(base_url: str, *, api_key: str | None, timeout_s: float) -> tupl
     return ids, body
 
 
-def read_version(base_url: str, *, api_key: str | None, timeout_s: float) -> str | None:
+def read_version(
+    base_url: str, *, api_key: str | None, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
+) -> str | None:
     try:
         status, raw = _request(
             origin(base_url) + v1_path(base_url, "").removesuffix("/v1/") + "/version",
             api_key=api_key,
             timeout_s=timeout_s,
+            max_bytes=max_bytes,
         )
     except EndpointError:
         return None
@@ -150,7 +183,14 @@ def _error_text(raw: bytes) -> str:
 
 
 def probe_kind(
-    base_url: str, kind: Kind, model: str, wanted: Features, *, api_key: str | None, timeout_s: float
+    base_url: str,
+    kind: Kind,
+    model: str,
+    wanted: Features,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    max_bytes: int = MAX_RESPONSE_BYTES,
 ) -> KindProbe:
     """Send the probe with the richest dialect first; drop what the server rejects, one field at a time."""
     url = origin(base_url) + api_path(base_url, kind)
@@ -175,14 +215,14 @@ def probe_kind(
             stream=False,
             features=features,
         )
-        status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body)
+        status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body, max_bytes=max_bytes)
         for wait_s in BUSY_RETRY_S:
             if status not in BUSY:
                 break
             # overloaded or failing now says nothing about the dialect: ask again, never drop a field for it
             attempts.append(f"{asdict(features)} -> HTTP {status}, asked again after {wait_s:g} s")
             time.sleep(wait_s)
-            status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body)
+            status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body, max_bytes=max_bytes)
         if status in BUSY:
             raise EndpointError(
                 f"{url}: HTTP {status} to every probe request ({len(BUSY_RETRY_S) + 1} tries); "
@@ -219,17 +259,39 @@ def probe(
     wanted: Features,
     api_key: str | None,
     timeout_s: float = 10.0,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
 ) -> ServerInfo:
-    ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s)
+    """Who the server is and what it accepts. Every error and everything kept has the key redacted: the
+    caller prints the one and writes the other into the manifest (and from there into the reports)."""
+    try:
+        info = _probe(base_url, model, kinds, wanted, api_key, timeout_s, max_response_bytes)
+    except EndpointError as exc:
+        raise EndpointError(redact(str(exc), api_key)) from None
+    version = None if info.version is None else redact(info.version, api_key)
+    return replace(info, models=redact_json(info.models, api_key), version=version)
+
+
+def _probe(
+    base_url: str,
+    model: str | None,
+    kinds: set[Kind],
+    wanted: Features,
+    api_key: str | None,
+    timeout_s: float,
+    max_bytes: int,
+) -> ServerInfo:
+    ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
     if model is None:
         if not ids:
             raise EndpointError(f"{base_url}: /v1/models lists no model; set endpoint.model")
         model = ids[0]
+        if api_key and api_key in model:  # it would travel in every request body, recorded in every record
+            raise EndpointError(f"{base_url}: the first model /v1/models lists holds the API key; set endpoint.model")
     elif ids and model not in ids:
         raise EndpointError(f"{base_url}: model {model!r} is not served; the server has {ids}")
-    version = read_version(base_url, api_key=api_key, timeout_s=timeout_s)
+    version = read_version(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
     probes = {
-        k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0))
+        k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0), max_bytes=max_bytes)
         for k in sorted(kinds)
     }
     return ServerInfo(base_url, model, models, version, probes)

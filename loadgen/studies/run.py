@@ -7,6 +7,11 @@ embedded engine), runs Locust in a child process (gevent's patching stays out of
 finishes the manifest and writes the reports.
 With ``ui=True`` it hands the validated options to Locust's web UI, where each start prepares and
 reports its own run folder. Library first: the CLI only parses arguments and renders errors.
+
+Options are checked before the probe (``--out`` must be a writable folder, ``--processes`` sane), so
+bad ones fail before any traffic. Every child (the engine, Locust and its workers) runs under
+``loadgen.launchers.guard`` and dies with this process, even when it is killed with SIGKILL; the
+engine's log is kept in the run folder from the moment the folder exists, so a killed run keeps it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from collectors.manifest import RunStatus
+from loadgen.errors import UsageError
+from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, start_embedded
 from loadgen.scenario import LauncherSpec, Scenario, load_scenario, with_overrides
@@ -33,6 +40,7 @@ from loadgen.studies.prepare import api_key_of, prepare_run
 
 LOCUSTFILE = Path(__file__).parents[1] / "load" / "locustfile.py"
 STOP_TIMEOUT_S = 30.0  # background requests in flight at the end get this long to finish, then are cut
+MAX_PROCESSES = 1024  # Locust worker processes: beyond any host's cores, and a typo would fork without end
 
 
 @dataclass
@@ -101,9 +109,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def ui_command(scenario: Scenario, scenario_path: str, out_dir: Path, *, web_host: str, web_port: int) -> list[str]:
+def ui_command(
+    scenario: Scenario,
+    scenario_path: str,
+    out_dir: Path,
+    *,
+    web_host: str,
+    web_port: int,
+    web_login: bool = False,
+    allow_changes: bool = False,
+) -> list[str]:
+    """Locust's web UI on the scenario. A start from its form runs against this host and scenario, into this
+    folder, unless ``allow_changes``; ``web_login``: Locust asks for the user and password from the environment
+    (``loadgen.load.options.web_credentials``)."""
     assert scenario.endpoint.base_url is not None
     labels = ",".join(f"{k}={v}" for k, v in scenario.labels.items())
+    ui_flags = [*(["--web-login"] if web_login else []), *(["--ui-allow-changes"] if allow_changes else [])]
     return [
         *_locust_base(scenario.endpoint.base_url, scenario_path, out_dir),
         "--levels",
@@ -116,12 +137,44 @@ def ui_command(scenario: Scenario, scenario_path: str, out_dir: Path, *, web_hos
         web_host,
         "--web-port",
         str(web_port),
+        *ui_flags,
     ]
 
 
 def _start_locust(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    """Locust in a session of its own: its worker processes can be cleaned up as one group afterwards."""
-    return subprocess.Popen(cmd, start_new_session=True, **kwargs)
+    """Locust under a guard, in a session of its own: its worker processes can be cleaned up as one group
+    afterwards, and all of them die with this process (``loadgen.launchers.guard``). SIGINT sent to the
+    returned process reaches Locust itself."""
+    return spawn(cmd, **kwargs)
+
+
+def check_options(out_dir: Path, processes: int) -> None:
+    """Refuse unusable options before any traffic: after the probe they would end in a traceback.
+
+    ``out_dir`` must be a folder run folders can be created in: tried for real (missing folders made, a
+    temporary file written, then all of it removed again), since permissions alone do not say (root, a
+    read-only or virtual file system). ``processes`` is -1 (one per core), 0 (one process) or at most
+    ``MAX_PROCESSES``."""
+    if not -1 <= processes <= MAX_PROCESSES:
+        raise UsageError(f"--processes {processes}: expected -1 (one per core), 0 (one process) or 1..{MAX_PROCESSES}")
+    made: list[Path] = []
+    try:
+        for part in [*reversed(out_dir.parents), out_dir]:
+            if part.is_dir():
+                continue
+            if part.exists() or part.is_symlink():
+                what = "is a file" if part == out_dir else f"cannot be made: {part} is a file"
+                raise UsageError(f"--out {out_dir}: {what}, not a folder (the folder that receives run folders)")
+            part.mkdir()
+            made.append(part)
+        with tempfile.TemporaryFile(dir=out_dir):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot create run folders there ({exc.strerror or exc})") from None
+    finally:
+        for part in reversed(made):
+            with suppress(OSError):
+                part.rmdir()
 
 
 def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
@@ -157,15 +210,20 @@ EngineInfo = dict[str, Any]  # what the manifest records under "engine"
 
 @contextmanager
 def endpoint_for(
-    scenario: Scenario, engine_args: list[str], launcher: LauncherSpec | None = None
+    scenario: Scenario, engine_args: list[str], launcher: LauncherSpec | None = None, *, log_dir: Path | None = None
 ) -> Iterator[tuple[Scenario, RunningEngine | None, EngineInfo | None]]:
     """The scenario with a base URL: its own, or an engine started here and stopped on exit: ``launcher``,
-    else the scenario's ``[launcher]``, else the embedded engine (``engine_args`` appended to its arguments)."""
+    else the scenario's ``[launcher]``, else the embedded engine (``engine_args`` appended to its arguments).
+
+    The engine logs into a temporary folder inside ``log_dir`` (the run folders' parent), so that
+    ``RunningEngine.move_log`` can rename the log into the run folder once it exists."""
     if scenario.endpoint.base_url is not None:
         yield scenario, None, None
         return
     spec = launcher or scenario.launcher
-    tmp = Path(tempfile.mkdtemp(prefix="loadgen-engine-"))
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".loadgen-engine-", dir=log_dir))
     try:
         if spec is None:
             with start_embedded(engine_args, log_path=tmp / "engine.log") as engine:
@@ -198,24 +256,36 @@ def run(
     ui: bool = False,
     web_host: str = "127.0.0.1",
     web_port: int = 8089,
+    web_login: bool = False,
+    ui_allow_changes: bool = False,
     processes: int = 0,
     report: bool = True,
     launcher: LauncherSpec | None = None,
 ) -> RunResult:
     source = str(scenario_path)
+    check_options(out_dir, processes)
     scenario = with_overrides(
         load_scenario(scenario_path), base_url=host, levels=levels, canaries_per_level=canaries_per_level, labels=labels
     )
-    with endpoint_for(scenario, engine_args or [], launcher) as (scenario, engine, engine_info):
+    with endpoint_for(scenario, engine_args or [], launcher, log_dir=out_dir) as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
         if ui:
-            cmd = ui_command(scenario, source, out_dir, web_host=web_host, web_port=web_port)
+            cmd = ui_command(
+                scenario,
+                source,
+                out_dir,
+                web_host=web_host,
+                web_port=web_port,
+                web_login=web_login,
+                allow_changes=ui_allow_changes,
+            )
             return RunResult(out_dir, None, _wait_forwarding_signals(_start_locust(cmd)))
         extra = {"engine": engine_info} if engine_info else {}
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
-        owned = OwnedRun.begin(
-            run_dir, base_url=scenario.endpoint.base_url, api_key=api_key_of(scenario, source), engine=engine
-        )
+        if engine is not None:
+            engine.move_log(run_dir / "engine.log")
+        # the engine is stopped by endpoint_for on the way out, after the reports: its log is in place already
+        owned = OwnedRun.begin(run_dir, base_url=scenario.endpoint.base_url, api_key=api_key_of(scenario, source))
         try:
             with open(run_dir / "locust.log", "ab") as log:
                 cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)

@@ -3,11 +3,19 @@
 Run as ``python fault_server.py [--require-key KEY]``; prints ``READY http://127.0.0.1:PORT``.
 Prompts: ``ok``, ``status:<code>``, ``reset`` (stream cut mid-body), ``nodone`` (stream without
 ``[DONE]``), ``malformed`` (a broken JSON chunk), ``error-in-stream``, ``slow`` (3 s before headers).
+Hostile prompts: ``trickle`` (one body byte, or for a stream one ``: ping`` SSE comment, every 0.2 s
+for ``TRICKLE_S`` seconds, then the end without a whole answer), ``huge`` or ``huge:<MiB>`` (3 MiB, or that
+many, of body: a JSON string, or for a stream one endless line), ``too-many-tokens`` (5 tokens, whatever max_tokens
+says), ``negative-id`` (a token id of -1), ``fewer-ids`` (2 ids for 3 tokens), ``echo-auth`` (the
+request's Authorization header in the text, split over two token strings, and in the alternatives).
 
 For the bad-input and secrets tests: ``--require-key KEY`` answers 401 on ``/v1/*`` unless the request
 carries ``Authorization: Bearer KEY``; ``/html/...`` is a web page, not an API (200, text/html);
 ``/to/<port>/<path>`` redirects (307) to ``http://127.0.0.1:<port>/<path>``; ``GET /_seen`` (not
 itself counted) tells what the server saw: request count, Authorization values, prompts.
+Under ``/echo`` (a base URL of ``http://host:port/echo``) ``/v1/models`` and ``/version`` echo the
+Authorization header back; under ``/hostile`` every completion is a 503 whose body echoes it among
+terminal escapes (ESC, an OSC title, BEL, NUL).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from itertools import accumulate
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -26,10 +35,25 @@ SEEN: dict[str, Counter[str]] = {"requests": Counter(), "authorization": Counter
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 TOKENS = [("Hello", 101, -0.1), (" world", 102, -0.25), ("!", 103, -0.5)]
+TRICKLE_S = 10.0  # long enough that only a total deadline ends a trickle sooner
+MIB = 1024 * 1024
+Token = tuple[str, int, float]
 
 
-def chunk(i: int) -> bytes:
-    tok, tid, lp = TOKENS[i]
+def tokens_for(prompt: str, auth: str) -> list[Token]:
+    """The answer's tokens: the usual three, or the misbehaviour the prompt selects."""
+    if prompt == "too-many-tokens":
+        return [*TOKENS, ("?", 104, -0.7), ("!", 103, -0.9)]
+    if prompt == "negative-id":
+        return [TOKENS[0], (" world", -1, -0.25), TOKENS[2]]
+    if prompt == "echo-auth":
+        half = len(auth) // 2
+        return [("Hello ", 101, -0.1), (auth[:half], 102, -0.2), (auth[half:], 103, -0.3)]
+    return TOKENS
+
+
+def chunk(i: int, tokens: list[Token] = TOKENS, *, drop_id: bool = False) -> bytes:
+    tok, tid, lp = tokens[i]
     body = {
         "id": "c",
         "object": "text_completion",
@@ -38,8 +62,8 @@ def chunk(i: int) -> bytes:
             {
                 "index": 0,
                 "text": tok,
-                "token_ids": [tid],
-                "finish_reason": "length" if i == len(TOKENS) - 1 else None,
+                "token_ids": [] if drop_id else [tid],
+                "finish_reason": "length" if i == len(tokens) - 1 else None,
                 "logprobs": {"tokens": [tok], "token_logprobs": [lp], "top_logprobs": [{tok: lp}], "text_offset": [0]},
             }
         ],
@@ -47,7 +71,8 @@ def chunk(i: int) -> bytes:
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
-def whole() -> dict[str, object]:
+def whole(tokens: list[Token] = TOKENS, *, fewer_ids: bool = False) -> dict[str, object]:
+    ids = [t for _, t, _ in tokens]
     return {
         "id": "c",
         "object": "text_completion",
@@ -55,18 +80,18 @@ def whole() -> dict[str, object]:
         "choices": [
             {
                 "index": 0,
-                "text": "".join(t for t, _, _ in TOKENS),
-                "token_ids": [t for _, t, _ in TOKENS],
+                "text": "".join(t for t, _, _ in tokens),
+                "token_ids": ids[:-1] if fewer_ids else ids,
                 "finish_reason": "length",
                 "logprobs": {
-                    "tokens": [t for t, _, _ in TOKENS],
-                    "token_logprobs": [lp for _, _, lp in TOKENS],
-                    "top_logprobs": [{t: lp} for t, _, lp in TOKENS],
-                    "text_offset": [0, 5, 11],
+                    "tokens": [t for t, _, _ in tokens],
+                    "token_logprobs": [lp for _, _, lp in tokens],
+                    "top_logprobs": [{t: lp} for t, _, lp in tokens],
+                    "text_offset": list(accumulate((len(t) for t, _, _ in tokens[:-1]), initial=0)),
                 },
             }
         ],
-        "usage": {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5},
+        "usage": {"prompt_tokens": 2, "completion_tokens": len(tokens), "total_tokens": 2 + len(tokens)},
     }
 
 
@@ -74,21 +99,71 @@ async def models(_: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
 
 
+async def models_echo(request: web.Request) -> web.Response:
+    auth = request.headers.get("Authorization", "")
+    return web.json_response({"object": "list", "data": [{"id": "m", "object": "model", "owned_by": auth}]})
+
+
+async def version_echo(request: web.Request) -> web.Response:
+    return web.json_response({"version": f"fault-server; you sent {request.headers.get('Authorization', '')}"})
+
+
+async def hostile(request: web.Request) -> web.Response:
+    """A 503 whose body would retitle a terminal, clear it, ring its bell, and echoes the key."""
+    auth = request.headers.get("Authorization", "")
+    text = f"\x1b]0;owned\x07\x1b[2J\x00overloaded; you sent {auth}\x1b[0m"
+    return web.Response(status=503, text=text, content_type="text/plain")
+
+
+async def trickle(request: web.Request, stream: bool) -> web.StreamResponse:
+    """Alive but never done: each wait for a byte is short, the answer never completes."""
+    headers = {"Content-Type": "text/event-stream"} if stream else {"Content-Type": "application/json"}
+    resp = web.StreamResponse(headers=headers)
+    if not stream:
+        resp.content_length = 1_000_000
+    await resp.prepare(request)
+    t0 = asyncio.get_running_loop().time()
+    while asyncio.get_running_loop().time() - t0 < TRICKLE_S:
+        await resp.write(b": ping\n\n" if stream else b" ")
+        await asyncio.sleep(0.2)
+    assert request.transport is not None
+    request.transport.close()
+    return resp
+
+
+async def huge(request: web.Request, stream: bool, mib: int) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream" if stream else "application/json"})
+    await resp.prepare(request)
+    await resp.write(b'data: {"x": "' if stream else b'{"x": "')
+    block = b"x" * 65536
+    for _ in range(mib * MIB // len(block)):
+        await resp.write(block)
+    await resp.write(b'"}\n\n' if stream else b'"}')
+    await resp.write_eof()
+    return resp
+
+
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     prompt = str(body.get("prompt", ""))
+    stream = bool(body.get("stream"))
+    tokens = tokens_for(prompt, request.headers.get("Authorization", ""))
     if prompt.startswith("status:"):
         code = int(prompt.split(":")[1])
         return web.json_response({"error": {"message": f"injected {code}", "type": "x", "code": code}}, status=code)
     if prompt == "slow":
         await asyncio.sleep(3)
-    if not body.get("stream"):
+    if prompt == "trickle":
+        return await trickle(request, stream)
+    if prompt == "huge" or prompt.startswith("huge:"):
+        return await huge(request, stream, int(prompt.partition(":")[2] or 3))
+    if not stream:
         if prompt == "malformed":
             return web.Response(text="{not json", content_type="application/json")
-        return web.json_response(whole())
+        return web.json_response(whole(tokens, fewer_ids=prompt == "fewer-ids"))
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
-    await resp.write(chunk(0))
+    await resp.write(chunk(0, tokens))
     if prompt == "reset":
         assert request.transport is not None
         request.transport.abort()
@@ -97,7 +172,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
         await resp.write(b"data: {not json\n\n")
     if prompt == "error-in-stream":
         await resp.write(b'data: {"error": {"message": "out of KV blocks"}}\n\n')
-    await resp.write(chunk(1) + chunk(2))
+    for i in range(1, len(tokens)):
+        await resp.write(chunk(i, tokens, drop_id=prompt == "fewer-ids" and i == len(tokens) - 1))
     if prompt != "nodone":
         await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
@@ -160,6 +236,11 @@ async def main() -> None:
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_get("/_seen", seen)
+    app.router.add_get("/echo/v1/models", models_echo)
+    app.router.add_get("/echo/version", version_echo)
+    app.router.add_post("/echo/v1/completions", completions)
+    app.router.add_get("/hostile/v1/models", models)
+    app.router.add_post("/hostile/v1/completions", hostile)
     app.router.add_route("*", "/html/{tail:.*}", html)
     app.router.add_route("*", r"/to/{port:\d+}/{tail:.*}", redirect)
     runner = web.AppRunner(app)

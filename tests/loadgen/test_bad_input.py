@@ -14,13 +14,16 @@ Placeholders in a file are replaced in a temporary copy: ``{FAULT_SERVER}`` (the
 server), ``{FAULT_HOSTPORT}``, ``{FAULT_PORT}``, ``{CLOSED_SERVER}`` (a closed local port),
 ``{SILENT_SERVER}`` (accepts connections, never answers), ``{NOT_HTTP_SERVER}`` (answers in another
 protocol). Every case goes through ``loadgen.studies.run.run`` and must create no run folder and send no
-request beyond the probe's.
+request beyond the probe's. Bad command-line options (``--out``, ``--levels``, ``--processes``) go through
+the real CLI and must be refused, exit 2, before even the probe.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -172,3 +175,52 @@ def test_bad_scenario_fails_before_any_load(
         assert after["requests"] == before["requests"], "a request reached the server"
     not_probe = {p: n for p, n in after["prompts"].items() if p != PROBE_PROMPT}
     assert not_probe == {p: n for p, n in before["prompts"].items() if p != PROBE_PROMPT}, "load was sent"
+
+
+# --- bad options: refused by the real CLI before the probe, naming the option ------------------------------
+
+GOOD = """
+name = "good"
+[endpoint]
+base_url = "{url}"
+[[canaries]]
+prompt = "ok"
+[sweep]
+levels = [0]
+canaries_per_level = 1
+"""
+
+
+def _a_file(tmp_path: Path) -> Path:
+    path = tmp_path / "a-file"
+    path.write_text("not a folder")
+    return path
+
+
+BAD_OPTIONS = {
+    "out_is_a_file": (lambda t: ["--out", str(_a_file(t))], "--out", "is a file, not a folder"),
+    "out_below_a_file": (lambda t: ["--out", str(_a_file(t) / "runs")], "--out", "cannot be made"),
+    "out_where_nothing_can_be_made": (lambda t: ["--out", "/proc/loadgen-runs"], "--out", "cannot create run folders"),
+    "level_of_a_billion": (lambda t: ["--levels", "0,1000000000"], "--levels", "expected at most 10000"),
+    "too_many_levels": (lambda t: ["--levels", ",".join(map(str, range(101)))], "--levels", "at most 100 levels"),
+    "a_million_processes": (lambda t: ["--processes", "1000000"], "--processes 1000000", "expected -1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_OPTIONS))
+def test_bad_option_fails_before_any_traffic(case: str, tmp_path: Path, fault_server: str) -> None:
+    args, option, text = BAD_OPTIONS[case]
+    scenario = tmp_path / "good.toml"
+    scenario.write_text(GOOD.format(url=fault_server))
+    extra = args(tmp_path)
+    if "--out" not in extra:
+        extra += ["--out", str(tmp_path / "runs")]
+    before = seen(fault_server)
+    out = subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", str(scenario), *extra], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("loadgen run: error: ") and option in out.stderr and text in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert seen(fault_server)["requests"] == before["requests"], "a request reached the server"
+    assert not (tmp_path / "runs").exists()

@@ -1,7 +1,8 @@
 """API keys: read from the environment, sent only to the configured host, written nowhere.
 
 Real runs against ``fault_server.py --require-key``: the server must see the key on every request,
-and no file in the run folder (records, manifest, Locust's log, CSV and HTML, reports) may hold it.
+and no file in the run folder (records, manifest, Locust's log, CSV and HTML, reports) may hold it,
+even where the server echoes it back (``/echo``, ``/hostile``: the key must not reach the terminal either).
 """
 
 from __future__ import annotations
@@ -197,3 +198,73 @@ def test_ordinary_variable_names_are_accepted(name: str) -> None:
 def test_password_in_base_url_is_refused_and_not_echoed(password: str) -> None:
     msg = _error({"base_url": f"http://user:{password}@127.0.0.1:8000/v1"})
     assert msg is not None and "credentials in the URL" in msg and f":{password}@" not in msg
+
+
+# --- an endpoint that echoes the key back: into /version, /v1/models, completions, errors ---------------
+
+
+def test_a_key_the_server_echoes_is_written_nowhere(
+    servers: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``/echo`` the server's ``/version`` and ``/v1/models`` answers hold the Authorization header, and
+    ``echo-auth`` completions hold it split over two tokens; the manifest keeps those answers, the records
+    the completions, and the reports read both."""
+    keyed, _ = servers
+    monkeypatch.setenv(ENV, KEY)
+    path = tmp_path / "echoed.toml"
+    path.write_text(f"""
+name = "echoed"
+[endpoint]
+base_url = "{keyed}/echo"
+api_key_env = "{ENV}"
+[[canaries]]
+id = "echoed"
+prompt = "echo-auth"
+[[canaries]]
+id = "echoed-stream"
+prompt = "echo-auth"
+stream = true
+[[canaries]]
+id = "refused"
+prompt = "status:500"
+[sweep]
+levels = [0]
+canaries_per_level = 2
+warmup = 0
+baseline = 1
+""")
+    result = run(path, out_dir=tmp_path / "runs", report=True)
+    assert result.status == "finished"
+
+    files = files_under(result.run_dir)
+    assert {"manifest.json", "canaries.jsonl", "report.json", "report.html", "report.md"} <= set(files)
+    leaks = [name for name, data in files.items() if KEY.encode() in data]
+    assert leaks == [], f"the API key was written to {leaks}"
+    server = read_manifest(result.run_dir).server
+    assert server["version"] == "fault-server; you sent Bearer [redacted]"  # kept, less the key
+    assert server["models"]["data"][0]["owned_by"] == "Bearer [redacted]"
+    echoed = [json.loads(line) for line in files["canaries.jsonl"].splitlines() if b'"echoed' in line]
+    assert echoed and all(r["status"] == "ok" and "[redacted]" in r["text"] for r in echoed)
+
+
+def test_a_probe_error_that_echoes_the_key_and_terminal_escapes_is_printed_safely(
+    servers: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under ``/hostile`` every completion is a 503 whose body holds the key among ESC, an OSC title, BEL
+    and NUL; the probe gives up on it and the real CLI prints the server's text: without the key, and
+    with every control character written as an escape."""
+    keyed, _ = servers
+    monkeypatch.setenv(ENV, KEY)
+    out_dir = tmp_path / "runs"
+    cli = subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", str(scenario(tmp_path, f"{keyed}/hostile")), "--out", str(out_dir)],
+        capture_output=True,
+        timeout=120,
+    )
+    assert cli.returncode == 2, cli.stderr
+    err = cli.stderr.decode()
+    assert err.startswith("loadgen run: error: ") and "HTTP 503 to every probe request" in err
+    assert KEY not in err and "Bearer [redacted]" in err
+    assert not any(c in cli.stderr for c in (b"\x1b", b"\x07", b"\x00")), cli.stderr
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\x00overloaded" in err  # shown, not obeyed
+    assert not out_dir.exists() or not any(out_dir.iterdir())

@@ -9,7 +9,10 @@ import orjson
 import pytest
 
 from loadgen.load import client as client_module
-from loadgen.load.client import Outcome, make_client, send, send_payload
+from loadgen.load.canary_request import canary_body, canary_record
+from loadgen.load.client import Outcome, make_client, max_tokens_in, send, send_payload
+from loadgen.scenario import parse_scenario
+from loadgen.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.wire import Features, Kind, build_body
 from loadgen.wire.sse import SSEDecoder, SSEEvent
 from loadgen.wire.urls import api_path, v1_path
@@ -22,17 +25,48 @@ def server(fault_server: str) -> str:
     return fault_server
 
 
-def call(url: str, prompt: str, stream: bool, read_timeout_s: float = 5.0, usage_only: bool = False):  # type: ignore[no-untyped-def]
-    client = make_client(url, connect_timeout_s=2.0, read_timeout_s=read_timeout_s, api_key=None)
+def call(  # type: ignore[no-untyped-def]
+    url: str,
+    prompt: str,
+    stream: bool,
+    read_timeout_s: float = 5.0,
+    usage_only: bool = False,
+    *,
+    max_tokens: int = 3,
+    request_timeout_s: float | None = None,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
+    api_key: str | None = None,
+):
+    client = make_client(
+        url,
+        connect_timeout_s=2.0,
+        read_timeout_s=read_timeout_s,
+        api_key=api_key,
+        request_timeout_s=request_timeout_s,
+        max_response_bytes=max_response_bytes,
+    )
     body = build_body(
-        "completions", model="m", prompt=prompt, messages=None, max_tokens=3, seed=0, stream=stream, features=FEATURES
+        "completions",
+        model="m",
+        prompt=prompt,
+        messages=None,
+        max_tokens=max_tokens,
+        seed=0,
+        stream=stream,
+        features=FEATURES,
     )
     try:
-        if usage_only:
+        if usage_only:  # as a background user sends: serialised, max_tokens read back from the bytes
             return send_payload(
-                client, api_path(url, "completions"), "completions", orjson.dumps(body), stream=stream, usage_only=True
+                client,
+                api_path(url, "completions"),
+                "completions",
+                orjson.dumps(body),
+                stream=stream,
+                usage_only=True,
+                secret=api_key,
             )
-        return send(client, api_path(url, "completions"), "completions", body)
+        return send(client, api_path(url, "completions"), "completions", body, secret=api_key)
     finally:
         client.close()
 
@@ -74,6 +108,29 @@ def test_faults_are_classified(server: str, prompt: str, stream: bool, kind: str
     assert out.error_kind == kind, out.error_message
     assert out.error_message
     assert out.latency_s is not None
+
+
+@pytest.mark.parametrize("prompt", ["malformed", "error-in-stream", "huge"])
+def test_a_stream_left_mid_body_gives_its_connection_back(server: str, prompt: str) -> None:
+    """The next request on the same one-connection client must not wait for the abandoned one."""
+    client = make_client(server, connect_timeout_s=2.0, read_timeout_s=5.0, api_key=None, max_response_bytes=1 << 20)
+    path = api_path(server, "completions")
+    try:
+        for p, stream in ((prompt, True), ("ok", False)):
+            body = build_body(
+                "completions",
+                model="m",
+                prompt=p,
+                messages=None,
+                max_tokens=3,
+                seed=0,
+                stream=stream,
+                features=FEATURES,
+            )
+            out = send(client, path, "completions", body)
+        assert out.ok and out.latency_s is not None and out.latency_s < 2.0, out.error_message
+    finally:
+        client.close()
 
 
 def test_http_error_keeps_status_and_server_message(server: str) -> None:
@@ -127,6 +184,92 @@ def test_a_key_echoed_by_the_server_is_redacted(server: str) -> None:
         client.close()
     assert out.error_message is not None
     assert "injected" not in out.error_message and "[redacted]" in out.error_message
+
+
+# --- a hostile endpoint: no answer forever, no answer too large, no impossible answer, no key kept ---------
+
+
+@pytest.mark.parametrize("usage_only", [False, True])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_trickle_ends_at_the_total_deadline(server: str, stream: bool, usage_only: bool) -> None:
+    """A byte (or an SSE ``: ping``) every 0.2 s never trips a 5 s read timeout; the 1 s deadline ends it."""
+    out = call(server, "trickle", stream, read_timeout_s=5.0, usage_only=usage_only, request_timeout_s=1.0)
+    assert out.error_kind == "timeout", out.error_message
+    assert out.error_message is not None and "total deadline of 1 s" in out.error_message
+    assert out.latency_s is not None and 0.9 < out.latency_s < 3.0
+
+
+@pytest.mark.parametrize("usage_only", [False, True])
+def test_the_default_deadline_is_the_read_timeout_plus_two_seconds_a_token(server: str, usage_only: bool) -> None:
+    out = call(server, "trickle", True, read_timeout_s=0.5, usage_only=usage_only, max_tokens=1)
+    assert out.error_kind == "timeout" and "total deadline of 2.5 s" in (out.error_message or "")
+    assert out.latency_s is not None and 2.4 < out.latency_s < 4.5
+
+
+def test_max_tokens_is_read_back_from_a_serialised_body() -> None:
+    body = build_body(
+        "chat",
+        model="m",
+        prompt=None,
+        messages=[{"role": "user", "content": 'say "max_tokens": 99'}],
+        max_tokens=7,
+        seed=0,
+        stream=True,
+        features=FEATURES,
+    )
+    assert max_tokens_in(orjson.dumps(body)) == 7
+    assert max_tokens_in(b'{"prompt": "x"}') is None
+
+
+@pytest.mark.parametrize("usage_only", [False, True])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_response_over_the_size_cap_is_cut(server: str, stream: bool, usage_only: bool) -> None:
+    """3 MiB of body (a stream: one endless line) against a 1 MiB cap."""
+    out = call(server, "huge", stream, usage_only=usage_only, max_response_bytes=1024 * 1024)
+    assert out.error_kind == "response_too_large", out.error_message
+    assert "1048576 bytes (endpoint.max_response_bytes)" in (out.error_message or "")
+    assert out.http_status == 200 and out.completion is None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("prompt", "why"),
+    [
+        ("too-many-tokens", "5 tokens generated, more than the 3 max_tokens asked for"),
+        ("negative-id", "token id -1 is not an integer in 0..2147483647"),
+        ("fewer-ids", "fewer token ids (2) than tokens (3)"),
+    ],
+)
+def test_an_impossible_completion_is_malformed(server: str, stream: bool, prompt: str, why: str) -> None:
+    out = call(server, prompt, stream)
+    assert out.error_kind == "malformed_body" and out.error_message == why
+    assert out.completion is None  # never compared, and no id a reader could choke on
+
+
+KEY = "lgtest-0123456789abcdef0123456789abcdef"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_key_echoed_into_a_completion_is_redacted_from_the_record(server: str, stream: bool) -> None:
+    """The server puts ``Bearer KEY`` into the text, split over two token strings and their alternatives."""
+    scenario = parse_scenario({"canaries": [{"prompt": "echo-auth", "stream": stream, "max_tokens": 3}]}, "s")
+    canary = scenario.canaries[0]
+    kind, body = canary_body(scenario, canary, model="m", features=FEATURES)
+    client = make_client(server, connect_timeout_s=2.0, read_timeout_s=5.0, api_key=KEY)
+    try:
+        out = send(client, api_path(server, kind), kind, body, secret=KEY)
+    finally:
+        client.close()
+    assert out.ok, out.error_message
+    assert out.completion is not None and out.completion.tokens is not None
+    assert out.completion.tokens[0] == "Hello " and out.completion.tokens[1:] == ["[redacted]", "[redacted]"]
+    assert out.completion.token_ids == [101, 102, 103]  # positions and ids stay comparable
+    record = canary_record(
+        out, run_id="r", canary=canary, kind=kind, body=body, phase="sweep", level=0, inflight_at_send=0,
+        worker="w", cache_reset_status=None,
+    )  # fmt: skip
+    written = orjson.dumps(record.to_dict())
+    assert KEY.encode() not in written and KEY[:16].encode() not in written and b"[redacted]" in written
 
 
 # --- the progress hook (loadgen.load.holding watches hand-overs with it) --------------------------
@@ -198,8 +341,10 @@ def test_progress_counts_every_generated_token_of_an_engine_stream(
     [decoder] = counting
     assert decoder.fed >= 3 and decoder.flushed == 0  # a token chunk, the usage chunk, [DONE] at least
     assert out.completion is not None and out.usage is not None
-    # once per event that carried a generated token (not the role chunk, usage or [DONE]), counting up by one
-    assert calls == list(range(1, out.usage["completion_tokens"] + 1))
+    # from the first event that carried a generated token (not a chat role chunk before it), once per event,
+    # counting up by one: every token (one whose text the detokenizer still holds back too), then usage, [DONE]
+    assert calls == list(range(1, len(calls) + 1))
+    assert out.usage["completion_tokens"] <= len(calls) <= decoder.fed - (kind == "chat")
     sizes = out.completion.batch_sizes  # the engine's own batch sizes ride on the finish chunk
     assert sizes is not None and len(sizes) == out.usage["completion_tokens"] and all(n >= 1 for n in sizes)
 
@@ -208,7 +353,7 @@ def test_progress_counts_a_known_stream_exactly(server: str) -> None:
     """The fault server's stream is three chunks and [DONE]."""
     out, calls = with_progress(server, "completions", model="m", prompt="ok", stream=True)
     assert out.ok
-    assert calls == [1, 2, 3]  # three tokens; [DONE] carries none
+    assert calls == [1, 2, 3, 4]  # three tokens, then [DONE]
 
 
 @pytest.mark.parametrize(("url_fixture", "model"), [("server", "m"), ("engine_url", "loadgen-tiny")])

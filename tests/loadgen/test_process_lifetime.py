@@ -1,0 +1,124 @@
+"""A ``loadgen run`` killed with SIGKILL takes its engine and Locust (and Locust's workers) with it.
+
+The real CLI runs a long sweep on the embedded engine; once background load flows it is killed with
+SIGKILL, which runs no cleanup of its own. Every process it had started must be gone within seconds
+(nothing listening on the engine's port), the engine log must be in the run folder, the manifest must
+still say ``running`` (the run was cut short), and ``loadgen report`` must still read the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from collectors.manifest import read_manifest
+
+SCENARIO = """
+name = "killed"
+[[canaries]]
+id = "c"
+prompt = "The old harbour town begins with"
+max_tokens = 8
+[background]
+prompt_words = [4, 12]
+max_tokens = [4, 8]
+[sweep]
+levels = [3]
+canaries_per_level = 100000
+warmup = 0
+baseline = 1
+"""
+
+
+def children_of(pid: int) -> set[int]:
+    """Every living descendant of ``pid``, from /proc."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        kids = {p for p, pp in parent.items() if pp == current}
+        found |= kids
+        todo.extend(kids)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie nobody reaped has stopped running
+
+
+def listening(url: str) -> bool:
+    host, port = url.removeprefix("http://").split(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_background(run_dir: Path, timeout_s: float = 90.0) -> None:
+    """Until a sweep canary went out at level 3: the engine, Locust and its background users are all up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for path in run_dir.glob("canaries*.jsonl"):
+            for line in path.read_bytes().splitlines():
+                if line.strip() and orjson.loads(line).get("level") == 3:
+                    return
+        time.sleep(0.2)
+    raise AssertionError(f"no canary at level 3 within {timeout_s:g} s: {sorted(p.name for p in run_dir.iterdir())}")
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_sigkill_of_loadgen_run_leaves_no_engine_and_no_locust(tmp_path: Path, processes: int) -> None:
+    scenario = tmp_path / "killed.toml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), "--processes", str(processes)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (runs := [p for p in out.glob("*-killed") if (p / "manifest.json").exists()]):
+            assert proc.poll() is None and time.monotonic() < deadline, "loadgen run never made its run folder"
+            time.sleep(0.1)
+        (run_dir,) = runs
+        wait_for_background(run_dir)
+        engine_url = str(read_manifest(run_dir).endpoint.base_url)
+        started = children_of(proc.pid)
+        assert listening(engine_url) and len(started) >= 4 + processes  # guard + engine, guard + Locust (+ workers)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    deadline = time.monotonic() + 10
+    while (left := {p for p in started if alive(p)}) or listening(engine_url):
+        assert time.monotonic() < deadline, f"10 s after the kill: alive {left}, engine up {listening(engine_url)}"
+        time.sleep(0.1)
+
+    manifest = read_manifest(run_dir)
+    assert manifest.status == "running" and manifest.finished is None  # cut short: nobody ended it
+    log = (run_dir / "engine.log").read_text()
+    assert "READY http://" in log  # the engine's own output, from its start on
+    assert not list(out.glob(".loadgen-engine-*/engine.log"))  # moved into the run folder, not left behind
+
+    report = subprocess.run(
+        [sys.executable, "-m", "loadgen", "report", str(run_dir)], capture_output=True, text=True, timeout=120
+    )
+    assert report.returncode == 0, report.stderr
+    assert orjson.loads((run_dir / "report.json").read_bytes())["run"]["status"] == "running"
