@@ -373,7 +373,12 @@ def endpoint_client(st: RunState) -> Any:
     """A one-connection client to the run's endpoint with the scenario's timeouts and key."""
     ep = st.scenario.endpoint
     return make_client(
-        st.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s, api_key=st.api_key
+        st.base_url,
+        connect_timeout_s=ep.connect_timeout_s,
+        read_timeout_s=ep.read_timeout_s,
+        api_key=st.api_key,
+        request_timeout_s=ep.request_timeout_s,
+        max_response_bytes=ep.max_response_bytes,
     )
 
 

@@ -110,7 +110,12 @@ def _features(run_dir: Path) -> dict[str, Features]:
 def _send_all(boot: _Boot, scenario: Scenario, requests: int, writer: JsonlWriter) -> list[CanaryRecord]:
     ep = scenario.endpoint
     client = make_client(
-        boot.base_url, connect_timeout_s=ep.connect_timeout_s, read_timeout_s=ep.read_timeout_s, api_key=boot.api_key
+        boot.base_url,
+        connect_timeout_s=ep.connect_timeout_s,
+        read_timeout_s=ep.read_timeout_s,
+        api_key=boot.api_key,
+        request_timeout_s=ep.request_timeout_s,
+        max_response_bytes=ep.max_response_bytes,
     )
     records = []
     try:
