@@ -21,6 +21,7 @@ from reports.cache_checks import cache_expectations, cache_notices
 from reports.stats import quantiles
 
 REPORT_SCHEMA = 1
+ACTIVE = (RunStatus.PREPARED, RunStatus.RUNNING)  # a manifest still saying so when read: nobody ended it
 
 
 def build_report(run: RunData) -> dict[str, Any]:
@@ -68,7 +69,8 @@ def run_notices(m: Manifest) -> list[str]:
     """What went wrong with the run itself (not the endpoint's answers), from the manifest, in plain words."""
     notices = []
     if m.status != RunStatus.FINISHED:
-        notices.append(f"The run did not finish (status {str(m.status)!r}): figures cover what was collected.")
+        cut = " and was cut short: its process died before it could end the run" if m.run_status in ACTIVE else ""
+        notices.append(f"The run did not finish (status {str(m.status)!r}){cut}: figures cover what was collected.")
     if m.workers_vanished:
         names = ", ".join(map(str, m.workers_vanished))
         notices.append(f"Worker(s) {names} vanished during the run; their records up to that moment are included.")

@@ -121,4 +121,6 @@ def test_sigkill_of_loadgen_run_leaves_no_engine_and_no_locust(tmp_path: Path, p
         [sys.executable, "-m", "loadgen", "report", str(run_dir)], capture_output=True, text=True, timeout=120
     )
     assert report.returncode == 0, report.stderr
-    assert orjson.loads((run_dir / "report.json").read_bytes())["run"]["status"] == "running"
+    run = orjson.loads((run_dir / "report.json").read_bytes())["run"]
+    assert run["status"] == "running"
+    assert any("was cut short" in n for n in run["notices"])
