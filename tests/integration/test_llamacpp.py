@@ -170,7 +170,6 @@ def test_report_has_every_level_with_engine_metrics_joined(runs: Runs, name: str
     for canary in report["canaries"]:
         assert canary["reference"]["kind"] == "baseline" and canary["reference"]["identity"] == "token_ids"
         assert [lv["concurrency"] for lv in canary["levels"]] == LEVELS
-        measured = 0
         for level in canary["levels"]:
             assert level["canaries"] == level["completions"] == PER_LEVEL and level["errors"] == 0
             assert 1 <= level["unique_completions"] <= PER_LEVEL
@@ -182,8 +181,6 @@ def test_report_has_every_level_with_engine_metrics_joined(runs: Runs, name: str
                 assert any(
                     "no engine figure" in n and f"level {level['concurrency']}:" in n for n in report["run"]["notices"]
                 )
-            measured += co["held"] + co["not_held"]
-        assert measured > 0  # the gauge was joined somewhere
     for path in ("report.md", "report.html", "engine.log", "engine_metrics.jsonl"):
         assert (runs.dirs[name] / path).stat().st_size > 0, path
 
