@@ -476,11 +476,17 @@ def _wait_held(st: RunState, level: int) -> bool:
     False when ``settle_timeout_s`` passed first: the canary goes anyway, flagged."""
     deadline = time.monotonic() + st.scenario.sweep.settle_timeout_s
     while True:
-        if _level_held(st, level) and (st.scenario.background.stream or not level or st.engine.confirms(level)):
-            return True
+        asked_engine = False
+        if _level_held(st, level):
+            if st.scenario.background.stream or not level:
+                return True
+            asked_engine = True
+            if st.engine.confirms(level):
+                return True
         if time.monotonic() > deadline:
             return False
-        gevent.sleep(_POLL_S)
+        # a /metrics request per 5 ms poll would load the engine while it catches up: ask it every 50 ms
+        gevent.sleep(_PACE_POLL_S if asked_engine else _POLL_S)
 
 
 def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s: float) -> None:
