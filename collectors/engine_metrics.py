@@ -45,7 +45,7 @@ from collectors.metric_names import (
     WAITING,
     WANTED,
 )
-from loadgen.errors import EndpointError, RunFolderError, UsageError
+from loadgen.errors import EndpointError, RunFolderError, UsageError, redact
 
 ENGINE_METRICS_FILE = "engine_metrics.jsonl"
 _MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -291,7 +291,8 @@ class MetricsScraper:
 
     def _unavailable(self, reason: str) -> bool:
         self.available = False
-        self.notice = f"{self.url}: no Prometheus /metrics ({reason})"
+        # the reason quotes the server (a reason phrase, a Content-Type) and is kept in the manifest
+        self.notice = redact(f"{self.url}: no Prometheus /metrics ({reason})", self.api_key)
         return False
 
     def _scrape(self) -> tuple[float, EngineGauges]:
@@ -333,7 +334,7 @@ class MetricsScraper:
                 t, gauges = self._scrape()
             except EndpointError as exc:
                 self.failures += 1
-                self.last_error = str(exc)
+                self.last_error = redact(str(exc), self.api_key)  # quotes the server; kept in the manifest
                 if isinstance(exc, ScrapeTimeout):
                     self._timed_out = True
             else:

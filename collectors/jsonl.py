@@ -5,6 +5,11 @@ half line such a process leaves behind. The writer counts its own failures, beca
 ``EventHook.fire`` logs and swallows listener exceptions. Canary records are written one system
 call each; background rows, thousands a second, may be gathered for ``flush_s`` seconds and written
 together (a killed process loses what it gathered since the last hand-over).
+
+A write can also stop halfway: a full disk or a file-size limit (``RLIMIT_FSIZE``) lets the OS take
+part of a line and refuse the rest. The writer keeps writing what is left until the OS refuses, counts
+every line not wholly written as a failure (``torn`` counts those cut mid-line), and starts its next
+write on a new line, so one torn line never swallows the next record.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ class JsonlWriter:
     are gathered and handed over by the first write ``flush_s`` or more after the last hand-over.
 
     ``written`` counts lines handed to the OS, ``failures`` objects that could not be serialised or
-    written; ``flush`` and ``close`` hand over what is pending."""
+    written (``torn``: of those, lines the OS took only part of); ``flush`` and ``close`` hand over
+    what is pending."""
 
     def __init__(self, path: Path, *, flush_s: float = 0.0) -> None:
         self.path = path
@@ -38,6 +44,8 @@ class JsonlWriter:
         self._due = 0.0
         self.written = 0
         self.failures = 0
+        self.torn = 0
+        self._tail_open = False  # the file ends mid-line (a torn write): the next write starts a new line
 
     def write(self, obj: Any) -> bool:
         try:
@@ -65,11 +73,25 @@ class JsonlWriter:
             self._pending_lines = 0
 
     def _put(self, data: bytes | bytearray, lines: int) -> bool:
-        try:
-            self._fh.write(data)
-        except (OSError, ValueError):  # ValueError: written after close
-            self.failures += lines
-            return False
+        prefix = 1 if self._tail_open else 0
+        with memoryview(b"\n" + bytes(data) if prefix else data) as view:  # released before the caller clears data
+            done = 0
+            try:
+                while done < len(view):
+                    n = self._fh.write(view[done:])
+                    if not n:  # nothing taken and no error: refused all the same, never spin
+                        raise OSError("write took no bytes")
+                    done += n
+            except (OSError, ValueError):  # ValueError: written after close
+                taken = bytes(view[:done])
+                whole = taken[prefix:].count(b"\n")
+                self.written += whole
+                self.failures += lines - whole
+                if done:  # part of it reached the file, which now ends mid-line unless a newline came last
+                    self._tail_open = not taken.endswith(b"\n")
+                    self.torn += int(self._tail_open)
+                return False
+        self._tail_open = False
         self.written += lines
         return True
 

@@ -27,17 +27,28 @@ MANIFEST_SCHEMA = 1
 
 
 class RunStatus(StrEnum):
-    """Where a run is: prepared (folder and probe done), running, then one of the three ends."""
+    """Where a run is: prepared (folder and probe done), running, then one of the ends.
+
+    Only ``finished`` is a clean end. ``finished_with_losses`` and ``endpoint_failed`` also completed
+    every stage, but their figures stand on missing data: records that could not be written, or
+    canaries the endpoint failed."""
 
     PREPARED = "prepared"
     RUNNING = "running"
     FINISHED = "finished"  # every planned stage met its canary quota
+    FINISHED_WITH_LOSSES = "finished_with_losses"  # ... but records could not be written (disk full, size limit)
+    ENDPOINT_FAILED = "endpoint_failed"  # ... but it ended with levels of failures (reports.health): the endpoint died
     INTERRUPTED = "interrupted"  # stopped early (signal, web UI stop, a dead worker, the tool's own failure)
     FAILED = "failed"  # a study could not go on (an engine that would not boot)
 
     @property
     def ended(self) -> bool:
         return self not in (RunStatus.PREPARED, RunStatus.RUNNING)
+
+    @property
+    def completed(self) -> bool:
+        """Every planned stage met its quota (cleanly or not): the run was not cut short."""
+        return self in (RunStatus.FINISHED, RunStatus.FINISHED_WITH_LOSSES, RunStatus.ENDPOINT_FAILED)
 
 
 class EndpointInfo(BaseModel):
@@ -81,6 +92,8 @@ class Manifest(BaseModel):
     # facts the load side records when its last stage ends; the run's owner settles ``status`` from them
     stages_finished: bool | None = None
     canaries_reported: int | None = None
+    canary_errors: int | None = None  # of the canaries reported, those that failed
+    canary_errors_trailing: int | None = None  # the failures in a row the run ended with (completion order)
     unsettled_levels: list[int] = Field(default_factory=list)
 
     @property

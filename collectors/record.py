@@ -65,6 +65,7 @@ class CanaryRecord:
     worker: str = ""  # which generator process wrote the record
     cache_action: str | None = None  # "reset" (cache reset just before) or "salt" (fresh cache_salt); None: kept
     cache_reset_status: int | None = None  # HTTP status of the reset, or None where it failed to connect
+    cache_reset_ok: bool | None = None  # the engine said it dropped the cache (vLLM: 200 {"success": false} = no)
     schema: int = SCHEMA
     boot: int | None = None  # cold-boot studies: which engine start (1-based) this request was sent to
     boot_index: int | None = None  # cold-boot studies: this canary's request number within its boot (1-based)

@@ -5,9 +5,13 @@ be slow and would not fit in memory, so each line is parsed with orjson and pour
 numpy columns (padded token matrices, chunk by chunk). ``CanaryRecord`` stays the one definition of
 the fields: required keys and the schema number come from it.
 
-Tolerates a torn or corrupt line (skipped and counted per file), unknown extra keys (ignored) and
-missing optional keys; raises ``RunFolderError`` (naming the file) for an unusable folder or an
-unknown schema. Must not print, and must not import Locust or anything under ``loadgen`` but errors.
+Tolerates a torn or corrupt line (skipped and counted per file; a last line cut short without its
+newline is told apart as ``torn_tail``), unknown extra keys (ignored), missing optional keys, and
+numbers no analysis can use: a logprob or an alternative's logprob that is null, not a number, NaN,
+infinite or beyond ``MAX_ABS_LOGPROB`` (``±1.7e308`` would overflow every difference), and a time
+that is not finite, become NaN (missing) and are counted per record in ``unusable_numbers``. Raises
+``RunFolderError`` (naming the file) for an unusable folder or an unknown schema. Must not print,
+and must not import Locust or anything under ``loadgen`` but errors.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.coresidency import segment_stats
 from collectors.jsonl import iter_objects
+from collectors.losses import write_failures
 from collectors.manifest import Manifest, read_manifest
 from collectors.record import SCHEMA, CanaryRecord
 from loadgen.errors import RunFolderError
@@ -57,6 +62,9 @@ SCALARS = (
     "burst",
     "held_at_send",
     "background_held_at_send",
+    "cache_action",
+    "cache_reset_status",
+    "cache_reset_ok",
 )
 _FLOAT_COLS = (
     "sent_at",
@@ -65,12 +73,17 @@ _FLOAT_COLS = (
     "engine_running",
     "temperature",
     "cached_tokens",
+    "prompt_tokens",
     "background_held_at_send",
+    "cache_reset_status",
 )
 # Derived while reading from ``engine_batch_sizes`` (the engine's batch size at every step the request
 # was in): the other requests it shared those steps with (size - 1). NaN where the record has none.
 BATCH_OTHERS = ("batch_others_min", "batch_others_median", "batch_others_max")
 _INT_COLS = ("level", "inflight_at_send")
+# Beyond any real logprob (engines clamp a zero probability to about -1e4) and far from float overflow:
+# a larger magnitude is a broken number, left out rather than allowed to swamp a drift or a chart.
+MAX_ABS_LOGPROB = 1e6
 
 IntMatrix = npt.NDArray[np.integer[Any]]
 FloatMatrix = npt.NDArray[np.float64]
@@ -86,8 +99,9 @@ class CanaryColumns:
     """
 
     frame: Any  # pandas.DataFrame: SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
-    # n_logprobs, BATCH_OTHERS. ``burst`` is bool (False where absent), ``held_at_send`` pandas "boolean"
-    # (NA where absent), ``background_held_at_send`` float (NaN where absent).
+    # n_logprobs, BATCH_OTHERS, unusable_numbers (values of the record left out as NaN: see the module doc).
+    # ``burst`` is bool (False where absent), ``held_at_send`` pandas "boolean" (NA where absent),
+    # ``background_held_at_send`` float (NaN where absent).
     token_ids: IntMatrix  # (n, w) int32 or int64
     token_codes: IntMatrix  # (n, w) int32 codes into ``vocab``
     vocab: npt.NDArray[np.object_]  # token strings
@@ -105,6 +119,7 @@ class FileRead:
     records: int
     skipped: int
     skipped_lines: list[int]
+    torn_tail: bool = False  # the last line has no newline and is not a record: a write cut short
 
 
 @dataclass
@@ -117,6 +132,9 @@ class RunData:
     background_files: list[FileRead] = field(default_factory=list)
     engine_t: FloatMatrix | None = None  # engine metric sample times (epoch s), sorted
     engine_running: FloatMatrix | None = None  # running gauge at those times (NaN where absent)
+    write_failures: dict[str, int] = field(default_factory=dict)  # ``collectors.losses.write_failures``
+    engine_prefix_queries: FloatMatrix | None = None  # prefix-cache query counter (tokens) at those times
+    engine_prefix_hits: FloatMatrix | None = None  # prefix-cache hit counter (tokens) at those times
 
     @property
     def skipped_lines(self) -> int:
@@ -135,7 +153,7 @@ def load_run(run_dir: Path) -> RunData:
     builder = ColumnBuilder()
     files = [builder.add_file(p) for p in canary_paths]
     background, bg_files = _read_background(sorted(run_dir.glob("background*.jsonl")))
-    engine_t, engine_running = _read_engine(run_dir / "engine_metrics.jsonl")
+    engine_t, engine_running, prefix_queries, prefix_hits = _read_engine(run_dir / "engine_metrics.jsonl")
     return RunData(
         run_dir=run_dir,
         manifest=manifest,
@@ -145,29 +163,55 @@ def load_run(run_dir: Path) -> RunData:
         background_files=bg_files,
         engine_t=engine_t,
         engine_running=engine_running,
+        engine_prefix_queries=prefix_queries,
+        engine_prefix_hits=prefix_hits,
+        write_failures=write_failures(run_dir),
     )
 
 
 def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
     skipped: list[int] = []
     rows = list(iter_objects(path, skipped))
-    return rows, FileRead(path.name, len(rows), len(skipped), skipped)
+    return rows, FileRead(path.name, len(rows), len(skipped), skipped, _torn_tail(path, skipped))
+
+
+def _torn_tail(path: Path, skipped: list[int]) -> bool:
+    """The file's last line was skipped and lacks its newline: a write cut short, not corruption."""
+    if not skipped:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, 2)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def usable_logprob(v: Any) -> float | None:
+    """``v`` as a logprob an analysis can use: a finite number within ``MAX_ABS_LOGPROB``; else None."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    f = float(v)
+    return f if -MAX_ABS_LOGPROB <= f <= MAX_ABS_LOGPROB else None  # NaN fails both comparisons
 
 
 def top_gap(top: list[list[Any]] | None) -> float:
-    """Top-1 minus top-2 logprob among one position's alternatives; NaN with fewer than two."""
-    if not top or len(top) < 2:
-        return float("nan")
-    first, second = float(top[0][1]), float(top[1][1])
-    if first < second:
-        first, second = second, first
-    for alt in top[2:]:
-        v = float(alt[1])
-        if v > first:
-            first, second = v, first
-        elif v > second:
-            second = v
-    return first - second
+    """Top-1 minus top-2 logprob among one position's alternatives; NaN with fewer than two usable ones."""
+    return top_gap_counted(top)[0]
+
+
+def top_gap_counted(top: Any) -> tuple[float, int]:
+    """``top_gap`` and how many alternatives were left out (not a ``[token, logprob]`` pair with a usable
+    logprob: ``usable_logprob``)."""
+    if not isinstance(top, list):
+        return float("nan"), 0 if top is None else 1
+    values = [usable_logprob(alt[1]) if isinstance(alt, list | tuple) and len(alt) >= 2 else None for alt in top]
+    good = sorted((v for v in values if v is not None), reverse=True)
+    bad = len(values) - len(good)
+    return (good[0] - good[1] if len(good) >= 2 else float("nan")), bad
 
 
 def _lengths(seqs: list[Any]) -> npt.NDArray[np.int64]:
@@ -190,10 +234,10 @@ def pad_int(seqs: list[list[int] | None]) -> tuple[IntMatrix, npt.NDArray[np.int
 
 
 def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
-    """Padded float matrix (NaN past each length and for a null value) and lengths."""
+    """Padded float matrix (NaN past each length and for a null value or a non-number) and lengths."""
     lengths = _lengths(seqs)
     flat = np.fromiter(
-        (np.nan if v is None else v for v in chain.from_iterable(s for s in seqs if s)),
+        (_num(v) for v in chain.from_iterable(s for s in seqs if s)),
         dtype=np.float64,
         count=int(lengths.clip(0).sum()),
     )
@@ -222,7 +266,7 @@ class ColumnBuilder:
     """Accumulates canary records chunk by chunk into ``CanaryColumns``; also used for synthetic runs."""
 
     def __init__(self) -> None:
-        extra = ("file", "temperature", "request_key", "cached_tokens")
+        extra = ("file", "temperature", "request_key", "cached_tokens", "prompt_tokens")
         self._scalars: dict[str, list[Any]] = {k: [] for k in (*SCALARS, *extra)}
         self._ids: list[IntMatrix] = []
         self._codes: list[IntMatrix] = []
@@ -230,6 +274,7 @@ class ColumnBuilder:
         self._gaps: list[FloatMatrix] = []
         self._lens: dict[str, list[npt.NDArray[np.int64]]] = {"n_ids": [], "n_tokens": [], "n_logprobs": []}
         self._batch: dict[str, list[FloatMatrix]] = {k: [] for k in BATCH_OTHERS}
+        self._unusable: list[npt.NDArray[np.int64]] = []
         self._vocab: dict[str, int] = {}
         self._pending: list[dict[str, Any]] = []
 
@@ -240,7 +285,7 @@ class ColumnBuilder:
         for row in iter_objects(path, skipped):
             count += 1
             self.add(row, where=f"{path} record {count}", file=path.name)
-        return FileRead(path.name, count, len(skipped), skipped)
+        return FileRead(path.name, count, len(skipped), skipped, _torn_tail(path, skipped))
 
     def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
         if raw.get("schema") != SCHEMA:
@@ -262,6 +307,8 @@ class ColumnBuilder:
             hashlib.blake2b(orjson.dumps(keyed, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
         )
         self._scalars["cached_tokens"].append(cached_tokens(raw.get("usage")))
+        usage = raw.get("usage")
+        self._scalars["prompt_tokens"].append(usage.get("prompt_tokens") if isinstance(usage, dict) else None)
         self._pending.append(raw)
         if len(self._pending) >= _CHUNK_ROWS:
             self._flush()
@@ -274,11 +321,25 @@ class ColumnBuilder:
         self._ids.append(ids)
         self._lens["n_ids"].append(n_ids)
         self._codes.append(self._encode([r.get("tokens") for r in rows]))
-        lps, n_lps = pad_float([r.get("logprobs") for r in rows])
+        lps, n_lps = pad_float([_list_or_none(r.get("logprobs")) for r in rows])
+        # null, NaN, infinite or absurd logprobs inside a sequence: left out (NaN) and counted per record
+        within = np.arange(lps.shape[1]) < n_lps[:, None]
+        with np.errstate(invalid="ignore"):
+            bad = within & ~(np.abs(lps) <= MAX_ABS_LOGPROB)
+        lps[bad] = np.nan
+        unusable = bad.sum(axis=1).astype(np.int64)
         self._lps.append(lps)
         self._lens["n_logprobs"].append(n_lps)
-        tops = [r.get("top_logprobs") for r in rows]
-        self._gaps.append(pad_float([None if t is None else [top_gap(p) for p in t] for t in tops])[0])
+        gaps: list[list[float | None] | None] = []
+        for i, t in enumerate(_list_or_none(r.get("top_logprobs")) for r in rows):
+            if t is None:
+                gaps.append(None)
+                continue
+            counted = [top_gap_counted(p) for p in t]
+            gaps.append([g for g, _ in counted])
+            unusable[i] += sum(n for _, n in counted)
+        self._gaps.append(pad_float(gaps)[0])
+        self._unusable.append(unusable)
         for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
             self._batch[key].append(values)
 
@@ -297,8 +358,14 @@ class ColumnBuilder:
     def finish(self) -> CanaryColumns:
         self._flush()
         frame = pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in self._scalars.items()})
+        unusable = np.concatenate(self._unusable) if self._unusable else np.zeros(0, np.int64)
         for col in _FLOAT_COLS:
-            frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(np.float64)
+            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64, copy=True)
+            infinite = np.isinf(values)
+            unusable += infinite
+            values[infinite] = np.nan
+            frame[col] = values
+        frame["unusable_numbers"] = unusable
         for col in _INT_COLS:
             frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(-1).astype(np.int64)
         for col, parts in self._lens.items():
@@ -352,16 +419,25 @@ def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:
     return frame, reads
 
 
-def _read_engine(path: Path) -> tuple[FloatMatrix | None, FloatMatrix | None]:
+def _read_engine(path: Path) -> tuple[FloatMatrix | None, ...]:
+    """Sample times (sorted), then the running gauge and the prefix-cache query and hit counters at them."""
     if not path.exists():
-        return None, None
+        return None, None, None, None
     rows, _ = _parse_rows(path)
     t = np.array([_num(r.get("t")) for r in rows], dtype=np.float64)
-    running = np.array([_num(r.get("running")) for r in rows], dtype=np.float64)
     keep = ~np.isnan(t)
     order = np.argsort(t[keep], kind="stable")
-    return t[keep][order], running[keep][order]
+    series = [np.array([_num(r.get(k)) for r in rows], dtype=np.float64)[keep][order] for k in _ENGINE_SERIES]
+    return (t[keep][order], *series)
+
+
+_ENGINE_SERIES = ("running", "prefix_cache_queries", "prefix_cache_hits")
 
 
 def _num(v: Any) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else float("nan")
+
+
+def _list_or_none(v: Any) -> list[Any] | None:
+    """A sequence field as a list; anything else (a hand-edited scalar, an object) as missing."""
+    return v if isinstance(v, list) else None

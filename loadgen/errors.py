@@ -5,12 +5,15 @@ endpoint during a run are not errors here: they become records with an ``error_k
 
 An endpoint is not trusted: one that echoes request headers puts the API key into error bodies,
 ``/version`` or ``/v1/models`` answers and even completions. ``redact`` and ``redact_json`` take
-the key out of such text before it is raised, recorded or written; they live here because every
-package, ``collectors`` included, may import this module.
+the key out of such text before it is raised, recorded or written. Such text may also hold bytes a
+terminal or a Markdown viewer would act on (ESC, an OSC title, BEL, NUL, bidi overrides): ``visible``
+writes them as escapes, for the CLI's messages and the Markdown reports alike. They live here because
+every package, ``collectors`` and ``reports`` included, may import this module.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -56,3 +59,16 @@ def redact_json(value: Any, secret: str | None) -> Any:
     if isinstance(value, list | tuple):
         return [redact_json(v, secret) for v in value]
     return value
+
+
+_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})  # controls, format (bidi) and unassigned
+
+
+def visible(text: str, keep: str = "\n\t") -> str:
+    """``text`` with every character a terminal could act on, or hide, written as its escape: ESC as
+    ``\\x1b``, BEL as ``\\x07``, NUL as ``\\x00``, a right-to-left override as ``\\u202e``. Characters in
+    ``keep`` stay as they are (by default line feeds and tabs: messages span lines)."""
+    return "".join(
+        c.encode("unicode_escape").decode("ascii") if c not in keep and unicodedata.category(c) in _HIDDEN else c
+        for c in text
+    )

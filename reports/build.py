@@ -15,9 +15,12 @@ import numpy as np
 
 from collectors.manifest import Manifest, RunStatus
 from collectors.runfolder import CanaryColumns, RunData
+from loadgen.wire.server_config import describe
 from reports import coresidency
 from reports.analysis import analyse
 from reports.cache_checks import cache_expectations, cache_notices
+from reports.finite import scrub
+from reports.health import figures_notice, run_health
 from reports.stats import quantiles
 
 REPORT_SCHEMA = 1
@@ -53,22 +56,38 @@ def build_report(run: RunData) -> dict[str, Any]:
         "background": background_section(run.background),
         "scenario_checks": scenario_checks(run, canaries),
     }
-    expectations = cache_expectations(run.canaries.frame, m.scenario)
+    expectations = cache_expectations(
+        run.canaries.frame,
+        m.scenario,
+        engine_t=run.engine_t,
+        engine_queries=run.engine_prefix_queries,
+        engine_hits=run.engine_prefix_hits,
+    )
     report["scenario_checks"]["cache_expectations"] = expectations
-    report["run"]["notices"] += cache_notices(expectations)
+    settings = report["run"]["server_config"]
+    report["run"]["notices"] += cache_notices(
+        expectations,
+        engine=(m.engine_metrics or {}).get("engine"),
+        cached_tokens_reported=settings.get("cached_tokens_reported"),
+    )
     if cols.n:
         measured = coresidency.measure(cols.frame)
         report["run"]["notices"] += coresidency.notices(cols.frame, measured, joined, m.engine_metrics)
+    report["health"] = run_health(run, canaries)
+    report["run"]["notices"] += report["health"]["notices"]
     if len(canaries) == 1:
         for key in ("verdict", "reference", "overall", "levels", "forks"):
             report[key] = canaries[0][key]
+    report, non_finite = scrub(report)  # a broken number never stops the report: its figure is null
+    report["health"]["non_finite_figures"] = non_finite
+    report["run"]["notices"] += figures_notice(non_finite)
     return report
 
 
 def run_notices(m: Manifest) -> list[str]:
     """What went wrong with the run itself (not the endpoint's answers), from the manifest, in plain words."""
     notices = []
-    if m.status != RunStatus.FINISHED:
+    if not (m.run_status and m.run_status.completed):  # endpoint_failed, finished_with_losses: reports.health
         cut = " and was cut short: its process died before it could end the run" if m.run_status in ACTIVE else ""
         notices.append(f"The run did not finish (status {str(m.status)!r}){cut}: figures cover what was collected.")
     if m.workers_vanished:
@@ -89,6 +108,7 @@ def run_section(m: Manifest) -> dict[str, Any]:
         "stream": m.endpoint.stream,
         "model": m.endpoint.model,
         "server_version": m.server.get("version"),
+        "server_config": server_config(m),
         "labels": dict(m.labels),
         "started": m.started,
         "finished": m.finished,
@@ -99,6 +119,15 @@ def run_section(m: Manifest) -> dict[str, Any]:
         "notices": run_notices(m),
         "scenario_path": m.scenario_path,
     }
+
+
+def server_config(m: Manifest) -> dict[str, Any]:
+    """The settings the server stated about itself at the probe (``loadgen.wire.server_config``), and a line
+    saying them; empty settings for runs that predate it."""
+    config = m.server.get("config")
+    settings = config.get("settings") if isinstance(config, dict) else None
+    settings = settings if isinstance(settings, dict) else {}
+    return {**settings, "summary": describe(settings)}
 
 
 def _n(count: int, one: str, many: str | None = None) -> str:

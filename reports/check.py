@@ -1,9 +1,12 @@
 """The CI gate: evaluate thresholds against a report; JUnit XML so CI shows each threshold as a test.
 
-Pure evaluation (``check_report``) plus one writer (``junit_xml`` returns text; the command writes
-it). A threshold applies overall, to one concurrency level, or to every level, for every canary. A
-figure that cannot be computed (no completions, a level the run never reached) fails its threshold:
-a gate must not pass on missing data.
+Pure evaluation (``check_report``, ``integrity``) plus one writer (``junit_xml`` returns text; the
+command writes it). A threshold applies overall, to one concurrency level, or to every level, for
+every canary. A figure that cannot be computed (no completions, a level the run never reached) fails
+its threshold: a gate must not pass on missing data. For the same reason ``integrity`` adds checks no
+option turns off: the run finished, every planned level has completions for every canary, no record
+was lost (write failures, torn or corrupt lines), and at most ``max_error_rate`` of the canaries failed
+(default ``DEFAULT_MAX_ERROR_RATE``; ``--max-error-rate`` relaxes it).
 """
 
 from __future__ import annotations
@@ -22,6 +25,32 @@ METRICS = {
     "max_errors": ("errors", "max"),
 }
 EVERY_LEVEL = "each"
+# what each threshold may be: a share within 0..1, or a count or position of at least 0
+RANGES = {
+    "max_unique": (0.0, None),
+    "max_divergence_rate": (0.0, 1.0),
+    "min_earliest_divergence": (0.0, None),
+    "max_errors": (0.0, None),
+    "max_error_rate": (0.0, 1.0),
+}
+DEFAULT_MAX_ERROR_RATE = 0.05
+COMPLETED = ("finished", "finished_with_losses", "endpoint_failed")  # every stage met its quota
+
+
+def limit_of(metric: str, value: str, spec: str | None = None) -> float:
+    """``value`` as the limit of ``metric``; a ``UsageError`` naming the option when it is not a number
+    within the metric's range (a rate of 5, a negative count, NaN)."""
+    option = "--" + metric.replace("_", "-")
+    shown = spec if spec is not None else value
+    try:
+        limit = float(value)
+    except ValueError as exc:
+        raise UsageError(f"{option} {shown!r}: expected a number, optionally @LEVEL or @each") from exc
+    lo, hi = RANGES[metric]
+    if not (limit >= lo and (hi is None or limit <= hi)) or limit == float("inf"):
+        want = f"between {lo:g} and {hi:g}" if hi is not None else f"a finite number of at least {lo:g}"
+        raise UsageError(f"{option} {shown!r}: expected {want}")
+    return limit
 
 
 @dataclass(frozen=True)
@@ -35,18 +64,18 @@ class Threshold:
         """``VALUE`` (overall), ``VALUE@LEVEL`` or ``VALUE@each``; errors name the option."""
         option = "--" + metric.replace("_", "-")
         value, _, where = spec.partition("@")
-        try:
-            limit = float(value)
-        except ValueError as exc:
-            raise UsageError(f"{option} {spec!r}: expected a number, optionally @LEVEL or @each") from exc
+        limit = limit_of(metric, value, spec)
         if not where:
             return cls(metric, limit)
         if where == EVERY_LEVEL:
             return cls(metric, limit, EVERY_LEVEL)
         try:
-            return cls(metric, limit, int(where))
+            level = int(where)
         except ValueError as exc:
             raise UsageError(f"{option} {spec!r}: the level after @ must be an integer or 'each'") from exc
+        if level < 0:
+            raise UsageError(f"{option} {spec!r}: the level after @ must be 0 or more")
+        return cls(metric, limit, level)
 
 
 @dataclass(frozen=True)
@@ -107,6 +136,58 @@ def check_report(report: dict[str, Any], thresholds: list[Threshold]) -> CheckRe
             for t in thresholds
         ]
     return CheckResult(outcomes)
+
+
+def _fact(name: str, passed: bool, message: str, limit: float = 0.0, actual: float | None = None) -> Outcome:
+    return Outcome(name, "run", "run", name, limit, actual, passed, message)
+
+
+def _kinds(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def integrity(report: dict[str, Any], max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> list[Outcome]:
+    """The checks every gate makes: the run finished, every planned level of every canary has completions,
+    nothing was lost, and at most ``max_error_rate`` of the canaries failed. Reads ``report["health"]``
+    (``reports.health``) where the report has it, else what an older ``report.json`` holds."""
+    run = report.get("run") or {}
+    health = report.get("health") or {}
+    status = run.get("status")
+    done = status in COMPLETED  # its losses and its errors are judged below
+    cut = "" if done else ": the run did not finish, its figures cover only part of the plan"
+    out = [_fact("run finished", done, f"status {status!r}{cut}")]
+    planned = set(run.get("levels") or [])
+    for entry in report.get("canaries") or []:
+        empty = [lv["concurrency"] for lv in entry["levels"] if lv["concurrency"] in planned and not lv["completions"]]
+        name = f"{entry['id']}: every planned level has completions"
+        why = f"no completions at concurrency {', '.join(map(str, empty))}" if empty else "yes"
+        out.append(Outcome(name, str(entry["id"]), "run", "completions", 0, len(empty), not empty, why))
+    lost = int(health.get("records_lost") or 0) + int(health.get("canaries_reported_not_read") or 0)
+    torn, skipped = health.get("torn_files") or [], int((report.get("input") or {}).get("skipped_lines") or 0)
+    unreadable = int((health.get("write_failures") or {}).get("unreadable") or 0)
+    parts = [f"{lost} record(s) could not be written"] if lost else []
+    parts += [f"{', '.join(torn)} end(s) in a torn line"] if torn else []
+    parts += [f"{skipped} unreadable line(s) skipped"] if skipped else []
+    parts += [f"{unreadable} process file(s) unreadable"] if unreadable else []
+    if status == "finished_with_losses" and not parts:
+        parts.append("the run says records were lost (status 'finished_with_losses')")
+    out.append(_fact("no records lost", not parts, "; ".join(parts) or "none", 0, lost + skipped))
+    if "errors" in health:
+        errors, sent, kinds = int(health["errors"]), int(health["canaries"]), dict(health.get("error_kinds") or {})
+    else:
+        blocks = [e["overall"] for e in report.get("canaries") or []]
+        errors, sent = sum(b["errors"] for b in blocks), sum(b["canaries"] for b in blocks)
+        kinds = {}
+        for b in blocks:
+            for k, n in (b.get("error_kinds") or {}).items():
+                kinds[k] = kinds.get(k, 0) + n
+    rate = errors / sent if sent else 0.0
+    failed = f"{errors} of {sent} canaries failed" + (f" ({_kinds(kinds)})" if kinds else "")
+    dead = "the endpoint failed: " if health.get("endpoint_failed") or status == "endpoint_failed" else ""
+    ok = rate <= max_error_rate and not dead
+    message = f"{dead}{failed}: error rate {100 * rate:.1f}%, allowed {100 * max_error_rate:g}% (--max-error-rate)"
+    out.append(_fact("error rate", ok, message, max_error_rate, rate))
+    return out
 
 
 def junit_xml(result: CheckResult, suite: str = "loadgen.check") -> str:

@@ -14,8 +14,9 @@ from typing import Any
 
 from loadgen.errors import RunFolderError
 from reports import plots
+from reports.mdtext import code, text
 from reports.render_html import esc, page
-from reports.render_md import code, fmt
+from reports.render_md import fmt
 from reports.writer import report_json, write_text
 
 FIGURES = (
@@ -96,6 +97,7 @@ def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]
                 "model": r["run"].get("model"),
                 "endpoint": r["run"].get("endpoint"),
                 "labels": r["run"].get("labels", {}),
+                "server": (r["run"].get("server_config") or {}).get("summary") or None,
             }
             for n, (_, r) in zip(names, reports, strict=True)
         ],
@@ -112,11 +114,16 @@ def _signed(v: Any) -> str:
 def render_markdown(cmp: dict[str, Any]) -> str:
     names = [r["name"] for r in cmp["runs"]]
     lines = ["## Batch-invariance comparison", ""]
-    lines += [f"- run {i + 1}: {code(r['name'])} (model {code(r['model'])})" for i, r in enumerate(cmp["runs"])]
+    lines += [
+        f"- run {i + 1}: {code(r['name'])} (model {text(r['model'])}"
+        + (f"; server says: {text(r['server'])}" if r.get("server") else "")
+        + ")"
+        for i, r in enumerate(cmp["runs"])
+    ]
     keys = ("unique_completions", "divergence_rate", "earliest_divergence", "errors")
     for c in cmp["canaries"]:
         lines += ["", f"### Canary {code(c['id'])}", ""]
-        lines.append("| concurrency | " + " | ".join(f"{k} ({n})" for k in keys for n in names) + " |")
+        lines.append("| concurrency | " + " | ".join(f"{k} ({text(n)})" for k in keys for n in names) + " |")
         lines.append("|---:|" + "---:|" * (len(keys) * len(names)))
         for lv in [{"concurrency": "overall", **c["overall"]}, *c["levels"]]:
             cells = []
@@ -125,14 +132,19 @@ def render_markdown(cmp: dict[str, Any]) -> str:
                     v = None if row is None else row[k]
                     d = "" if i == 0 or delta is None else f" ({_signed(delta[k])})"
                     cells.append(fmt(v) + d)
-            lines.append(f"| {lv['concurrency']} | " + " | ".join(cells) + " |")
+            lines.append(f"| {text(lv['concurrency'])} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def render_html(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) -> str:
     names = [r["name"] for r in cmp["runs"]]
     body = ["<h1>Batch-invariance comparison</h1><ol>"]
-    body += [f"<li><code>{escape(r['name'])}</code> · model <code>{esc(r['model'])}</code></li>" for r in cmp["runs"]]
+    body += [
+        f"<li><code>{escape(r['name'])}</code> · model <code>{esc(r['model'])}</code>"
+        + (f" · server says: {esc(r['server'])}" if r.get("server") else "")
+        + "</li>"
+        for r in cmp["runs"]
+    ]
     body.append("</ol>")
     for c in cmp["canaries"]:
         named = [(n, e) for n, (_, r) in zip(names, reports, strict=True) for e in r["canaries"] if e["id"] == c["id"]]

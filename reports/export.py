@@ -3,6 +3,11 @@
 Builds an Arrow table from the run's columns (token sequences as list columns in Parquet, JSON text
 in CSV, where list cells have no standard form). Request bodies and top-k alternatives stay in the
 JSONL files. Writes only the two files it is asked for.
+
+The CSV is opened by spreadsheets, which run a cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+carriage return as a formula; completions and error messages come from the endpoint. So every text
+cell of the CSV that starts so gets a leading ``'`` (OWASP's advice for CSV injection); numeric columns
+stay numbers (``-0.5`` is not text) and the Parquet file keeps every value as it was.
 """
 
 from __future__ import annotations
@@ -21,6 +26,21 @@ from loadgen.errors import RunFolderError
 
 # every scalar the reader keeps, and which file each record came from
 EXPORTED = (*SCALARS, "file")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise(cell: str | None) -> str | None:
+    """A CSV text cell a spreadsheet will not run: prefixed with ``'`` when it starts like a formula."""
+    return "'" + cell if cell is not None and cell.startswith(FORMULA_START) else cell
+
+
+def csv_safe(table: Any) -> Any:
+    """``table`` with every text column's cells ``neutralise``d; other columns untouched."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+            cells = [neutralise(v) for v in table.column(i).to_pylist()]
+            table = table.set_column(i, f.name, pa.array(cells, type=f.type))
+    return table
 
 
 def _list_column(mat: Any, lengths: Any, value_type: Any, values: Any = None) -> Any:
@@ -60,7 +80,7 @@ def export_records(cols: CanaryColumns, out_dir: Path, stem: str = "canaries") -
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, parquet)
-        pacsv.write_csv(flat, csv)
+        pacsv.write_csv(csv_safe(flat), csv)
     except OSError as exc:
         raise RunFolderError(f"{out_dir}: cannot write exports ({exc})") from exc
     return [parquet, csv]

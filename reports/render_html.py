@@ -12,7 +12,8 @@ from html import escape
 from typing import Any
 
 from reports import plots
-from reports.render_md import ci, fmt, held, others, pct
+from reports.finite import scrub
+from reports.render_md import ci, fmt, headline, held, others, pct
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
@@ -47,7 +48,7 @@ def tok(s: str | None) -> str:
 
 def embedded_json(obj: Any) -> str:
     """JSON safe inside a <script> element: no ``</script>``, ``<!--`` or ``&`` can survive."""
-    text = json.dumps(obj, ensure_ascii=True, allow_nan=False)
+    text = json.dumps(scrub(obj)[0], ensure_ascii=True, allow_nan=False)  # NaN is not JSON: null
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -203,12 +204,16 @@ def render_html(report: dict[str, Any]) -> str:
     run = report["run"]
     labels = ", ".join(f"{k}={v}" for k, v in sorted(run.get("labels", {}).items()))
     head = (
-        f"<h1>Batch-invariance report</h1><p class='meta'>run <code>{esc(run.get('id'))}</code> · model "
+        "<h1>Batch-invariance report</h1>"
+        + "".join(f'<p class="verdict">{esc(h)}</p>' for h in headline(report))
+        + f"<p class='meta'>run <code>{esc(run.get('id'))}</code> · model "
         f"<code>{esc(run.get('model'))}</code> at <code>{esc(run.get('endpoint'))}</code> · status "
         f"{esc(run.get('status'))} · {esc(run.get('started'))} → {esc(run.get('finished'))}"
         + (f" · labels {escape(labels)}" if labels else "")
         + "</p>"
     )
+    said = (run.get("server_config") or {}).get("summary")
+    head += f"<p class='meta'>server says: {esc(said)}</p>" if said else ""
     head += "".join(f'<p class="warn">{esc(n)}</p>' for n in run.get("notices") or [])
     if report["input"]["skipped_lines"]:
         head += f'<p class="warn">Skipped {report["input"]["skipped_lines"]} unreadable line(s) while reading.</p>'

@@ -1,12 +1,19 @@
 """Markdown rendering of a finished report: short enough for a CI log or a pull-request comment.
 
-Consumes the report dict only (no analysis, no I/O). Model-produced strings are put in code spans
-with backticks and newlines neutralised, so a completion cannot break the table or inject markup.
+Consumes the report dict only (no analysis, no I/O). Every string that came from a server, a file or
+a user goes through ``reports.mdtext``: tokens as code spans, everything else (model id, endpoint,
+verdicts, notices) as escaped prose, control characters written visibly, so none of it can break the
+table, inject markup or reach a terminal raw.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from reports.mdtext import code, text
+
+__all__ = ["ci", "code", "fmt", "held", "others", "pct", "render_markdown", "text"]
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -15,24 +22,22 @@ def fmt(v: Any, digits: int = 3) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:.{digits}g}"
+        return f"{v:.{digits}g}" if math.isfinite(v) else "—"
     return str(v)
 
 
+def _finite(v: object) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v)
+
+
 def pct(v: float | None) -> str:
-    return "—" if v is None else f"{100 * v:.1f}%"
+    return f"{100 * v:.1f}%" if _finite(v) else "—"  # type: ignore[operator]
 
 
 def ci(v: list[float] | None) -> str:
-    return "—" if v is None else f"{100 * v[0]:.1f}–{100 * v[1]:.1f}%"
-
-
-def code(s: str | None) -> str:
-    """A model-produced string as an inert Markdown code span."""
-    if s is None:
-        return "*(end)*"
-    clean = s.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t").replace("|", "\\|").replace("`", "ˋ")
-    return f"`{clean}`" if clean.strip() else f"`{clean!r}`"
+    if not v or len(v) != 2 or not all(_finite(x) for x in v):
+        return "—"
+    return f"{100 * v[0]:.1f}–{100 * v[1]:.1f}%"
 
 
 def others(co: dict[str, Any] | None) -> str:
@@ -88,11 +93,11 @@ def _forks(forks: list[dict[str, Any]], limit: int = 10) -> list[str]:
 
 def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
     ref = entry["reference"]
-    lines = [f"{heading} Canary `{entry['id']}`", "", f"**{entry['verdict']}**", ""]
+    lines = [f"{heading} Canary {code(str(entry['id']))}", "", f"**{text(entry['verdict'])}**", ""]
     kind = "the baseline (sent alone before the sweep)" if ref["kind"] == "baseline" else "the modal completion"
     lines.append(f"Reference: {kind}, compared by {ref['identity'].replace('_', ' ')}; length {fmt(ref['length'])}.")
     if ref.get("identity_note"):
-        lines.append(f"Note: {ref['identity_note']}.")
+        lines.append(f"Note: {text(ref['identity_note'])}.")
     if ref.get("self_consistent") is False:
         lines.append(
             f"⚠️ The baseline disagrees with itself: {ref['unique_completions']} unique completions over "
@@ -121,13 +126,23 @@ def _co_residency_table(rows: list[dict[str, Any]] | None) -> list[str]:
     return [*out, ""]
 
 
+def headline(report: dict[str, Any]) -> list[str]:
+    """What must be read before any figure: the endpoint failed, records were lost (``reports.health``)."""
+    health = report.get("health")
+    return list(health.get("headline") or []) if isinstance(health, dict) else []
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     run = report["run"]
-    lines = [f"## Batch-invariance report: run `{run.get('id')}`", ""]
-    lines.append(f"Model `{run.get('model')}` at `{run.get('endpoint')}`; status {fmt(run.get('status'))}.")
+    lines = [f"## Batch-invariance report: run {text(run.get('id'))}", ""]
+    for line in headline(report):  # before any figure, each its own paragraph
+        lines += [f"**{text(line)}**", ""]
+    lines.append(f"Model {text(run.get('model'))} at {text(run.get('endpoint'))}; status {text(run.get('status'))}.")
     if run.get("labels"):
         lines.append("Labels: " + ", ".join(f"{code(k)}={code(v)}" for k, v in sorted(run["labels"].items())))
-    lines += [f"> **Notice:** {n}" for n in run.get("notices") or []]
+    if (run.get("server_config") or {}).get("summary"):
+        lines.append(f"Server says: {text(run['server_config']['summary'])}.")
+    lines += [f"> **Notice:** {text(n)}" for n in run.get("notices") or []]
     inp = report["input"]
     if inp["skipped_lines"]:
         lines.append(f"Skipped {inp['skipped_lines']} unreadable line(s) (torn or corrupt) while reading the run.")

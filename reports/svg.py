@@ -1,7 +1,10 @@
 """Inline SVG line charts for the HTML reports: no JavaScript, no network, nothing to load.
 
 Pure: numbers and labels in, an SVG string out. Every label is escaped here, so callers may pass
-model-produced or user-produced strings. Missing points (``None``) break the line, never plot as 0.
+model-produced or user-produced strings. Missing points (``None``) break the line, never plot as 0;
+so do NaN and infinite values, which are counted and named under the chart ("2 values not plotted"),
+and the y axis scales to the largest finite value however large (``1.7e308`` included) without
+overflowing.
 """
 
 from __future__ import annotations
@@ -28,11 +31,37 @@ def _fmt(v: float) -> str:
 
 
 def nice_ceiling(v: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 (times a power of ten) at or above ``v``: axis tops that read well."""
-    if v <= 0:
+    """The smallest of 1, 2, 2.5, 5 (times a power of ten) at or above ``v``: axis tops that read well.
+    ``v`` itself where that would overflow; 1 for zero, a negative or a non-finite ``v``."""
+    if not math.isfinite(v) or v <= 0:
         return 1.0
     scale = 10.0 ** math.floor(math.log10(v))
-    return next(m * scale for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * scale >= v * (1 - 1e-12))
+    top = next(m * scale for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * scale >= v * (1 - 1e-12))
+    return top if math.isfinite(top) else v
+
+
+def _finite(v: object) -> bool:
+    return isinstance(v, int | float) and math.isfinite(v)
+
+
+def plottable(series: list[Series]) -> tuple[list[Series], int]:
+    """The series with every non-finite coordinate dropped (a y becomes a gap, a band or an x is left
+    out), and how many values that was."""
+    out, dropped = [], 0
+    for s in series:
+        points: list[tuple[float, float | None]] = []
+        for x, y in s.points:
+            if not _finite(x):
+                dropped += 1
+                continue
+            if y is not None and not _finite(y):
+                dropped += 1
+                y = None
+            points.append((x, y))
+        band = [b for b in s.band if all(_finite(v) for v in b)]
+        dropped += len(s.band) - len(band)
+        out.append(Series(s.name, points, band, s.step, s.dashed))
+    return out, dropped
 
 
 def chart(
@@ -43,17 +72,21 @@ def chart(
     y_max: float | None = None,
     x_label: str = "",
 ) -> str:
-    xs = [x for s in series for x, _ in s.points] + [x for x, _ in x_ticks]
+    series, dropped = plottable(series)
+    x_ticks = [(x, label) for x, label in x_ticks if _finite(x)]
+    xs = [x for s in series for x, _ in s.points] + [x for s in series for x, _, _ in s.band] + [x for x, _ in x_ticks]
     ys = [y for s in series for _, y in s.points if y is not None] + [hi for s in series for _, _, hi in s.band]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    x1 = x1 if x1 > x0 else x0 + 1
-    top = y_max if y_max is not None else nice_ceiling(max([*ys, 0.0]))
+    if not x1 > x0:  # one x: any span around it, away from overflow (a huge x absorbs a +1)
+        d = max(1.0, abs(x0) * 1e-9)
+        x0, x1 = (x0 - d, x0) if x0 > 0 else (x0, x0 + d)
+    top = y_max if y_max is not None and _finite(y_max) and y_max > 0 else nice_ceiling(max([*ys, 0.0]))
 
-    def px(x: float) -> float:
-        return L + (x - x0) / (x1 - x0) * (W - L - R)
+    def px(x: float) -> float:  # halves first: the span of two huge values must not overflow
+        return L + (x / 2 - x0 / 2) / (x1 / 2 - x0 / 2) * (W - L - R)
 
-    def py(y: float) -> float:
-        return H - B - (y / top) * (H - T - B)
+    def py(y: float) -> float:  # inside the frame, whatever the value
+        return H - B - min(1.0, max(0.0, y / top)) * (H - T - B)
 
     out = [
         f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{escape(title)}">',
@@ -92,6 +125,9 @@ def chart(
             f'<text x="{W - R - 4}" y="{T + 14 * i + 4}" class="legend" text-anchor="end" fill="{color}">'
             f"{escape(s.name)}</text>"
         )
+    if dropped:
+        note = f"{dropped} value{'s' if dropped != 1 else ''} not plotted (NaN or infinite)"
+        out.append(f'<text x="{W - R}" y="16" class="tick" text-anchor="end">{note}</text>')
     out.append("</svg>")
     return "\n".join(out)
 

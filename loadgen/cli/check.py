@@ -2,7 +2,10 @@
 input raises a ``LoadgenError`` (the CLI exits 2).
 
 Each threshold option may repeat; its value is ``N`` (overall), ``N@LEVEL`` (one concurrency level)
-or ``N@each`` (every level). ``--junit FILE`` writes JUnit XML, one test case per threshold.
+or ``N@each`` (every level); a value outside its range (a rate above 1, a negative count) is refused
+(exit 2). Every check also fails a run that did not finish, a planned level without completions, lost
+records, and more than ``--max-error-rate`` (default 0.05) failed canaries (``reports.check.integrity``).
+``--junit FILE`` writes JUnit XML, one test case per threshold and per integrity check.
 """
 
 from __future__ import annotations
@@ -11,7 +14,16 @@ import argparse
 from pathlib import Path
 
 from loadgen.errors import RunFolderError, UsageError
-from reports.check import METRICS, Threshold, check_report, junit_xml
+from reports.check import (
+    DEFAULT_MAX_ERROR_RATE,
+    METRICS,
+    CheckResult,
+    Threshold,
+    check_report,
+    integrity,
+    junit_xml,
+    limit_of,
+)
 from reports.writer import load_report, write_text
 
 HELP = {
@@ -34,15 +46,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
             metavar="N[@LEVEL|@each]",
             help=HELP[metric] + "; overall, at one level, or at each level",
         )
+    p.add_argument(
+        "--max-error-rate",
+        default=str(DEFAULT_MAX_ERROR_RATE),
+        metavar="R",
+        help=f"highest share of failed canaries allowed, 0..1 (default {DEFAULT_MAX_ERROR_RATE:g}); checked on "
+        "every run, like a finished status, completions at every planned level and no lost records",
+    )
     p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     thresholds = [Threshold.parse(m, spec) for m in METRICS for spec in getattr(args, m)]
+    max_error_rate = limit_of("max_error_rate", args.max_error_rate)
     if not thresholds:
         raise UsageError("check: give at least one threshold (--max-unique, --max-divergence-rate, ...)")
-    result = check_report(load_report(args.run_dir), thresholds)
+    report = load_report(args.run_dir)
+    result = CheckResult(integrity(report, max_error_rate) + check_report(report, thresholds).outcomes)
     if args.junit is not None:
         if not args.junit.parent.is_dir():
             raise RunFolderError(f"--junit {args.junit}: folder {args.junit.parent} does not exist")

@@ -3,18 +3,18 @@
 The only place that prints errors: library code raises ``LoadgenError`` subclasses, rendered here as
 one message and exit code 2 (unusable input); a command returns its own code otherwise. Messages
 quote what endpoints and engines sent (error bodies, log tails), so every control character in them
-is printed as an escape (``\x1b``): a hostile server must not retitle, clear or drive the terminal.
+is printed as an escape (``\x1b``, ``loadgen.errors.visible``): a hostile server must not retitle,
+clear or drive the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import unicodedata
 
 from loadgen import __version__
 from loadgen.cli import serve
-from loadgen.errors import LoadgenError
+from loadgen.errors import LoadgenError, visible
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,19 +29,6 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (run, serve, report, compare, check, export, coldboot, matrix):
         module.add_parser(sub)
     return parser
-
-
-_KEPT = frozenset("\n\t")  # messages span lines (a scenario's fields, a log tail)
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})  # controls, format (bidi) and unassigned
-
-
-def visible(text: str) -> str:
-    """``text`` with every character a terminal could act on, or hide, written as its escape:
-    ESC as ``\x1b``, BEL as ``\x07``, NUL as ``\x00``, a right-to-left override as ``\u202e``."""
-    return "".join(
-        c.encode("unicode_escape").decode("ascii") if c not in _KEPT and unicodedata.category(c) in _HIDDEN else c
-        for c in text
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--levels", help="sweep matrices: comma-separated concurrency levels")
     p.add_argument("--canaries-per-level", type=int, help="sweep matrices: canaries sent at each level")
     p.add_argument("--label", action="append", default=[], help="k=v recorded in every cell's manifest")
+    p.add_argument(
+        "--cells",
+        help="comma-separated cell names: run only these (e.g. one GPU's share, or a failed cell again)",
+    )
     p.set_defaults(func=run)
 
 
@@ -39,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         levels=parse_levels(args.levels),
         canaries_per_level=args.canaries_per_level,
         labels=parse_labels(args.label),
+        only=None if args.cells is None else [c.strip() for c in args.cells.split(",") if c.strip()],
     )
     print((args.out / "matrix.md").read_text(encoding="utf-8"), end="")
     return 0 if result.ok else 1

@@ -1,4 +1,6 @@
-"""``loadgen run``: argument parsing for ``loadgen.studies.run.run``; prints the run folder."""
+"""``loadgen run``: argument parsing for ``loadgen.studies.run.run``; prints the run folder, last, after
+the status of a run that did not finish cleanly and what its report says first (the endpoint failed,
+records were lost)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.manifest import RunStatus
-from loadgen.errors import UsageError
+from loadgen.errors import UsageError, visible
 from loadgen.load.options import WEB_PASSWORD_ENV, WEB_USER_ENV, parse_labels, parse_levels, web_credentials
 from loadgen.studies.run import run as run_scenario
 from scenarios import names, path_of
@@ -77,7 +79,11 @@ def run(args: argparse.Namespace) -> int:
         processes=args.processes,
         report=not args.no_report,
     )
-    print(result.run_dir)
+    if result.status is not None and result.status != RunStatus.FINISHED:
+        print(f"run {result.status}")
+    for line in result.headline:  # counts first: the endpoint failed, records were lost
+        print(visible(line))
+    print(result.run_dir)  # the last line: scripts take the run folder from it
     if args.ui:
         return result.locust_exit
     return 0 if result.status == RunStatus.FINISHED else 1

@@ -19,7 +19,7 @@ from aiohttp import web
 from loadgen.engine.faults import FaultPlan, add_fault_arguments
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
 from loadgen.engine.scheduler import Scheduler
-from loadgen.engine.server import build_app
+from loadgen.engine.server import Served, build_app
 from loadgen.errors import EngineError, UsageError
 
 # The engine thread and the HTTP loop share the GIL; a short switch interval keeps token
@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="cache KV of full 16-token prompt blocks (default on, as in vLLM)",
+    )
+    p.add_argument(
+        "--enable-prompt-tokens-details",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="report usage.prompt_tokens_details.cached_tokens (default on; vLLM's default is off)",
     )
     p.add_argument("--max-num-seqs", type=int, default=64, help="most sequences in one step")
     p.add_argument("--max-num-batched-tokens", type=int, default=2048, help="token budget of one step")
@@ -120,13 +126,15 @@ async def serve(
     faults: FaultPlan | None = None,
     backend: str = "cpu",
     checkpoint: Path | None = None,
+    prompt_tokens_details: bool = True,
 ) -> None:
     """Run until SIGTERM/SIGINT; prints the READY line once listening."""
     loop = asyncio.get_running_loop()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     runner = EngineRunner(make_scheduler(opts, backend, checkpoint), loop)
     runner.start()
-    app_runner = web.AppRunner(build_app(runner, faults), handler_cancellation=True, access_log=None)
+    served = Served(opts.enable_prefix_caching, opts.batch_invariant, opts.max_num_seqs, prompt_tokens_details)
+    app_runner = web.AppRunner(build_app(runner, faults, served), handler_cancellation=True, access_log=None)
     await app_runner.setup()
     site = web.TCPSite(app_runner, host, port)
     await site.start()
@@ -147,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     opts = options_from_args(args)
     faults = faults_from_args(args)
     try:
-        asyncio.run(serve(opts, args.host, args.port, faults, args.backend, args.checkpoint))
+        asyncio.run(
+            serve(opts, args.host, args.port, faults, args.backend, args.checkpoint, args.enable_prompt_tokens_details)
+        )
     except OSError as exc:
         print(f"loadgen serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 
 from prometheus_client.utils import floatToGoString
 
+from loadgen.engine.kvcache import BLOCK_TOKENS
 from loadgen.engine.protocol import MODEL_ID
 from loadgen.engine.scheduler import Scheduler
 
@@ -82,3 +83,11 @@ def render(g: EngineGauges) -> bytes:
     for attr, (name, kind, doc) in _SERIES.items():
         out.append(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n{name}{_LABELS} {_num(getattr(g, attr))}\n")
     return "".join(out).encode()
+
+
+def cache_config_info(prefix_caching: bool) -> bytes:
+    """vLLM's ``vllm:cache_config_info``: a gauge of 1 whose labels state the cache settings (a subset of vLLM's)."""
+    name = "vllm:cache_config_info"
+    labels = f'block_size="{BLOCK_TOKENS}",enable_prefix_caching="{prefix_caching}"'
+    head = f"# HELP {name} Information of the LLMEngine CacheConfig\n# TYPE {name} gauge\n"
+    return f"{head}{name}{{{labels}}} 1.0\n".encode()

@@ -28,6 +28,7 @@ class Renderer:
     created: int
     text_offset: int = 0
     generated: int = 0
+    prompt_tokens_details: bool = True  # vLLM sends them only with --enable-prompt-tokens-details
     _first_chunk: bool = field(default=True)
 
     def _token_str(self, token_id: int) -> str:
@@ -39,7 +40,7 @@ class Renderer:
             "prompt_tokens": prompt,
             "total_tokens": prompt + self.generated,
             "completion_tokens": self.generated,
-            "prompt_tokens_details": {"cached_tokens": cached_tokens},
+            "prompt_tokens_details": {"cached_tokens": cached_tokens} if self.prompt_tokens_details else None,
         }
 
     def _completion_logprobs(self, events: list[TokenEvent]) -> dict[str, Any] | None:

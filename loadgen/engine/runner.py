@@ -13,7 +13,9 @@ step. Nothing here computes or formats.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import queue
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -102,7 +104,7 @@ class EngineRunner:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._streams: dict[str, RequestStream] = {}
-        self._reset_cache = threading.Event()
+        self._resets: queue.SimpleQueue[concurrent.futures.Future[bool]] = queue.SimpleQueue()
         self.gauges = EngineGauges.of(scheduler)  # replaced whole by the engine thread, read by /metrics
         self._thread = threading.Thread(target=self._run, name="loadgen-engine", daemon=True)
 
@@ -126,9 +128,13 @@ class EngineRunner:
             self._inbox.put(("abort", request_id))
             self._wake.set()
 
-    def reset_prefix_cache(self) -> None:
-        self._reset_cache.set()
+    def reset_prefix_cache(self) -> concurrent.futures.Future[bool]:
+        """Ask the engine thread to drop the prefix cache. Like vLLM, it refuses while requests are running
+        or waiting (their blocks are not freed): the future says whether the cache was dropped."""
+        done: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self._resets.put(done)
         self._wake.set()
+        return done
 
     def _drain_inbox(self) -> None:
         while True:
@@ -144,9 +150,7 @@ class EngineRunner:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._drain_inbox()
-            if self._reset_cache.is_set():
-                self._reset_cache.clear()
-                self.scheduler.prefix_cache.reset()
+            self._answer_resets()
             deliveries = self.scheduler.step() if self.scheduler.has_work else []
             # published before the tokens go out: a client that saw a token sees its step counted
             self.gauges = EngineGauges.of(self.scheduler, deliveries[0].batch_size if deliveries else None)
@@ -155,6 +159,19 @@ class EngineRunner:
             elif not self.scheduler.has_work:
                 self._wake.wait(timeout=0.5)
                 self._wake.clear()
+
+    def _answer_resets(self) -> None:
+        while True:
+            try:
+                done = self._resets.get_nowait()
+            except queue.Empty:
+                return
+            if self.scheduler.has_work:
+                print("Failed to reset prefix cache because some blocks are not freed yet", file=sys.stderr)
+                done.set_result(False)
+            else:
+                self.scheduler.prefix_cache.reset()
+                done.set_result(True)
 
     def _dispatch(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -31,13 +32,27 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
 from loadgen.engine.faults import REFUSED, Fault, FaultCounters, FaultPlan, malformed, strip_identity
-from loadgen.engine.metrics import render
+from loadgen.engine.kvcache import BLOCK_TOKENS
+from loadgen.engine.metrics import cache_config_info, render
 from loadgen.engine.protocol import MODEL_ID, ApiError, ParsedRequest, parse_request
 from loadgen.engine.responses import Renderer
 from loadgen.engine.runner import EngineRunner, RequestStream
 from loadgen.engine.scheduler import EngineRequest, TokenEvent
 
+
+@dataclass(frozen=True)
+class Served:
+    """What the engine says about its own settings (``/server_info``, ``vllm:cache_config_info``), and whether
+    usage carries ``prompt_tokens_details`` (vLLM: only with ``--enable-prompt-tokens-details``)."""
+
+    prefix_caching: bool = True
+    batch_invariant: bool = False
+    max_num_seqs: int = 64
+    prompt_tokens_details: bool = True
+
+
 RUNNER_KEY = web.AppKey("runner", EngineRunner)
+SERVED_KEY = web.AppKey("served", Served)
 METRICS_KEY = web.AppKey("metrics", CollectorRegistry)
 FAULTS_KEY = web.AppKey("faults", FaultPlan)
 FAULT_COUNTERS_KEY = web.AppKey("fault_counters", FaultCounters)
@@ -111,7 +126,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     response_id = prefix + (parsed.request_id or uuid.uuid4().hex)
     engine_id = f"{response_id}-{uuid.uuid4().hex[:8]}"
     stream = runner.submit(EngineRequest(engine_id, parsed.prompt_ids, parsed.params, parsed.cache_salt))
-    renderer = Renderer(parsed, sched.tokenizer, response_id, int(time.time()))
+    served = request.app[SERVED_KEY]
+    renderer = Renderer(
+        parsed, sched.tokenizer, response_id, int(time.time()), prompt_tokens_details=served.prompt_tokens_details
+    )
     try:
         if parsed.stream:
             return await _stream(request, parsed, renderer, stream, fault)
@@ -220,8 +238,24 @@ async def version(_: web.Request) -> web.Response:
     return _json({"version": _version()})
 
 
+async def server_info(request: web.Request) -> web.Response:
+    """vLLM's dev-mode ``/server_info?config_format=json``, in its shape, with the settings this engine has."""
+    served = request.app[SERVED_KEY]
+    return _json(
+        {
+            "vllm_config": {
+                "cache_config": {"enable_prefix_caching": served.prefix_caching, "block_size": BLOCK_TOKENS},
+                "scheduler_config": {"max_num_seqs": served.max_num_seqs},
+                "model_config": {"enforce_eager": True, "dtype": "bfloat16"},
+            },
+            "vllm_env": {"VLLM_BATCH_INVARIANT": served.batch_invariant},
+        }
+    )
+
+
 async def metrics(request: web.Request) -> web.Response:
-    body = render(request.app[RUNNER_KEY].gauges)
+    served = request.app[SERVED_KEY]
+    body = render(request.app[RUNNER_KEY].gauges) + cache_config_info(served.prefix_caching)
     extra = request.app.get(METRICS_KEY)  # the fault counters, with --fault-* flags only
     if extra is not None:
         body += generate_latest(extra)
@@ -229,8 +263,9 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def reset_prefix_cache(request: web.Request) -> web.Response:
-    request.app[RUNNER_KEY].reset_prefix_cache()
-    return web.Response(status=200)
+    """vLLM 0.26's route and answer: 200 with ``{"success": false}`` when running requests keep the cache."""
+    dropped = await asyncio.wrap_future(request.app[RUNNER_KEY].reset_prefix_cache())
+    return _json({"success": dropped})
 
 
 @web.middleware
@@ -245,10 +280,12 @@ async def _errors_as_json(request: web.Request, handler: Any) -> web.StreamRespo
         return _error(ApiError(exc.status, f"{exc.reason}: {request.method} {request.path}"))
 
 
-def build_app(runner: EngineRunner, faults: FaultPlan | None = None) -> web.Application:
-    """``faults``: the ``--fault-*`` plan; None or an inactive plan leaves every answer untouched."""
+def build_app(runner: EngineRunner, faults: FaultPlan | None = None, served: Served | None = None) -> web.Application:
+    """``faults``: the ``--fault-*`` plan; None or an inactive plan leaves every answer untouched.
+    ``served``: the settings the engine reports about itself (defaults: EngineOptions' defaults)."""
     app = web.Application(middlewares=[_errors_as_json], client_max_size=4 * 1024 * 1024)
     app[RUNNER_KEY] = runner
+    app[SERVED_KEY] = served or Served()
     if faults is not None and faults.active:
         app[FAULTS_KEY] = faults
         app[FAULT_COUNTERS_KEY] = FaultCounters()
@@ -261,4 +298,5 @@ def build_app(runner: EngineRunner, faults: FaultPlan | None = None) -> web.Appl
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/reset_prefix_cache", reset_prefix_cache)
+    app.router.add_get("/server_info", server_info)
     return app

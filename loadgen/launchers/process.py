@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,3 +139,19 @@ def _pump(proc: subprocess.Popen[bytes], log_path: Path, ready: queue.Queue[byte
                 ready.put(line)
                 handed_over = line.startswith(b"READY ")
     ready.put(None)
+
+
+def keep_failed_log(exc: EngineError, log_path: Path, folder: Path) -> EngineError:
+    """An engine that failed to start leaves its log and the error (its command included) in ``folder`` as
+    ``engine.log`` and ``engine-failed.txt``; the returned error names the kept log, not a temporary file
+    that is about to be removed. The original error where nothing can be written."""
+    kept = folder / "engine.log"
+    message = str(exc).replace(str(log_path), str(kept))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if log_path.exists() and log_path.resolve() != kept.resolve():
+            shutil.copyfile(log_path, kept)
+        (folder / "engine-failed.txt").write_text(message + "\n", encoding="utf-8")
+    except OSError:
+        return exc
+    return EngineError(message)

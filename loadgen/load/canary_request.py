@@ -2,22 +2,59 @@
 
 Why: the Locust canary user and the cold-boot study send the same canaries and must record them
 the same way; this is the one place that turns a scenario canary into a request body and an
-``Outcome`` into a ``CanaryRecord``. Pure apart from the fresh ids it draws; sends nothing.
+``Outcome`` into a ``CanaryRecord``, and the one place that decides what happens to the prefix cache
+before a canary. Pure apart from the fresh ids it draws and the cache reset ``prepare_cache`` POSTs.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 from collectors.record import CanaryRecord, Phase
-from loadgen.load.client import Outcome
+from loadgen.load.client import EndpointClient, Outcome, ResetAnswer, reset_cache
 from loadgen.scenario import Canary, Scenario
 from loadgen.wire import Features, Kind, build_body
 
+CacheAction = Literal["reset", "salt"] | None  # None: the cache was kept
 
-def canary_body(scenario: Scenario, canary: Canary, *, model: str, features: Features) -> tuple[Kind, dict[str, Any]]:
-    """The request body (every sampling parameter explicit; a fresh ``cache_salt`` for salted canaries)."""
+
+def planned_cache_action(canary: Canary, *, busy: bool) -> CacheAction:
+    """What to do to the prefix cache before sending ``canary`` (docs/design.md, "Cache actions").
+
+    ``busy``: other requests may be running on the engine (background at this level, a burst, another
+    canary in flight). vLLM refuses to reset its prefix cache while requests run and still answers, so a
+    reset under load is no miss: "miss" salts instead. A failed reset falls back to a salt as well
+    (``cache_after_reset``).
+    """
+    if canary.cache == "keep":
+        return None
+    if canary.cache == "miss":
+        return "salt" if busy else "reset"
+    return canary.cache
+
+
+def cache_after_reset(canary: Canary, dropped: bool) -> CacheAction:
+    """The action a canary ends up with once its reset answered: a "miss" canary whose reset was refused
+    is salted instead; a forced "reset" stays a reset (the report checks its effect)."""
+    return "salt" if canary.cache == "miss" and not dropped else "reset"
+
+
+def prepare_cache(
+    client: EndpointClient, canary: Canary, path: str, *, busy: bool
+) -> tuple[CacheAction, ResetAnswer | None]:
+    """Act on the prefix cache before ``canary`` is sent: the action taken and the reset's answer, if any."""
+    action = planned_cache_action(canary, busy=busy)
+    if action != "reset":
+        return action, None
+    answer = reset_cache(client, path)
+    return cache_after_reset(canary, answer.dropped), answer
+
+
+def canary_body(
+    scenario: Scenario, canary: Canary, *, model: str, features: Features, salt: bool
+) -> tuple[Kind, dict[str, Any]]:
+    """The request body (every sampling parameter explicit; a fresh ``cache_salt`` where ``salt``)."""
     kind = scenario.canary_kind(canary)
     messages = None
     if kind == "chat":
@@ -26,7 +63,7 @@ def canary_body(scenario: Scenario, canary: Canary, *, model: str, features: Fea
             if canary.messages
             else [{"role": "user", "content": canary.prompt or ""}]
         )
-    extra = {"cache_salt": uuid.uuid4().hex} if canary.cache == "salt" else None
+    extra = {"cache_salt": uuid.uuid4().hex} if salt else None
     body = build_body(
         kind,
         model=model,
@@ -52,7 +89,8 @@ def canary_record(
     level: int,
     inflight_at_send: int,
     worker: str,
-    cache_reset_status: int | None,
+    cache_action: CacheAction,
+    cache_reset: ResetAnswer | None,
     boot: int | None = None,
     boot_index: int | None = None,
     burst: bool = False,
@@ -85,8 +123,9 @@ def canary_record(
         text=c.text if c else None,
         finish_reason=c.finish_reason if c else None,
         usage=c.usage if c else None,
-        cache_action=None if canary.cache == "keep" else canary.cache,
-        cache_reset_status=cache_reset_status,
+        cache_action=cache_action,
+        cache_reset_status=None if cache_reset is None else cache_reset.status,
+        cache_reset_ok=None if cache_reset is None else cache_reset.dropped,
         boot=boot,
         boot_index=boot_index,
         burst=burst,

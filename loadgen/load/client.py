@@ -361,22 +361,42 @@ def _cap_body(resp: Any, limit: int) -> None:
     resp.feed = counted
 
 
-def reset_cache(client: EndpointClient, path: str) -> int | None:
-    """POST the engine's prefix-cache reset route; its HTTP status, or None when it could not be reached
-    (or answered within neither the client's deadline nor its size cap)."""
+@dataclass(frozen=True)
+class ResetAnswer:
+    """How the engine answered a prefix-cache reset. ``status`` None: no answer (unreachable, too slow, too big)."""
+
+    status: int | None
+    dropped: bool  # the engine says the cache was dropped
+
+
+def reset_dropped(status: int | None, body: bytes) -> bool:
+    """A 2xx answer, unless its body says otherwise: vLLM 0.26 answers a reset it refuses (requests still
+    running) with 200 and ``{"success": false}``; newer vLLM answer 409."""
+    if status is None or not 200 <= status < 300:
+        return False
+    try:
+        answer = orjson.loads(body) if body.strip() else None
+    except orjson.JSONDecodeError:
+        return True
+    return not (isinstance(answer, dict) and answer.get("success") is False)
+
+
+def reset_cache(client: EndpointClient, path: str) -> ResetAnswer:
+    """POST the engine's prefix-cache reset route and say whether the cache was dropped."""
     deadline = gevent.Timeout(client.limits.deadline_s(0))
     deadline.start()
     try:
         resp = client.request("POST", path, body=b"")
         _cap_body(resp, client.limits.max_response_bytes)
-        resp.read()
-        return int(resp.status_code)
+        body = resp.read()
+        status = int(resp.status_code)
+        return ResetAnswer(status, reset_dropped(status, body))
     except gevent.Timeout as exc:
         if exc is not deadline:
             raise
-        return None
+        return ResetAnswer(None, False)
     except (OSError, HTTPParseError, ResponseTooLarge):
-        return None
+        return ResetAnswer(None, False)
     finally:
         deadline.close()
 

@@ -39,8 +39,8 @@ from collectors.record import CanaryRecord
 from loadgen.errors import LoadgenError, UsageError
 from loadgen.load.background import BackgroundBodies, BackgroundBody
 from loadgen.load.bulk_stats import BulkStats
-from loadgen.load.canary_request import canary_body, canary_record
-from loadgen.load.client import Outcome, make_client, reset_cache, send, send_payload
+from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
+from loadgen.load.client import Outcome, make_client, send, send_payload
 from loadgen.load.coordination import Coordinator, StageSnapshot
 from loadgen.load.holding import Progress, Slot, spawn_delay
 from loadgen.load.live import LiveTable, summarise
@@ -69,6 +69,8 @@ class CoordState:
     owned: OwnedRun | None  # prepared here (web UI, plain ``locust -f``): this process ends the run too
     spawn_rate: float
     done: int = 0
+    errors: int = 0  # canaries that failed, of ``done``
+    trailing_errors: int = 0  # failures in a row since the last ok canary: an endpoint that died ends with many
     workers: dict[str, str] = field(default_factory=dict)  # worker name -> Locust client id, from their reports
     live: LiveTable = field(default_factory=LiveTable)
     references_sent: bool = False
@@ -213,6 +215,9 @@ def _on_done(environment: Environment, msg: Any, **_: Any) -> None:
     if _COORD is None:
         return
     _COORD.done += 1
+    failed = msg.data.get("status") != "ok"
+    _COORD.errors += failed
+    _COORD.trailing_errors = _COORD.trailing_errors + 1 if failed else 0
     _COORD.live.add(msg.data)
     _COORD.coordinator.on_done(int(msg.data["stage"]), time.monotonic())
     stage = _COORD.coordinator.tracker.current
@@ -259,6 +264,8 @@ def _finish_coordinator(environment: Environment) -> None:
         st.run_dir,
         stages_finished=tracker.finished,
         canaries_reported=st.done,
+        canary_errors=st.errors,
+        canary_errors_trailing=st.trailing_errors,
         unsettled_levels=tracker.unsettled_levels,
         workers=sorted(st.workers),
         workers_vanished=vanished,
@@ -429,8 +436,9 @@ class CanaryUser(User):
     def _send(self, st: RunState, ticket: Ticket, http: Any, *, burst: bool = False) -> None:
         canary = st.scenario.canaries[ticket.canary_index]
         features = st.canary_body_features(ticket.canary_index)
-        reset_status = reset_cache(http, st.scenario.endpoint.cache_reset_path) if canary.cache == "reset" else None
-        kind, body = canary_body(st.scenario, canary, model=st.model, features=features)
+        busy = burst or ticket.level > 0 or st.inflight.total > 0
+        action, reset = prepare_cache(http, canary, st.scenario.endpoint.cache_reset_path, busy=busy)
+        kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=action == "salt")
         held = None if burst else _wait_held(st, ticket.level)
         background_held = st.holding.held
         inflight_at_send = st.inflight.total
@@ -456,7 +464,8 @@ class CanaryUser(User):
             level=ticket.level,
             inflight_at_send=inflight_at_send,
             worker=st.worker,
-            cache_reset_status=reset_status,
+            cache_action=action,
+            cache_reset=reset,
             burst=burst,
             held_at_send=held,
             background_held_at_send=None if burst else background_held,

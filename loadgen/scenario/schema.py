@@ -122,9 +122,11 @@ class Canary(_Strict):
     logprobs: bool = True
     top_logprobs: Annotated[int, Field(ge=0, le=20)] = 2
     stream: bool = False
-    # prefix cache before this canary: "keep" it, "reset" it (POST endpoint.cache_reset_path), or "salt" the
-    # request with a fresh per-request cache_salt (vLLM, SGLang): both make the canary a guaranteed miss
-    cache: Literal["keep", "reset", "salt"] = "keep"
+    # prefix cache before this canary (docs/design.md, "Cache actions"): "keep" it; "miss": a guaranteed miss by
+    # what works where it is sent (a reset when nothing else runs, else a fresh cache_salt: vLLM refuses to reset
+    # its cache while requests run); or force one mechanism: "reset" (POST endpoint.cache_reset_path, effect
+    # checked in the report) or "salt" (a fresh per-request cache_salt, vLLM and the embedded engine)
+    cache: Literal["keep", "miss", "reset", "salt"] = "keep"
     # what usage.prompt_tokens_details.cached_tokens should show; the report flags canaries that disagree
     expect_cache: Literal["hit", "miss"] | None = None
 

@@ -24,10 +24,11 @@ from typing import Any
 from collectors.jsonl import JsonlWriter
 from collectors.manifest import RunStatus, now_iso, read_manifest, update_manifest
 from collectors.record import CanaryRecord
-from loadgen.errors import LoadgenError, ScenarioError, UsageError
+from loadgen.errors import EngineError, LoadgenError, ScenarioError, UsageError
 from loadgen.launchers.launcher import Launcher
-from loadgen.load.canary_request import canary_body, canary_record
-from loadgen.load.client import make_client, reset_cache, send
+from loadgen.launchers.process import keep_failed_log
+from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
+from loadgen.load.client import make_client, send
 from loadgen.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
 from loadgen.studies.lifecycle import OwnedRun
 from loadgen.studies.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
@@ -82,8 +83,8 @@ def launcher_for(scenario: Scenario, source: str, launcher: LauncherSpec | None)
 
 def send_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, client: Any) -> CanaryRecord:
     features = canary_features(boot.features[scenario.canary_kind(canary)], canary)
-    reset_status = reset_cache(client, scenario.endpoint.cache_reset_path) if canary.cache == "reset" else None
-    kind, body = canary_body(scenario, canary, model=boot.model, features=features)
+    action, reset = prepare_cache(client, canary, scenario.endpoint.cache_reset_path, busy=False)
+    kind, body = canary_body(scenario, canary, model=boot.model, features=features, salt=action == "salt")
     out = send(
         client, api_path(boot.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids, secret=boot.api_key
     )
@@ -97,7 +98,8 @@ def send_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, cli
         level=0,
         inflight_at_send=0,
         worker="coldboot",
-        cache_reset_status=reset_status,
+        cache_action=action,
+        cache_reset=reset,
         boot=boot.number,
         boot_index=index,
     )
@@ -159,7 +161,10 @@ class _Study:
         """(Re)start the engine, repeat the preamble (health, probe), send every canary N times."""
         t0 = time.monotonic()
         log = self.tmp / "engine.log"
-        engine = self.engines.start(log) if number == 1 else self.engines.restart(log)
+        try:
+            engine = self.engines.start(log) if number == 1 else self.engines.restart(log)
+        except EngineError as exc:  # the tmp folder goes at close: keep the log where the user looks
+            raise keep_failed_log(exc, log, self.run_dir or self.out_dir) from None
         self.boots.append(
             {"boot": number, "url": engine.url, "started": now_iso(), "ready_s": round(time.monotonic() - t0, 3)}
         )

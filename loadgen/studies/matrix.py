@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.manifest import RunStatus
-from loadgen.errors import EndpointError, EngineError, ScenarioError
+from loadgen.errors import EndpointError, EngineError, ScenarioError, UsageError
 from loadgen.scenario import LauncherSpec, MatrixCell, Scenario, load_scenario
 from loadgen.studies.coldboot import cold_boot
 from loadgen.studies.run import run
@@ -60,11 +60,18 @@ def cell_launcher(base: LauncherSpec | None, cell: MatrixCell) -> LauncherSpec |
     return LauncherSpec.model_validate(data)
 
 
-def check_matrix(scenario: Scenario, source: str) -> list[MatrixCell]:
-    """The cells, after the checks that need the whole scenario; fails before any engine starts."""
+def check_matrix(scenario: Scenario, source: str, only: list[str] | None = None) -> list[MatrixCell]:
+    """The cells (those named in ``only``, in the scenario's order), after the checks that need the whole
+    scenario; fails before any engine starts."""
     if scenario.matrix is None:
         raise ScenarioError(f"{source}: no [matrix] section: add [[matrix.cells]] tables (a name and args/env each)")
     cells = scenario.matrix.cells
+    if only is not None:
+        known = [c.name for c in cells]
+        unknown = [name for name in only if name not in known]
+        if unknown or not only:
+            raise UsageError(f"--cells: {', '.join(unknown) or '(none)'} not in {source}; its cells are {known}")
+        cells = [c for c in cells if c.name in only]
     for i, cell in enumerate(cells):
         if cell.base_url is None and scenario.endpoint.base_url is not None:
             raise ScenarioError(
@@ -123,11 +130,13 @@ def run_matrix(
     canaries_per_level: int | None = None,
     labels: dict[str, str] | None = None,
     processes: int = 0,
+    only: list[str] | None = None,
 ) -> MatrixResult:
-    """Run every cell of ``scenario_path``'s ``[matrix]`` in order, then write the comparison into ``out_dir``."""
+    """Run every cell of ``scenario_path``'s ``[matrix]`` (or those named in ``only``) in order, then write the
+    comparison into ``out_dir``."""
     source = str(scenario_path)
     scenario = load_scenario(scenario_path)
-    cells = check_matrix(scenario, source)
+    cells = check_matrix(scenario, source, only)
     opts = {
         "boots": boots,
         "requests": requests,

@@ -87,7 +87,7 @@ def prepare_run(scenario: Scenario, *, source: str, out_dir: Path, extra: dict[s
                 "model": info.model,
                 "api_key_env": scenario.endpoint.api_key_env,
             },
-            "server": {"models": info.models, "version": info.version},
+            "server": {"models": info.models, "version": info.version, "config": info.config},
             "features": info.features_json(),
             "labels": dict(scenario.labels),
             "levels": list(scenario.sweep.levels),

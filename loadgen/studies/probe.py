@@ -25,6 +25,7 @@ from typing import Any
 from loadgen.errors import EndpointError, redact, redact_json
 from loadgen.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.wire import Features, Kind, MalformedResponse, build_body, features_from_probe, parse_body
+from loadgen.wire.server_config import info_series, server_settings
 from loadgen.wire.urls import api_path, origin, v1_path
 
 PROBE_PROMPT = "Reply with one word: ready"
@@ -35,6 +36,8 @@ class KindProbe:
     features: Features
     identity: str  # "token_ids", "tokens" or "text": what the completions will be compared by
     attempts: list[str] = field(default_factory=list)
+    # the answer carried usage.prompt_tokens_details.cached_tokens (vLLM: only with --enable-prompt-tokens-details)
+    cached_tokens_reported: bool | None = None
 
 
 @dataclass
@@ -44,10 +47,16 @@ class ServerInfo:
     models: Any  # the /v1/models body
     version: str | None
     kinds: dict[Kind, KindProbe]
+    config: dict[str, Any] = field(default_factory=dict)  # what the server says of its settings (read_config)
 
     def features_json(self) -> dict[str, Any]:
         return {
-            k: {"features": asdict(p.features), "identity": p.identity, "attempts": p.attempts}
+            k: {
+                "features": asdict(p.features),
+                "identity": p.identity,
+                "attempts": p.attempts,
+                "cached_tokens_reported": p.cached_tokens_reported,
+            }
             for k, p in self.kinds.items()
         }
 
@@ -174,6 +183,48 @@ def read_version(
     return str(body.get("version")) if isinstance(body, dict) and body.get("version") is not None else None
 
 
+def _json_or_none(url: str, *, api_key: str | None, timeout_s: float, max_bytes: int) -> Any:
+    """A GET answered 200 with JSON, decoded; None for anything else (a route the server lacks is no error)."""
+    try:
+        status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+        return json.loads(raw) if status == 200 else None
+    except (EndpointError, ValueError):
+        return None
+
+
+def read_config(
+    base_url: str,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    cached_tokens_reported: bool | None,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> dict[str, Any]:
+    """What the server says of its own settings (``loadgen.wire.server_config``): ``settings``, the raw
+    ``*_info`` series of ``/metrics``, and which routes answered. Best effort: every route may be absent."""
+    root = origin(base_url) + v1_path(base_url, "").removesuffix("/v1/")
+    info: dict[str, dict[str, str]] = {}
+    try:
+        status, raw = _request(root + "/metrics", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+        if status == 200:
+            info = info_series(raw.decode("utf-8", "replace"))
+    except EndpointError:
+        pass
+    vllm = _json_or_none(
+        root + "/server_info?config_format=json", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes
+    )
+    sglang = _json_or_none(root + "/get_server_info", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+    return {
+        "settings": server_settings(info, vllm, sglang, cached_tokens_reported=cached_tokens_reported),
+        "info_series": info,
+        "answered": [
+            route
+            for route, answer in (("/metrics", info), ("/server_info", vllm), ("/get_server_info", sglang))
+            if answer
+        ],
+    }
+
+
 BUSY = frozenset({429, 500, 502, 503, 504})
 BUSY_RETRY_S = (0.5, 1.0, 2.0)  # the probe only: load requests are never retried
 
@@ -247,7 +298,9 @@ def probe_kind(
             ) from None
         attempts.append(f"{asdict(features)} -> HTTP 200")
         identity = "token_ids" if completion.token_ids else ("tokens" if completion.tokens else "text")
-        return KindProbe(honoured, identity, attempts)
+        details = (completion.usage or {}).get("prompt_tokens_details")
+        cached = completion.usage is not None and isinstance(details, dict) and details.get("cached_tokens") is not None
+        return KindProbe(honoured, identity, attempts, cached_tokens_reported=cached)
     raise EndpointError(f"{url}: every probe request was refused: {'; '.join(attempts)}")
 
 
@@ -268,7 +321,9 @@ def probe(
     except EndpointError as exc:
         raise EndpointError(redact(str(exc), api_key)) from None
     version = None if info.version is None else redact(info.version, api_key)
-    return replace(info, models=redact_json(info.models, api_key), version=version)
+    return replace(
+        info, models=redact_json(info.models, api_key), version=version, config=redact_json(info.config, api_key)
+    )
 
 
 def _probe(
@@ -294,4 +349,12 @@ def _probe(
         k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0), max_bytes=max_bytes)
         for k in sorted(kinds)
     }
-    return ServerInfo(base_url, model, models, version, probes)
+    reported = [p.cached_tokens_reported for p in probes.values() if p.cached_tokens_reported is not None]
+    config = read_config(
+        base_url,
+        api_key=api_key,
+        timeout_s=timeout_s,
+        cached_tokens_reported=all(reported) if reported else None,
+        max_bytes=max_bytes,
+    )
+    return ServerInfo(base_url, model, models, version, probes, config)

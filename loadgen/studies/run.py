@@ -25,15 +25,15 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from collectors.manifest import RunStatus
-from loadgen.errors import UsageError
+from loadgen.errors import EngineError, UsageError
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
-from loadgen.launchers.process import RunningEngine, start_embedded
+from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
 from loadgen.scenario import LauncherSpec, Scenario, load_scenario, with_overrides
 from loadgen.studies.lifecycle import OwnedRun
 from loadgen.studies.prepare import api_key_of, prepare_run
@@ -48,6 +48,7 @@ class RunResult:
     run_dir: Path  # the run folder (headless) or the folder that receives them (web UI)
     status: RunStatus | None  # the run's final status; None after a web UI session (each start has its own)
     locust_exit: int
+    headline: list[str] = field(default_factory=list)  # said first: the endpoint failed, records were lost
 
 
 def _locust_base(base_url: str, scenario_path: str, out_dir: Path) -> list[str]:
@@ -224,9 +225,14 @@ def endpoint_for(
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".loadgen-engine-", dir=log_dir))
+    failed_to = log_dir or Path.cwd()  # a failed start keeps its log here: the tmp folder goes on the way out
     try:
         if spec is None:
-            with start_embedded(engine_args, log_path=tmp / "engine.log") as engine:
+            try:
+                embedded = start_embedded(engine_args, log_path=tmp / "engine.log")
+            except EngineError as exc:
+                raise keep_failed_log(exc, tmp / "engine.log", failed_to) from None
+            with embedded as engine:
                 labels = {
                     "engine": "embedded",
                     **({"engine_args": " ".join(engine_args)} if engine_args else {}),
@@ -237,7 +243,10 @@ def endpoint_for(
         else:
             spec = spec.model_copy(update={"args": [*spec.args, *engine_args]})
             with Launcher(spec) as started:
-                engine = started.start(tmp / "engine.log")
+                try:
+                    engine = started.start(tmp / "engine.log")
+                except EngineError as exc:
+                    raise keep_failed_log(exc, tmp / "engine.log", failed_to) from None
                 labels = {"engine": spec.kind, **scenario.labels}
                 yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, started.describe()
     finally:
@@ -292,4 +301,4 @@ def run(
                 code = _wait_forwarding_signals(_start_locust(cmd, stdout=log, stderr=subprocess.STDOUT))
         finally:
             status = owned.end(report=report)
-    return RunResult(run_dir, status, code)
+    return RunResult(run_dir, status, code, owned.headline)

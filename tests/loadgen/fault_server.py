@@ -7,7 +7,11 @@ Hostile prompts: ``trickle`` (one body byte, or for a stream one ``: ping`` SSE 
 for ``TRICKLE_S`` seconds, then the end without a whole answer), ``huge`` or ``huge:<MiB>`` (3 MiB, or that
 many, of body: a JSON string, or for a stream one endless line), ``too-many-tokens`` (5 tokens, whatever max_tokens
 says), ``negative-id`` (a token id of -1), ``fewer-ids`` (2 ids for 3 tokens), ``echo-auth`` (the
-request's Authorization header in the text, split over two token strings, and in the alternatives).
+request's Authorization header in the text, split over two token strings, and in the alternatives),
+``hostile-numbers`` (logprobs of -1.7e308 and 1.7e308, alternatives' logprobs the strings ``"NaN"``,
+``"-Infinity"`` and ``"Infinity"``, which a JSON parser takes as floats), ``escapes`` (a middle token
+holding ESC, an OSC title, BEL and NUL, with a different one every other request, so the completions
+fork there).
 
 For the bad-input and secrets tests: ``--require-key KEY`` answers 401 on ``/v1/*`` unless the request
 carries ``Authorization: Bearer KEY``; ``/html/...`` is a web page, not an API (200, text/html);
@@ -15,7 +19,12 @@ carries ``Authorization: Bearer KEY``; ``/html/...`` is a web page, not an API (
 itself counted) tells what the server saw: request count, Authorization values, prompts.
 Under ``/echo`` (a base URL of ``http://host:port/echo``) ``/v1/models`` and ``/version`` echo the
 Authorization header back; under ``/hostile`` every completion is a 503 whose body echoes it among
-terminal escapes (ESC, an OSC title, BEL, NUL).
+terminal escapes (ESC, an OSC title, BEL, NUL). Under ``/evil`` the one model's id is Markdown and
+HTML (a code span's end, an image, a heading on a new line) with terminal escapes. Under
+``/dying/<key>/<n>`` the first ``n`` completion requests (counted per key) are answered, every later
+one is cut before any byte: an endpoint that dies mid-run. ``/metrics`` answers only a request with an
+Authorization header: once (per header value) with a vLLM gauge, then with a 503 whose reason phrase
+echoes the header.
 """
 
 from __future__ import annotations
@@ -31,10 +40,22 @@ from itertools import accumulate
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-SEEN: dict[str, Counter[str]] = {"requests": Counter(), "authorization": Counter(), "prompts": Counter()}
+SEEN: dict[str, Counter[str]] = {
+    "requests": Counter(),
+    "authorization": Counter(),
+    "prompts": Counter(),
+    "escapes": Counter(),
+}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 TOKENS = [("Hello", 101, -0.1), (" world", 102, -0.25), ("!", 103, -0.5)]
+HUGE = 1.7e308
+NUMBERS = [("Hello", 101, -HUGE), (" world", 102, HUGE), ("!", 103, -0.5)]
+NUMBER_TOPS = [{"Hello": "NaN", "Hi": "-Infinity"}, {" world": HUGE, " there": -HUGE}, {"!": "Infinity", "?": -1.0}]
+ESCAPES = ["\x1b]0;owned\x07", "\x1b[2J\x00"]
+EVIL_MODEL = "m`</code><img src=x onerror=alert(1)>\n# pwned ![t](http://evil.example/t.png) \x1b]0;owned\x07\x00"
+DYING: Counter[str] = Counter()
+METRICS_SEEN: Counter[str] = Counter()
 TRICKLE_S = 10.0  # long enough that only a total deadline ends a trickle sooner
 MIB = 1024 * 1024
 Token = tuple[str, int, float]
@@ -49,6 +70,12 @@ def tokens_for(prompt: str, auth: str) -> list[Token]:
     if prompt == "echo-auth":
         half = len(auth) // 2
         return [("Hello ", 101, -0.1), (auth[:half], 102, -0.2), (auth[half:], 103, -0.3)]
+    if prompt == "hostile-numbers":
+        return NUMBERS
+    if prompt == "escapes":
+        SEEN["escapes"]["n"] += 1
+        odd = SEEN["escapes"]["n"] % 2
+        return [TOKENS[0], (ESCAPES[odd], 102 + 2 * odd, -0.2), TOKENS[2]]
     return TOKENS
 
 
@@ -160,7 +187,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if not stream:
         if prompt == "malformed":
             return web.Response(text="{not json", content_type="application/json")
-        return web.json_response(whole(tokens, fewer_ids=prompt == "fewer-ids"))
+        answer = whole(tokens, fewer_ids=prompt == "fewer-ids")
+        if prompt == "hostile-numbers":
+            answer["choices"][0]["logprobs"]["top_logprobs"] = NUMBER_TOPS  # type: ignore[index]
+        return web.json_response(answer)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     await resp.write(chunk(0, tokens))
@@ -216,6 +246,34 @@ def watch(required_key: str | None) -> Middleware:
     return middleware
 
 
+async def evil_models(_: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": EVIL_MODEL, "object": "model"}]})
+
+
+async def dying(request: web.Request) -> web.StreamResponse:
+    """Answers the first ``n`` completion requests under ``/dying/<key>/<n>``, then cuts every later one."""
+    key = request.match_info["key"]
+    DYING[key] += 1
+    if DYING[key] > int(request.match_info["n"]):
+        assert request.transport is not None
+        request.transport.abort()
+        return web.Response()
+    return await completions(request)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """A vLLM gauge once per Authorization value, then a 503 whose reason phrase echoes it."""
+    auth = request.headers.get("Authorization")
+    if auth is None:
+        raise web.HTTPNotFound()
+    METRICS_SEEN[auth] += 1
+    if METRICS_SEEN[auth] == 1:
+        return web.Response(
+            text="vllm:num_requests_running 0\nvllm:num_requests_waiting 0\n", content_type="text/plain"
+        )
+    return web.Response(status=503, reason=f"overloaded; you sent {auth}")
+
+
 async def seen(_: web.Request) -> web.Response:
     return web.json_response({k: dict(v) for k, v in SEEN.items()})
 
@@ -241,6 +299,11 @@ async def main() -> None:
     app.router.add_post("/echo/v1/completions", completions)
     app.router.add_get("/hostile/v1/models", models)
     app.router.add_post("/hostile/v1/completions", hostile)
+    app.router.add_get("/evil/v1/models", evil_models)
+    app.router.add_post("/evil/v1/completions", completions)
+    app.router.add_get("/dying/{key}/{n}/v1/models", models)
+    app.router.add_post("/dying/{key}/{n}/v1/completions", dying)
+    app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/html/{tail:.*}", html)
     app.router.add_route("*", r"/to/{port:\d+}/{tail:.*}", redirect)
     runner = web.AppRunner(app)

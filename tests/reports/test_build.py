@@ -57,7 +57,8 @@ def test_single_canary_shape_and_context() -> None:
         }
         for lo, med, hi, held, not_held, unmeasured in expected
     ]
-    gap_notice, short_notice = report["run"]["notices"]
+    gap_notice, short_notice, torn_notice = report["run"]["notices"]
+    assert torn_notice.startswith("Records lost: canaries.jsonl ends in a torn line (a write cut short).")
     assert gap_notice.startswith("1 canary had no engine figure although the endpoint serves /metrics")
     assert "level 4: 1 (request ids s40)" in gap_notice
     assert short_notice.startswith("1 canary shared the engine with fewer other requests than the level")

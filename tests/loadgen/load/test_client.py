@@ -254,7 +254,7 @@ def test_a_key_echoed_into_a_completion_is_redacted_from_the_record(server: str,
     """The server puts ``Bearer KEY`` into the text, split over two token strings and their alternatives."""
     scenario = parse_scenario({"canaries": [{"prompt": "echo-auth", "stream": stream, "max_tokens": 3}]}, "s")
     canary = scenario.canaries[0]
-    kind, body = canary_body(scenario, canary, model="m", features=FEATURES)
+    kind, body = canary_body(scenario, canary, model="m", features=FEATURES, salt=False)
     client = make_client(server, connect_timeout_s=2.0, read_timeout_s=5.0, api_key=KEY)
     try:
         out = send(client, api_path(server, kind), kind, body, secret=KEY)
@@ -266,7 +266,7 @@ def test_a_key_echoed_into_a_completion_is_redacted_from_the_record(server: str,
     assert out.completion.token_ids == [101, 102, 103]  # positions and ids stay comparable
     record = canary_record(
         out, run_id="r", canary=canary, kind=kind, body=body, phase="sweep", level=0, inflight_at_send=0,
-        worker="w", cache_reset_status=None,
+        worker="w", cache_action=None, cache_reset=None,
     )  # fmt: skip
     written = orjson.dumps(record.to_dict())
     assert KEY.encode() not in written and KEY[:16].encode() not in written and b"[redacted]" in written

@@ -93,7 +93,8 @@ warmup = 0
 baseline = 1
 """)
     result = run(scenario, host=fault_server, out_dir=tmp_path / "runs", report=False)
-    assert result.status == "finished"
+    assert result.status == "endpoint_failed"  # every stage met its quota, but every canary failed: said so
+    assert result.headline == ["Endpoint failed: 10 of 10 canaries failed (loadgen report gives the error kinds)."]
     rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
     kinds = Counter((r["canary_id"], r["status"], r["error_kind"]) for r in rows)
     assert kinds == {("bad", "error", "http_status"): 5, ("cut", "error", "truncated_stream"): 5}

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Real vLLM 0.26 on H200 GPUs, measured by the tool itself: default vs VLLM_BATCH_INVARIANT=1.
+#
+# Why this script exists: the tool's users run vLLM; this is the one command list that produces the
+# figures in docs/results/vllm-h200/ (see its README for what each stage showed). It runs on the GPU
+# machine, where vLLM comes from the offline kit (shared GPU kit README: two bundle parts, a seeded
+# random Qwen3 made on the GPU), in stages that each fit one 10-minute device call:
+#
+#   install   unpack the kit, install Locust's wheels (carried in .whl), make the model
+#   serve     two `vllm serve`: GPU 0 default (no --enable-prompt-tokens-details: cache hits are then
+#             checked by vLLM's prefix-cache counters), GPU 1 VLLM_BATCH_INVARIANT=1 (with it)
+#   fixtures  capture what vLLM answers (/metrics, /server_info, completions, a prefix-cache reset idle
+#             and under load) into $OUT/fixtures for the tests
+#   runs      per mode, in parallel: benchmarks/vllm/sweep.toml (0..256 background), prefix-cache.toml,
+#             tm-burst.toml (1,000 identical requests), each a real `loadgen run`
+#   matrix    stop the servers; the D3 2x2 (benchmarks/vllm/d3-2x2.toml) through `loadgen matrix` with
+#             the vLLM launcher, two cells per GPU in parallel (--cells, CUDA_VISIBLE_DEVICES)
+#   collect   `loadgen compare` of the four cells, results into $OUT/results.tar.gz
+#
+# Usage: bash benchmarks/vllm_h200.sh STAGE [STAGE...]; `start-runs`/`start-matrix` run those stages
+# detached (setsid) so that they outlive one device call, `wait-runs`/`wait-matrix` wait for them.
+set -u
+OUT=${OUT:-/tmp/out}
+R=${RESULTS:-/tmp/vllm-results}
+MODEL=/tmp/model
+export PYTHONUNBUFFERED=1
+mkdir -p "$R" "$OUT"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$R/timeline.txt"; }
+cmd() { echo "$*" >>"$R/commands.txt"; "$@"; }
+env_up() {
+    # shellcheck disable=SC1091
+    . /tmp/bundle/env.sh
+    export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+}
+SERVE_ARGS=(--served-model-name tiny-qwen3 --dtype bfloat16 --seed 0 --max-model-len 4096 --generation-config vllm
+    --attention-backend FLASH_ATTN --host 127.0.0.1)
+
+install() {
+    log "install"
+    mkdir -p /tmp/vk && cp .vllm/vllm-bundle.* /tmp/vk/ && (cd /tmp/vk && sha256sum -c vllm-bundle.sha256) &&
+        cat /tmp/vk/vllm-bundle.part.* | tar -x -C /tmp && bash /tmp/bundle/install.sh || exit 1
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    env_up
+    cmd python3 /tmp/bundle/make_model.py "$MODEL" 32768 2048 16 16 8
+    cmd python3 /tmp/bundle/mkweights.py "$MODEL"
+    {
+        date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+        python3 -c 'import sys, torch, vllm, transformers, locust
+print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda)
+print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)'
+        nproc | sed 's/^/cpu cores /'
+    } >"$R/versions.txt" 2>&1
+    cat "$R/versions.txt"
+}
+
+serve() {
+    env_up
+    log "serve: default on GPU 0 (port 8000), VLLM_BATCH_INVARIANT=1 on GPU 1 (port 8001)"
+    echo "CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=0 vllm serve $MODEL ${SERVE_ARGS[*]} --port 8000 --gpu-memory-utilization 0.85" >>"$R/commands.txt"
+    CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=0 setsid vllm serve "$MODEL" "${SERVE_ARGS[@]}" \
+        --port 8000 --gpu-memory-utilization 0.85 >"$R/vllm-default.log" 2>&1 < /dev/null &
+    echo "CUDA_VISIBLE_DEVICES=1 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=1 vllm serve $MODEL ${SERVE_ARGS[*]} --port 8001 --gpu-memory-utilization 0.85 --enable-prompt-tokens-details" >>"$R/commands.txt"
+    CUDA_VISIBLE_DEVICES=1 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=1 setsid vllm serve "$MODEL" "${SERVE_ARGS[@]}" \
+        --port 8001 --gpu-memory-utilization 0.85 --enable-prompt-tokens-details >"$R/vllm-invariant.log" 2>&1 < /dev/null &
+    for port in 8000 8001; do
+        for _ in $(seq 150); do curl -sf "127.0.0.1:$port/health" >/dev/null && break; sleep 2; done
+        curl -sf "127.0.0.1:$port/health" >/dev/null && log "port $port healthy" || { log "port $port not healthy"; tail -30 "$R"/vllm-*.log; }
+    done
+}
+
+fixtures() {
+    local F=$OUT/fixtures
+    mkdir -p "$F"
+    log "fixtures"
+    for port in ${PORTS:-8000 8001}; do
+        local mode=default
+        [ "$port" = 8001 ] && mode=invariant
+        curl -s "127.0.0.1:$port/version" >"$F/$mode-version.json"
+        curl -s "127.0.0.1:$port/v1/models" >"$F/$mode-models.json"
+        curl -s "127.0.0.1:$port/server_info?config_format=json" >"$F/$mode-server_info.json"
+        curl -s "127.0.0.1:$port/metrics" >"$F/$mode-metrics-idle.txt"
+        curl -s "127.0.0.1:$port/v1/completions" -H 'content-type: application/json' -d \
+            '{"model":"tiny-qwen3","prompt":"The old man climbed the green hill near the old town before the long night, and from the top he could see the river, so","max_tokens":8,"temperature":0,"logprobs":2,"return_token_ids":true}' \
+            >"$F/$mode-completion.json"
+        curl -sN "127.0.0.1:$port/v1/completions" -H 'content-type: application/json' -d \
+            '{"model":"tiny-qwen3","prompt":"The old man climbed the green hill near the old town before the long night, and from the top he could see the river, so","max_tokens":4,"temperature":0,"logprobs":2,"stream":true,"stream_options":{"include_usage":true}}' \
+            >"$F/$mode-completion-stream.txt"
+        curl -s "127.0.0.1:$port/metrics" >"$F/$mode-metrics-after-hit.txt"
+        curl -s -o /dev/null -w '%{http_code}\n' -XPOST "127.0.0.1:$port/reset_prefix_cache" >"$F/$mode-reset-idle.status"
+        # a reset while requests run: what status does vLLM answer, and does the cache go?
+        local busy=()
+        for _ in $(seq 8); do
+            curl -s "127.0.0.1:$port/v1/completions" -H 'content-type: application/json' -d \
+                '{"model":"tiny-qwen3","prompt":"busy busy busy","max_tokens":1500,"temperature":0}' >/dev/null &
+            busy+=($!)
+        done
+        sleep 1
+        curl -s -o "$F/$mode-reset-busy.body" -w '%{http_code}\n' -XPOST "127.0.0.1:$port/reset_prefix_cache" >"$F/$mode-reset-busy.status"
+        curl -s "127.0.0.1:$port/metrics" >"$F/$mode-metrics-busy.txt"
+        wait "${busy[@]}"  # not a bare wait: the servers are this shell's children too
+    done
+    grep -h "reset prefix cache\|Resetting prefix cache" "$R"/vllm-*.log | head -20 >"$F/reset-log-lines.txt"
+    ls -la "$F"
+}
+
+run_mode() {  # MODE PORT
+    local mode=$1 port=$2
+    for s in sweep prefix-cache tm-burst; do
+        log "$mode: $s"
+        cmd timeout 900 python3 -m loadgen run "benchmarks/vllm/$s.toml" --host "http://127.0.0.1:$port" \
+            --out "$R/$mode/$s" --label "mode=$mode" >"$R/$mode-$s.out" 2>&1
+        log "$mode: $s exit $?"
+    done
+}
+
+runs() {
+    env_up
+    run_mode default 8000 &
+    run_mode invariant 8001 &
+    wait
+}
+
+matrix() {
+    env_up
+    pkill -f "vllm serve" ; sleep 5
+    log "matrix: apc-on/off x invariant-0 on GPU 0, x invariant-1 on GPU 1"
+    (CUDA_VISIBLE_DEVICES=0 cmd python3 -m loadgen matrix benchmarks/vllm/d3-2x2.toml --out "$R/d3/gpu0" \
+        --cells apc-on_invariant-0,apc-off_invariant-0 >"$R/d3-gpu0.out" 2>&1; log "gpu0 matrix exit $?") &
+    (CUDA_VISIBLE_DEVICES=1 cmd python3 -m loadgen matrix benchmarks/vllm/d3-2x2.toml --out "$R/d3/gpu1" \
+        --cells apc-on_invariant-1,apc-off_invariant-1 >"$R/d3-gpu1.out" 2>&1; log "gpu1 matrix exit $?") &
+    wait
+}
+
+collect() {
+    env_up
+    local cells
+    cells=$(ls -d "$R"/d3/gpu*/cells/*/*/ 2>/dev/null)
+    # shellcheck disable=SC2086
+    [ -n "$cells" ] && cmd python3 -m loadgen compare $cells --out "$R/d3/comparison" >"$R/d3-compare.out" 2>&1
+    tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \
+        --exclude='engine_metrics*.jsonl' .
+    tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name '*.jsonl' | sort)
+    ls -la "$OUT"
+}
+
+detached() {  # STAGE: run it in its own session, so it outlives this device call
+    setsid nohup bash "$0" "$1" >"$R/$1.detached.log" 2>&1 < /dev/null &
+    echo $! >"$R/$1.pid"
+}
+
+wait_for() {  # STAGE SECONDS
+    local pid
+    pid=$(cat "$R/$1.pid")
+    for _ in $(seq "$2"); do kill -0 "$pid" 2>/dev/null || { log "$1 done"; return 0; }; sleep 1; done
+    log "$1 still running after $2 s"
+}
+
+for stage in "$@"; do
+    case $stage in
+        install | serve | fixtures | runs | matrix | collect) $stage ;;
+        start-runs) detached runs ;;
+        start-matrix) detached matrix ;;
+        wait-runs) wait_for runs "${WAIT_S:-540}" ;;
+        wait-matrix) wait_for matrix "${WAIT_S:-540}" ;;
+        *) echo "unknown stage $stage" >&2; exit 2 ;;
+    esac
+done

@@ -1,0 +1,134 @@
+"""What a server says about its own configuration, read into a few comparable settings.
+
+Why: two runs of "the same endpoint" are only comparable when they ran the same engine settings
+(prefix caching on or off, batch-invariant kernels, CUDA graphs or eager). Engines publish some of
+that: vLLM as ``*_info`` series in ``/metrics`` (``vllm:cache_config_info``: ``enable_prefix_caching``,
+``block_size``) and, with ``VLLM_SERVER_DEV_MODE=1``, its whole config and ``VLLM_*`` variables at
+``GET /server_info?config_format=json``; SGLang its server arguments at ``GET /get_server_info``.
+This module turns those answers into ``settings`` (None where the server did not say) and keeps the
+raw ``*_info`` labels beside them (docs/design.md, "Server configuration").
+
+Pure: texts and decoded JSON in, a plain dict out. Reading the routes is the probe's job; this must
+not do I/O, and must not guess a setting the server did not state.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# name{labels} value: the info series are gauges of value 1 whose labels carry the settings
+_INFO_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*_info)\{(.*)\}\s+\S+\s*$")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_MAX_INFO_SERIES = 32  # a hostile /metrics cannot grow the manifest without end
+_MAX_LABEL_CHARS = 200
+
+
+def info_series(metrics_text: str) -> dict[str, dict[str, str]]:
+    """Every ``*_info`` series of a Prometheus text exposition: name -> labels (first sample of each name)."""
+    out: dict[str, dict[str, str]] = {}
+    for line in metrics_text.splitlines():
+        m = _INFO_LINE.match(line)
+        if m is None or m.group(1) in out:
+            continue
+        out[m.group(1)] = {k: v[:_MAX_LABEL_CHARS] for k, v in _LABEL.findall(m.group(2))}
+        if len(out) >= _MAX_INFO_SERIES:
+            break
+    return out
+
+
+def _flag(value: Any) -> bool | None:
+    """A boolean as servers spell it ("True", "false", "1", 0, True); None for anything else."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return bool(value) if value in (0, 1) else None
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off", ""):
+            return False
+    return None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def server_settings(
+    info: dict[str, dict[str, str]], server_info: Any, sglang_info: Any, *, cached_tokens_reported: bool | None
+) -> dict[str, Any]:
+    """The comparable settings, each None where no answer stated it.
+
+    ``info``: ``info_series`` of ``/metrics``; ``server_info``: vLLM's ``/server_info`` JSON (dev mode);
+    ``sglang_info``: SGLang's ``/get_server_info`` JSON; ``cached_tokens_reported``: whether the probe's
+    answer carried ``usage.prompt_tokens_details.cached_tokens``.
+    """
+    cache_info = info.get("vllm:cache_config_info", {})
+    vcfg = _get(server_info, "vllm_config")
+    venv = _get(server_info, "vllm_env")
+    sg = sglang_info if isinstance(sglang_info, dict) else {}
+    sg_radix_off = _flag(sg.get("disable_radix_cache"))
+    return {
+        "prefix_caching": _first(
+            _flag(cache_info.get("enable_prefix_caching")),
+            _flag(_get(vcfg, "cache_config", "enable_prefix_caching")),
+            None if sg_radix_off is None else not sg_radix_off,
+        ),
+        "block_size": _first(
+            _int(cache_info.get("block_size")),
+            _int(_get(vcfg, "cache_config", "block_size")),
+            _int(sg.get("page_size")),
+        ),
+        "batch_invariant": _first(
+            _flag(_get(venv, "VLLM_BATCH_INVARIANT")), _flag(sg.get("enable_deterministic_inference"))
+        ),
+        "enforce_eager": _first(
+            _flag(_get(vcfg, "model_config", "enforce_eager")), _flag(sg.get("disable_cuda_graph"))
+        ),
+        "attention_backend": _first(
+            _get(vcfg, "attention_config", "backend"), _get(venv, "VLLM_ATTENTION_BACKEND"), sg.get("attention_backend")
+        ),
+        "max_num_seqs": _first(
+            _int(_get(vcfg, "scheduler_config", "max_num_seqs")), _int(sg.get("max_running_requests"))
+        ),
+        "dtype": _first(_get(vcfg, "model_config", "dtype"), sg.get("dtype")),
+        "cached_tokens_reported": cached_tokens_reported,
+    }
+
+
+def describe(settings: dict[str, Any]) -> str:
+    """One line for a report header: only what the server stated, e.g. "prefix caching on (block 16),
+    batch-invariant off, CUDA graphs"; "" when it stated nothing."""
+    parts = []
+    on_off = {True: "on", False: "off"}
+    if settings.get("prefix_caching") is not None:
+        block = f" (block {settings['block_size']})" if settings.get("block_size") else ""
+        parts.append(f"prefix caching {on_off[settings['prefix_caching']]}{block}")
+    if settings.get("batch_invariant") is not None:
+        parts.append(f"batch-invariant {on_off[settings['batch_invariant']]}")
+    if settings.get("enforce_eager") is not None:
+        parts.append("eager" if settings["enforce_eager"] else "CUDA graphs")
+    if settings.get("attention_backend"):
+        parts.append(f"attention {settings['attention_backend']}")
+    if settings.get("max_num_seqs"):
+        parts.append(f"max {settings['max_num_seqs']} sequences")
+    if settings.get("cached_tokens_reported") is False:
+        parts.append("cached tokens not reported")
+    return ", ".join(parts)

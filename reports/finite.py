@@ -1,0 +1,30 @@
+"""Keep NaN and infinities out of a report object: each becomes ``None`` (JSON ``null``), and is counted.
+
+Why: a figure computed from a broken number (an endpoint's ``NaN`` logprob, a hand-edited record)
+must not stop the report: ``json`` refuses NaN in the HTML's embedded data, a chart cannot scale to
+infinity, and ``null`` already means "cannot be computed" everywhere in ``report.json``. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def scrub(value: Any) -> tuple[Any, int]:
+    """A copy of a JSON-ready value with every non-finite float replaced by ``None``; and how many were."""
+    if isinstance(value, float | np.floating):
+        return (float(value), 0) if math.isfinite(value) else (None, 1)
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        total = 0
+        for k, v in value.items():
+            out[k], n = scrub(v)
+            total += n
+        return out, total
+    if isinstance(value, list | tuple):
+        items = [scrub(v) for v in value]
+        return [v for v, _ in items], sum(n for _, n in items)
+    return value, 0

@@ -1,0 +1,153 @@
+"""Is the run's evidence whole? Errors, levels without completions, lost records, unusable numbers.
+
+Why: a report's figures are only as good as the records under them. An endpoint that died mid-run
+leaves levels with no completions and a sweep of errors; a full disk leaves records unwritten and a
+torn last line; a hostile endpoint sends ``NaN`` logprobs. None of that may pass silently: this
+module says it first (``headline``, shown above every figure), in plain words with counts
+(``notices``), and as facts the CI gate reads (``reports.check.integrity``). Pure: ``RunData`` and
+the per-canary analysis in, a JSON-ready dict out. ``endpoint_failed`` is the one rule, used here
+and by the run's owner when it settles the status (``loadgen/studies/lifecycle.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from collectors.losses import lost_records
+from collectors.manifest import RunStatus
+from collectors.runfolder import RunData
+
+MIN_TRAILING = 3  # failures in a row at the end that say "the endpoint died", whatever the level size
+DEAD_LEVELS = 2  # ... and at least this many levels' worth: one level lost to bad luck is not a death
+NEARLY_ALL = 0.9  # or this share of every canary failed
+
+
+def endpoint_failed(errors: int, canaries: int, trailing: int, level_quota: int | None) -> bool:
+    """The endpoint failed the run: it ended with ``DEAD_LEVELS`` levels' worth of failures in a row
+    (``level_quota`` canaries each; at least ``MIN_TRAILING``), or nearly all its canaries failed.
+    Chance alone (a fault rate of 0.4 over levels of 4) almost never gets there; an endpoint that died
+    always does."""
+    if errors <= 0 or canaries <= 0:
+        return False
+    dead_run = trailing >= max(MIN_TRAILING, DEAD_LEVELS * (level_quota or 0))
+    return dead_run or (errors >= MIN_TRAILING and errors >= NEARLY_ALL * canaries)
+
+
+def level_quota(canaries_per_level: int | None, scenario: dict[str, Any]) -> int | None:
+    """Canaries sent at one level: per level times the scenario's canaries (round-robin)."""
+    n = scenario.get("canaries")
+    return None if canaries_per_level is None else canaries_per_level * max(1, len(n) if isinstance(n, list) else 1)
+
+
+def _trailing(failed: np.ndarray[Any, Any]) -> int:
+    ok = np.flatnonzero(~failed)
+    return int(len(failed) - (ok[-1] + 1)) if ok.size else len(failed)
+
+
+def _kinds(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+def run_health(run: RunData, canaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """``report.json``'s ``health``: the facts, a ``headline`` (read first) and ``notices`` (with counts)."""
+    m = run.manifest
+    f = run.canaries.frame
+    order = np.argsort(f["sent_at"].to_numpy(), kind="stable") if len(f) else np.zeros(0, np.int64)
+    failed = (f["status"].to_numpy() != "ok")[order]
+    kinds = {str(k): int(n) for k, n in f[f["status"] != "ok"]["error_kind"].fillna("unknown").value_counts().items()}
+    errors, sent = int(failed.sum()), len(failed)
+    dead = m.status == RunStatus.ENDPOINT_FAILED or endpoint_failed(
+        errors, sent, _trailing(failed), level_quota(m.canaries_per_level, m.scenario)
+    )
+    planned = set(m.levels)
+    empty = {
+        str(e["id"]): [
+            lv["concurrency"] for lv in e["levels"] if lv["concurrency"] in planned and not lv["completions"]
+        ]
+        for e in canaries
+    }
+    empty = {k: v for k, v in empty.items() if v}
+    failures = dict(run.write_failures)
+    lost = lost_records(failures, m.engine_metrics)
+    torn = [r.name for r in run.files + run.background_files if r.torn_tail]
+    reported = m.canaries_reported
+    # canaries the coordinator counted that neither reached the records nor are counted as write failures
+    unwritten = max(0, reported - sent - failures.get("canaries", 0)) if isinstance(reported, int) else 0
+    unusable = f["unusable_numbers"].to_numpy() if "unusable_numbers" in f else np.zeros(0, np.int64)
+    health: dict[str, Any] = {
+        "status": None if m.status is None else str(m.status),
+        "completed": bool(m.run_status and m.run_status.completed),
+        "canaries": sent,
+        "errors": errors,
+        "error_kinds": dict(sorted(kinds.items())),
+        "error_rate": errors / sent if sent else None,
+        "endpoint_failed": bool(dead),
+        "levels_without_completions": empty,
+        "write_failures": failures,
+        "records_lost": lost,
+        "canaries_reported_not_read": unwritten,
+        "torn_files": torn,
+        "unusable_numbers": int(unusable.sum()),
+        "records_with_unusable_numbers": int((unusable > 0).sum()),
+        "non_finite_figures": 0,  # set by ``reports.build`` once the report is scrubbed
+    }
+    health["headline"], health["notices"] = _words(health)
+    return health
+
+
+def _failed(h: dict[str, Any]) -> str:
+    return f"{h['errors']} of {_n(h['canaries'], 'canary', 'canaries')} failed ({_kinds(h['error_kinds'])})"
+
+
+def _lost(h: dict[str, Any]) -> list[str]:
+    wf = h["write_failures"]
+    parts = [
+        f"{_n(wf.get(key, 0), what)} could not be written"
+        for key, what in (("canaries", "canary record"), ("background", "background row"))
+        if wf.get(key)
+    ]
+    metrics = h["records_lost"] - wf.get("canaries", 0) - wf.get("background", 0)
+    if metrics:
+        parts.append(f"{_n(metrics, '/metrics sample')} could not be written")
+    if h["canaries_reported_not_read"]:
+        parts.append(f"{_n(h['canaries_reported_not_read'], 'canary', 'canaries')} sent are not in the records")
+    torn = h["torn_files"]
+    if torn:
+        parts.append(f"{', '.join(torn)} end{'s' if len(torn) == 1 else ''} in a torn line (a write cut short)")
+    return parts
+
+
+def _words(h: dict[str, Any]) -> tuple[list[str], list[str]]:
+    headline: list[str] = []
+    notices: list[str] = []
+    levels = sorted({lv for lvs in h["levels_without_completions"].values() for lv in lvs})
+    no_comp = f"no completions at concurrency {', '.join(map(str, levels))}" if levels else ""
+    if h["endpoint_failed"]:
+        headline.append(f"Endpoint failed: {_failed(h)}" + (f"; {no_comp}" if no_comp else "") + ".")
+    elif no_comp:  # errors alone are in every verdict and table already
+        notices.append(f"Planned levels with {no_comp}: their figures cannot be computed.")
+    if lost := _lost(h):
+        headline.append("Records lost: " + "; ".join(lost) + ".")
+        notices.append(headline[-1] + " Figures cover the records that were written.")
+    if unreadable := h["write_failures"].get("unreadable"):
+        notices.append(f"{_n(unreadable, 'process file')} (process-*.json) unreadable: its write failures are unknown.")
+    if h["unusable_numbers"]:
+        notices.append(
+            f"{_n(h['unusable_numbers'], 'number')} in {_n(h['records_with_unusable_numbers'], 'record')} "
+            "(logprobs, alternatives' logprobs or times) were null, not a number, NaN, infinite or beyond "
+            "±1e6 and were left out of every figure and chart."
+        )
+    return headline, notices
+
+
+def figures_notice(count: int) -> list[str]:
+    """The notice for figures that came out NaN or infinite and are shown as missing (``reports.finite``)."""
+    if not count:
+        return []
+    return [f"{_n(count, 'figure')} came out NaN or infinite and {'is' if count == 1 else 'are'} shown as missing."]

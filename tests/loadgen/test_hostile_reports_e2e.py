@@ -1,0 +1,111 @@
+"""End to end through the real CLI: what a hostile endpoint sends never stops a report and never
+reaches ``report.md`` or ``comparison.md`` raw.
+
+``fault_server.py``: ``hostile-numbers`` answers logprobs of ±1.7e308 and alternatives' logprobs
+``"NaN"``, ``"-Infinity"``, ``"Infinity"`` (stored as null); under ``/evil`` the model id is Markdown and
+HTML with terminal escapes, and ``escapes`` completions fork at a token holding ESC, an OSC title, BEL
+and NUL.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+
+NUMBERS = """
+name = "numbers"
+[endpoint]
+base_url = "{url}"
+[[canaries]]
+id = "numbers"
+prompt = "hostile-numbers"
+[[canaries]]
+id = "fine"
+prompt = "ok"
+[sweep]
+levels = [0]
+canaries_per_level = 2
+warmup = 0
+baseline = 1
+"""
+
+EVIL = """
+name = "evil"
+[endpoint]
+base_url = "{url}/evil"
+[[canaries]]
+id = "escapes"
+prompt = "escapes"
+[sweep]
+levels = [0]
+canaries_per_level = 4
+warmup = 0
+baseline = 1
+"""
+
+
+def loadgen(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "loadgen", *argv], capture_output=True, text=True, timeout=120)
+
+
+def run_scenario(tmp_path: Path, text: str) -> Path:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(text)
+    out = loadgen("run", str(scenario), "--out", str(tmp_path / "runs"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return run_dir
+
+
+def test_nan_and_huge_logprobs_are_skipped_counted_and_every_command_works(fault_server: str, tmp_path: Path) -> None:
+    run_dir = run_scenario(tmp_path, NUMBERS.format(url=fault_server))
+    assert {"report.json", "report.md", "report.html"} <= {p.name for p in run_dir.iterdir()}
+    raw = (run_dir / "canaries.jsonl").read_bytes()
+    assert b'["Hello",null]' in raw and b"1.7e+308" in raw  # what the endpoint sent, kept as it came
+
+    report = orjson.loads((run_dir / "report.json").read_bytes())
+    health = report["health"]
+    # per record: 2 logprobs of +-1.7e308, 3 alternatives NaN/-inf/+inf, 2 of +-1.7e308; 3 records
+    assert (health["unusable_numbers"], health["records_with_unusable_numbers"]) == (21, 3)
+    notice = next(n for n in report["run"]["notices"] if "21 numbers in 3 records" in n)
+    assert "left out of every figure and chart" in notice
+    assert (
+        notice in (run_dir / "report.md").read_text()
+        and "21 numbers in 3 records" in (run_dir / "report.html").read_text()
+    )
+    numbers = next(c for c in report["canaries"] if c["id"] == "numbers")
+    assert numbers["overall"]["unique_completions"] == 1 and numbers["overall"]["completions"] == 2
+
+    again = loadgen("report", str(run_dir))
+    assert again.returncode == 0, again.stderr
+    gate = loadgen("check", str(run_dir), "--max-unique", "1", "--max-divergence-rate", "0@each")
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    exported = loadgen("export", str(run_dir), "--out", str(tmp_path / "exp"))
+    assert exported.returncode == 0, exported.stderr
+    rows = list(csv.DictReader((tmp_path / "exp" / "canaries.csv").open()))
+    assert len(rows) == 6 and pq.read_table(tmp_path / "exp" / "canaries.parquet").num_rows == 6
+
+
+def test_server_text_is_escaped_in_report_md_and_comparison_md(fault_server: str, tmp_path: Path) -> None:
+    run_dir = run_scenario(tmp_path, EVIL.format(url=fault_server))
+    cmp = loadgen("compare", str(run_dir), str(run_dir), "--out", str(tmp_path / "cmp"))
+    assert cmp.returncode == 0, cmp.stderr
+    for path in (run_dir / "report.md", tmp_path / "cmp" / "comparison.md"):
+        data = path.read_bytes()
+        assert not any(c in data for c in (b"\x1b", b"\x07", b"\x00")), path  # no terminal escape, raw
+        md = data.decode()
+        assert r"\\x1b\]0;owned\\x07\\x00" in md  # the model id's escapes, shown (as prose: \x1b]0;owned\x07\x00)
+        assert not any(line.startswith("# pwned") for line in md.splitlines()), path  # no heading injected
+        assert "![t](" not in md  # no remote image
+    md = (run_dir / "report.md").read_text()
+    model_line = next(line for line in md.splitlines() if line.startswith("Model "))
+    # prose: every character that opens markup is backslash-escaped, so no raw HTML, no code span break-out
+    assert "\\<img src=x onerror=alert(1)\\>" in model_line and "m\\`\\</code\\>" in model_line
+    assert all(model_line[i - 1] == "\\" for i, c in enumerate(model_line) if c in "<>`[]")
+    # the fork's tokens, in code spans with the escapes visible
+    assert "| 1 | `\\x1b[2J\\x00` | `\\x1b]0;owned\\x07` | 2 |" in md
