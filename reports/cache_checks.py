@@ -5,10 +5,10 @@ the cold one really missed. Two kinds of evidence, in this order (docs/design.md
 
 - the answer's ``usage.prompt_tokens_details.cached_tokens`` (vLLM sends it only when served with
   ``--enable-prompt-tokens-details``);
-- the engine's own prefix-cache counters (``prefix_cache_queries``/``_hits`` in ``engine_metrics.jsonl``)
-  between the last sample before the canary was sent and the first after it ended: no hit in that
-  window is a miss whatever else ran; hits count as the canary's own only when the queries in the
-  window are exactly its prompt (nothing else looked the cache up meanwhile), else "shared".
+- the engine's own prefix-cache counters (``prefix_cache_queries``/``_hits`` in ``engine_metrics.jsonl``):
+  no hit between the last sample before the canary was sent and the first after it ended is a miss
+  whatever else ran; the first move of the query counter after it was sent, when it is exactly the
+  canary's prompt tokens, is the canary's own lookup, and its hits say hit or miss; else "shared".
 
 Where neither decides, the check says "unknown" rather than passing, so a scenario cannot pass
 vacuously. Frames and arrays in, figures and sentences out; no I/O.
@@ -33,24 +33,32 @@ def counter_evidence(
     hits: Floats | None,
 ) -> list[str | None]:
     """Per canary, what the engine's prefix-cache counters say: "hit", "miss", "shared" (hits in a window
-    where other lookups ran too) or None (no samples around it, or the counters did not move)."""
+    where other lookups ran too) or None (no samples around it, or the counters did not move).
+
+    Two windows, both opening at the last sample before the canary was sent: its whole life (to the
+    first sample after it ended), where no hit at all is a certain miss; and the first move of the
+    query counter after it was sent, where a move of exactly the canary's prompt tokens is its own
+    lookup alone (a canary looks the cache up once, before its first token), so its hits are the
+    canary's. The whole-life window alone would take in the next canary's lookup, sent as this one ends.
+    """
     out: list[str | None] = [None] * len(sent_at)
-    if t is None or queries is None or hits is None or t.size < 2:
+    if t is None or queries is None or hits is None:
+        return out
+    keep = np.isfinite(t) & np.isfinite(queries) & np.isfinite(hits)
+    t, queries, hits = t[keep], queries[keep], hits[keep]
+    if t.size < 2:
         return out
     before = np.searchsorted(t, sent_at, side="right") - 1
     after = np.searchsorted(t, ended_at, side="left")
-    for i, (b, a) in enumerate(zip(before, after, strict=True)):
-        if b < 0 or a >= t.size or not np.isfinite(ended_at[i]):
+    for i, (b, e) in enumerate(zip(before, after, strict=True)):
+        if b < 0 or e >= t.size or not np.isfinite(ended_at[i]) or queries[e] - queries[b] <= 0:
             continue
-        dq, dh = queries[a] - queries[b], hits[a] - hits[b]
-        if not (np.isfinite(dq) and np.isfinite(dh)) or dq <= 0:
-            continue
-        if dh == 0:
+        if hits[e] == hits[b]:
             out[i] = "miss"
-        elif np.isfinite(prompt_tokens[i]) and dq == prompt_tokens[i]:
-            out[i] = "hit"
-        else:
-            out[i] = "shared"
+            continue
+        moved = int(np.searchsorted(queries[b:], queries[b], side="right")) + b  # counters never go down
+        own = np.isfinite(prompt_tokens[i]) and queries[moved] - queries[b] == prompt_tokens[i]
+        out[i] = ("hit" if hits[moved] > hits[b] else "miss") if own else "shared"
     return out
 
 
