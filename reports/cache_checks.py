@@ -53,10 +53,15 @@ def counter_evidence(
     for i, (b, e) in enumerate(zip(before, after, strict=True)):
         if b < 0 or e >= t.size or not np.isfinite(ended_at[i]) or queries[e] - queries[b] <= 0:
             continue
+        if (np.diff(hits[b : e + 1]) < 0).any():
+            continue
         if hits[e] == hits[b]:
             out[i] = "miss"
             continue
-        moved = int(np.searchsorted(queries[b:], queries[b], side="right")) + b  # counters never go down
+        window = queries[b : e + 1]
+        if (np.diff(window) < 0).any():  # the counters went down: the engine restarted, nothing to read
+            continue
+        moved = b + int(np.flatnonzero(window > queries[b])[0])
         own = np.isfinite(prompt_tokens[i]) and queries[moved] - queries[b] == prompt_tokens[i]
         out[i] = ("hit" if hits[moved] > hits[b] else "miss") if own else "shared"
     return out

@@ -18,10 +18,11 @@ import re
 from typing import Any
 
 # name{labels} value: the info series are gauges of value 1 whose labels carry the settings
-_INFO_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*_info)\{(.*)\}\s+\S+\s*$")
+_INFO_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*_info)\{(.*)\}\s+\S+(?:\s+-?\d+)?\s*$")  # value [timestamp]
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _MAX_INFO_SERIES = 32  # a hostile /metrics cannot grow the manifest without end
 _MAX_LABEL_CHARS = 200
+_MAX_LABELS = 64
 
 
 def info_series(metrics_text: str) -> dict[str, dict[str, str]]:
@@ -31,7 +32,8 @@ def info_series(metrics_text: str) -> dict[str, dict[str, str]]:
         m = _INFO_LINE.match(line)
         if m is None or m.group(1) in out:
             continue
-        out[m.group(1)] = {k: v[:_MAX_LABEL_CHARS] for k, v in _LABEL.findall(m.group(2))}
+        labels = _LABEL.findall(m.group(2))[:_MAX_LABELS]
+        out[m.group(1)] = {k[:_MAX_LABEL_CHARS]: v[:_MAX_LABEL_CHARS] for k, v in labels}
         if len(out) >= _MAX_INFO_SERIES:
             break
     return out
@@ -47,7 +49,7 @@ def _flag(value: Any) -> bool | None:
         low = value.strip().lower()
         if low in ("true", "1", "yes", "on"):
             return True
-        if low in ("false", "0", "no", "off", ""):
+        if low in ("false", "0", "no", "off"):
             return False
     return None
 
