@@ -14,7 +14,7 @@ import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.runfolder import CanaryColumns
-from reports import coresidency
+from reports import coresidency, forks, heatmap
 from reports import identity as ident
 from reports.kernels import Rows, drift, group_rows
 from reports.stats import histogram, median, num, quantiles, ratio, spread, wilson
@@ -31,7 +31,7 @@ def canonical_order(cols: CanaryColumns, rows: Rows) -> Rows:
     return rows[order]
 
 
-class _Canary:
+class CanaryView:
     """Per-row arrays of one canary, aligned with ``rows`` (canonical order)."""
 
     def __init__(self, cols: CanaryColumns, rows: Rows) -> None:
@@ -61,10 +61,14 @@ class _Canary:
         self.fd = np.full(n, -1, np.int64)
         nanf = np.full(n, np.nan)
         self.dmax, self.dmean, self.dbit = nanf, nanf.copy(), nanf.copy()
+        self.cmp_len = np.full(n, -1, np.int64)  # positions compared for drift (before the first divergence)
+        self.fclass = np.full(n, -1, np.int8)  # fork class of a divergent completion (reports.forks)
+        self.fstep, self.fsteps = nanf.copy(), nanf.copy()  # its estimated rounding step, its gap in steps
         if self.ref is not None:
             refvec = self.identity.mat[self.mrow[self.ref]]
             self.fd[self.comp] = ident.first_divergence_rows(self.identity.mat, self.identity.mrows, refvec)
             self._drift()
+            self._classify()
 
     def _reference(self) -> int | None:
         base = self.comp & (self.phase == "baseline")
@@ -90,10 +94,33 @@ class _Canary:
         comp = np.flatnonzero(self.comp)
         ref_len = self.length[self.ref]
         cmp_len = np.where(self.fd[comp] >= 0, self.fd[comp], ref_len)
+        self.cmp_len[comp] = cmp_len
         self.dmax[comp], self.dmean[comp], self.dbit[comp] = drift(lp, self.rows[comp], ref_lp, cmp_len)
 
+    def _classify(self) -> None:
+        """Each divergent completion's fork class, from the reference's top-1 − top-2 gap and chosen-token
+        logprob at its first divergence (``reports.forks``). Text identity counts characters, not tokens:
+        its forks stay unclassified."""
+        div = np.flatnonzero(self.comp & (self.fd >= 0))
+        if self.ref is None or len(div) == 0:
+            return
+        pos = self.fd[div]
+        ref_row = int(self.rows[self.ref])
+        tokens = self.identity.kind != "text"
+        gap = _at(self.cols.top_gap, ref_row, pos) if tokens else np.full(len(pos), np.nan)
+        top1 = _at(self.cols.logprobs, ref_row, pos) if tokens else np.full(len(pos), np.nan)
+        self.fclass[div], self.fstep[div], self.fsteps[div] = forks.classify(top1, gap)
 
-def summarise(c: _Canary, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
+
+def _at(mat: npt.NDArray[np.float64], row: int, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """``mat[row, pos]``, NaN for a position past the matrix's width."""
+    out = np.full(len(pos), np.nan)
+    inside = pos < mat.shape[1]
+    out[inside] = mat[row, pos[inside]]
+    return out
+
+
+def summarise(c: CanaryView, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
     """Figures for the selected rows (a level, or the whole sweep)."""
     comp = sel & c.comp
     n_comp = int(comp.sum())
@@ -122,6 +149,7 @@ def summarise(c: _Canary, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
         "reference_share": ratio(int((labels == ref_label).sum()), n_comp) if c.ref is not None else None,
         "earliest_divergence": num(fds.min()) if k else None,
         "first_divergence": None if k == 0 else {**(spread(fds) or {}), "histogram": histogram(fds)},
+        "fork_classes": forks.counts(c.fclass[div]) if c.ref is not None else None,
         "logprob_drift": None
         if not has_drift.any()
         else {
@@ -137,7 +165,7 @@ def summarise(c: _Canary, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
     }
 
 
-def _forks(c: _Canary) -> list[dict[str, Any]]:
+def _forks(c: CanaryView) -> list[dict[str, Any]]:
     div = np.flatnonzero(c.comp & (c.phase == "sweep") & (c.fd >= 0))
     if c.ref is None or len(div) == 0:
         return []
@@ -167,6 +195,9 @@ def _forks(c: _Canary) -> list[dict[str, Any]]:
                 "levels": {str(lv): int(n) for lv, n in zip(levels.tolist(), per.tolist(), strict=True)},
                 "first_seen_concurrency": int(levels.min()),
                 "top1_top2_gap": num(g_val),
+                "class": forks.label(int(c.fclass[first])),
+                "rounding_step": num(c.fstep[first]),
+                "gap_steps": num(c.fsteps[first]),
             }
         )
     out.sort(key=lambda f: (_int(f["position"]), -_int(f["count"]), str(f["other_token"])))
@@ -177,7 +208,7 @@ def _int(v: Any) -> int:
     return int(v)
 
 
-def _reference_block(c: _Canary, max_tokens: int = 2048) -> dict[str, Any]:
+def _reference_block(c: CanaryView, max_tokens: int = 2048) -> dict[str, Any]:
     pool = c.ref_pool
     base = c.phase == "baseline"
     scope = base if c.ref_kind == "baseline" else (c.phase == "sweep")
@@ -218,7 +249,7 @@ def _reference_block(c: _Canary, max_tokens: int = 2048) -> dict[str, Any]:
 
 def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = None) -> dict[str, Any]:
     """Everything ``report.json`` says about one canary (its rows of ``cols``, any order)."""
-    c = _Canary(cols, canonical_order(cols, rows))
+    c = CanaryView(cols, canonical_order(cols, rows))
     sweep = c.phase == "sweep"
     all_levels = sorted(set(c.level[sweep].tolist()) | set(levels or []))
     per_level = [{"concurrency": int(lv), **summarise(c, sweep & (c.level == lv))} for lv in all_levels]
@@ -230,8 +261,27 @@ def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = N
         "overall": overall,
         "levels": per_level,
         "forks": _forks(c),
+        "fork_gaps": fork_gaps(c, sweep),
+        "drift_heatmap": drift_heatmap(c, sweep, all_levels),
         "by_co_residency": by_co_residency(c, sweep),
     }
+
+
+def fork_gaps(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> dict[str, Any]:
+    """How forks were classified (``reports.forks.method``) and the distribution of the sweep's divergent
+    completions' gaps in rounding steps."""
+    div = sweep & c.comp & (c.fd >= 0)
+    return {**forks.method(), "histogram": forks.gap_histogram(c.fsteps[div])}
+
+
+def drift_heatmap(c: CanaryView, sweep: npt.NDArray[np.bool_], levels: list[int]) -> dict[str, Any] | None:
+    """Logprob drift by position × level over the sweep's completions (``reports.heatmap``)."""
+    lp = c.cols.logprobs
+    if c.ref is None or lp.shape[1] == 0 or c.identity.kind == "text":
+        return None
+    sel = np.flatnonzero(sweep & c.comp & (c.cmp_len >= 0))
+    ref_lp = lp[c.rows[c.ref]]
+    return heatmap.drift_by_position(lp, c.rows[sel], ref_lp, c.cmp_len[sel], c.level[sel], levels)
 
 
 _GROUP_FIGURES = (
@@ -245,7 +295,7 @@ _GROUP_FIGURES = (
 )
 
 
-def by_co_residency(c: _Canary, sweep: npt.NDArray[np.bool_]) -> list[dict[str, Any]] | None:
+def by_co_residency(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> list[dict[str, Any]] | None:
     """Sweep canaries grouped by their measured co-residency (the other requests the engine really ran
     beside them, per-canary median rounded to an integer), with the same figures as a level, computed
     by ``summarise``; None when no canary was measured."""

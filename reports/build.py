@@ -16,7 +16,7 @@ import numpy as np
 from collectors.manifest import Manifest, RunStatus
 from collectors.runfolder import CanaryColumns, RunData
 from loadgen.wire.server_config import describe
-from reports import coresidency
+from reports import coresidency, cost
 from reports.analysis import analyse
 from reports.cache_checks import cache_expectations, cache_notices
 from reports.finite import scrub
@@ -28,7 +28,7 @@ ACTIVE = (RunStatus.PREPARED, RunStatus.RUNNING)  # a manifest still saying so w
 
 
 def build_report(run: RunData) -> dict[str, Any]:
-    cols = _with_engine_join(run)
+    cols = with_engine_join(run)
     joined = _has_samples(run) and cols.n > 0
     m = run.manifest
     levels = list(m.levels)
@@ -155,7 +155,7 @@ def _has_samples(run: RunData) -> bool:
     return run.engine_t is not None and run.engine_running is not None and bool(np.isfinite(run.engine_running).any())
 
 
-def _with_engine_join(run: RunData) -> CanaryColumns:
+def with_engine_join(run: RunData) -> CanaryColumns:
     """The canary columns plus the engine's running gauge joined over each canary's lifetime
     (``reports.coresidency.join_engine``): computed here, at report time, never stored in the records."""
     cols = run.canaries
@@ -184,6 +184,12 @@ def background_section(bg: Any) -> list[dict[str, Any]] | None:
                 "errors": int((~ok).sum()),
                 "latency_s": quantiles(group["latency_s"].to_numpy()[ok]),
                 "completion_tokens": _sum_or_none(group["completion_tokens"].to_numpy(dtype=float)),
+                **cost.throughput(
+                    group["sent_at"].to_numpy(dtype=float),
+                    group["latency_s"].to_numpy(dtype=float),
+                    ok,
+                    group["completion_tokens"].to_numpy(dtype=float),
+                ),
             }
         )
     return out

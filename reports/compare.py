@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.errors import RunFolderError
-from reports import plots
+from reports import cost, plots
 from reports.mdtext import code, text
 from reports.render_html import esc, page
 from reports.render_md import fmt
@@ -79,6 +79,11 @@ def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]
                 for e in entries
             ]
             per_level.append({"concurrency": level, "runs": rows, "deltas": _deltas(rows)})
+        pairs = list(zip([r for _, r in reports], entries, strict=True))
+        costs = [
+            {"concurrency": level if level is not None else "overall", "runs": [_cost(r, e, level) for r, e in pairs]}
+            for level in [None, *levels]
+        ]
         canaries.append(
             {
                 "id": cid,
@@ -86,10 +91,13 @@ def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]
                 "reference_kinds": [None if e is None else e["reference"]["kind"] for e in entries],
                 "overall": {"runs": overall, "deltas": _deltas(overall)},
                 "levels": per_level,
+                "cost": costs,
             }
         )
+    flags = [cost.batch_invariant(r) for _, r in reports]
     return {
         "schema": 1,
+        "frontier": cost.differ(flags),
         "runs": [
             {
                 "name": n,
@@ -98,11 +106,68 @@ def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]
                 "endpoint": r["run"].get("endpoint"),
                 "labels": r["run"].get("labels", {}),
                 "server": (r["run"].get("server_config") or {}).get("summary") or None,
+                "batch_invariant": flag,
             }
-            for n, (_, r) in zip(names, reports, strict=True)
+            for n, (_, r), flag in zip(names, reports, flags, strict=True)
         ],
         "canaries": canaries,
     }
+
+
+def _cost(report: dict[str, Any], entry: dict[str, Any] | None, level: int | None) -> dict[str, Any] | None:
+    """One run's cost row (``reports.cost.cost_row``) for a canary at a level (None: overall)."""
+    if entry is None:
+        return None
+    block = entry["overall"] if level is None else next((x for x in entry["levels"] if x["concurrency"] == level), None)
+    return cost.cost_row(report, block, level)
+
+
+COST_COLUMNS = (
+    ("background_tokens_per_s", "background tokens/s"),
+    ("canary_latency_p50", "canary p50 s"),
+    ("canary_latency_p99", "canary p99 s"),
+    ("unique_completions", "unique"),
+    ("divergence_rate", "divergence rate"),
+)
+COST_NOTE = (
+    "Background tokens/s: completion tokens of the level's successful background requests over the level's "
+    "wall time (first background send to last background end); overall: all levels' tokens over the sum of "
+    "their wall times. Canary latency: the canary's own p50 and p99 at that level."
+)
+
+
+def _bi(flag: Any) -> str:
+    return {True: "on", False: "off"}.get(flag, "—")
+
+
+def cost_markdown(cmp: dict[str, Any], c: dict[str, Any]) -> list[str]:
+    names = [r["name"] for r in cmp["runs"]]
+    flags = [r.get("batch_invariant") for r in cmp["runs"]]
+    head = "| concurrency | run | batch-invariant | " + " | ".join(label for _, label in COST_COLUMNS) + " |"
+    lines = ["", "Cost beside determinism. " + COST_NOTE, "", head, "|---:|---|---|" + "---:|" * len(COST_COLUMNS)]
+    for lv in c.get("cost", []):
+        for name, flag, row in zip(names, flags, lv["runs"], strict=True):
+            cells = [fmt(None if row is None else row[k]) for k, _ in COST_COLUMNS]
+            lines.append(f"| {text(lv['concurrency'])} | {text(name)} | {_bi(flag)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def cost_html(cmp: dict[str, Any], c: dict[str, Any]) -> str:
+    names = [r["name"] for r in cmp["runs"]]
+    flags = [r.get("batch_invariant") for r in cmp["runs"]]
+    head = "<tr><th>concurrency</th><th class='l'>run</th><th>batch-invariant</th>"
+    head += "".join(f"<th>{escape(label)}</th>" for _, label in COST_COLUMNS) + "</tr>"
+    rows = []
+    for lv in c.get("cost", []):
+        for name, flag, row in zip(names, flags, lv["runs"], strict=True):
+            cells = "".join(f"<td>{esc(None if row is None else row[k])}</td>" for k, _ in COST_COLUMNS)
+            lead = f"<td>{esc(lv['concurrency'])}</td><td class='l'>{escape(name)}</td><td>{_bi(flag)}</td>"
+            rows.append(f"<tr>{lead}{cells}</tr>")
+    out = f"<h3>Cost beside determinism</h3><p class='meta'>{escape(COST_NOTE)}</p>"
+    out += f"<table>{head}{''.join(rows)}</table>"
+    if cmp.get("frontier"):
+        out += f"<div class='charts'>{plots.frontier(cmp, c)}</div>"
+    return out
 
 
 def _signed(v: Any) -> str:
@@ -133,6 +198,7 @@ def render_markdown(cmp: dict[str, Any]) -> str:
                     d = "" if i == 0 or delta is None else f" ({_signed(delta[k])})"
                     cells.append(fmt(v) + d)
             lines.append(f"| {text(lv['concurrency'])} | " + " | ".join(cells) + " |")
+        lines += cost_markdown(cmp, c)
     return "\n".join(lines) + "\n"
 
 
@@ -165,7 +231,7 @@ def render_html(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) 
                 )
         body.append("</table><div class='charts'>")
         body += [plots.unique_vs_level(named), plots.rate_vs_level(named), plots.drift_vs_level(named)]
-        body += [plots.latency_vs_level(named), "</div>"]
+        body += [plots.latency_vs_level(named), "</div>", cost_html(cmp, c)]
     return page("Batch-invariance comparison", "".join(body), cmp)
 
 

@@ -6,9 +6,10 @@ Pure: report dicts in, SVG strings out. Concurrency levels are spaced evenly (th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from reports.svg import Series, chart
+from reports.svg import Series, chart, nice_ceiling
 
 Named = list[tuple[str, dict[str, Any]]]  # (series name, canary entry with "levels")
 
@@ -86,3 +87,23 @@ def divergence_cdf(entry: dict[str, Any], unit: str = "token") -> str:
         s.points.append((float(max_pos), s.points[-1][1]))
     ticks = [(0.0, "0"), (max_pos / 2, f"{max_pos / 2:.0f}"), (float(max_pos), str(max_pos))]
     return chart("First divergence: cumulative share by position", series, ticks, "share diverged", 1.0, unit)
+
+
+def frontier(cmp: dict[str, Any], canary: dict[str, Any]) -> str:
+    """Cost versus divergence: per run, each level's background throughput (x) against the canary's
+    divergence rate (y), from a comparison's ``cost`` rows (``reports.compare``); levels without
+    background throughput are left out."""
+    series = []
+    for i, run in enumerate(cmp["runs"]):
+        flag = {True: "batch-invariant on", False: "batch-invariant off"}.get(run.get("batch_invariant"), "unknown")
+        pts: list[tuple[float, float | None]] = []
+        for lv in canary.get("cost", []):
+            row = lv["runs"][i]
+            if lv["concurrency"] == "overall" or row is None or row["background_tokens_per_s"] is None:
+                continue
+            pts.append((row["background_tokens_per_s"], row["divergence_rate"]))
+        series.append(Series(f"{run['name']} ({flag})", pts))
+    xs = [x for s in series for x, _ in s.points if isinstance(x, int | float) and math.isfinite(x)]
+    top = nice_ceiling(max(xs, default=1.0))
+    ticks = [(0.0, "0"), (top / 2, f"{top / 2:.3g}"), (top, f"{top:.3g}")]
+    return chart("Cost vs divergence (frontier)", series, ticks, "share diverged", 1.0, "background tokens/s")

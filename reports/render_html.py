@@ -11,9 +11,9 @@ import json
 from html import escape
 from typing import Any
 
-from reports import plots
+from reports import pictures, plots
 from reports.finite import scrub
-from reports.render_md import ci, fmt, headline, held, others, pct
+from reports.render_md import FORK_CLASSES, ci, fmt, fork_rule, headline, held, others, pct
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
@@ -143,11 +143,13 @@ def forks_table(forks: list[dict[str, Any]]) -> str:
         return "<p>No forks.</p>"
     head = (
         '<tr><th>position</th><th class="l">reference token</th><th class="l">other token</th><th>canaries</th>'
-        '<th>top1−top2 gap</th><th>first at concurrency</th><th class="l">by concurrency</th></tr>'
+        '<th>top1−top2 gap</th><th>gap (steps)</th><th class="l">class</th><th>first at concurrency</th>'
+        '<th class="l">by concurrency</th></tr>'
     )
     rows = [
         f"<tr><td>{f['position']}</td><td class='l'>{tok(f['reference_token'])}</td><td class='l'>"
         f"{tok(f['other_token'])}</td><td>{f['count']}</td><td>{esc(f['top1_top2_gap'])}</td>"
+        f"<td>{esc(f.get('gap_steps'))}</td><td class='l'>{esc(f.get('class'))}</td>"
         f"<td>{f['first_seen_concurrency']}</td><td class='l'>"
         f"{escape(', '.join(f'{k}: {v}' for k, v in f['levels'].items()))}</td></tr>"
         for f in forks[:200]
@@ -182,13 +184,35 @@ def canary_html(entry: dict[str, Any]) -> str:
         plots.divergence_cdf(entry, entry["reference"]["unit"]),
         plots.drift_vs_level(named),
         plots.latency_vs_level(named),
+        pictures.drift_heatmap_chart(entry),
+        pictures.first_divergence_chart(entry),
+        pictures.fork_gap_chart(entry),
     ]
     return (
         f"<h2>Canary <code>{escape(entry['id'])}</code></h2>"
         f'<p class="verdict">{escape(entry["verdict"])}</p>{reference_html(entry["reference"])}'
         f"{levels_table(entry['levels'])}{co_residency_table(entry.get('by_co_residency'))}"
         f"<div class='charts'>{''.join(charts)}</div>"
-        f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{forks_table(entry['forks'])}"
+        f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{fork_classes_html(entry)}"
+        f"{forks_table(entry['forks'])}"
+    )
+
+
+def fork_classes_html(entry: dict[str, Any]) -> str:
+    """Near-tie flips and structural divergences per level (``reports.forks``), and how they were told apart."""
+    g = entry.get("fork_gaps")
+    if not g or "overall" not in entry:  # a report from before fork classes
+        return ""
+    rows = [("overall", entry["overall"]), *((str(lv["concurrency"]), lv) for lv in entry["levels"])]
+    body = "".join(
+        f"<tr><td>{esc(name)}</td><td>{esc(b.get('diverged'))}</td>"
+        + "".join(f"<td>{esc((b.get('fork_classes') or {}).get(k))}</td>" for k in FORK_CLASSES)
+        + "</tr>"
+        for name, b in rows
+    )
+    return (
+        f"<p class='meta'>{escape(fork_rule(g))}</p><table><tr><th>concurrency</th><th>diverged</th>"
+        f"<th>near-tie flips</th><th>structural</th><th>unclassified</th></tr>{body}</table>"
     )
 
 

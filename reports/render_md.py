@@ -13,7 +13,8 @@ from typing import Any
 
 from reports.mdtext import code, text
 
-__all__ = ["ci", "code", "fmt", "held", "others", "pct", "render_markdown", "text"]
+__all__ = ["FORK_CLASSES", "ci", "code", "fmt", "fork_rule", "held", "others", "pct", "render_markdown", "text"]
+FORK_CLASSES = ("near_tie", "structural", "unclassified")  # reports.forks.CLASSES, the keys of fork_classes
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -79,12 +80,16 @@ def _levels_table(levels: list[dict[str, Any]]) -> list[str]:
 def _forks(forks: list[dict[str, Any]], limit: int = 10) -> list[str]:
     if not forks:
         return ["No forks: every completion matched the reference."]
-    rows = ["| position | reference token | other token | canaries | top1−top2 gap | first at concurrency |"]
-    rows.append("|---:|---|---|---:|---:|---:|")
+    rows = [
+        "| position | reference token | other token | canaries | top1−top2 gap | gap (steps) | class | "
+        "first at concurrency |"
+    ]
+    rows.append("|---:|---|---|---:|---:|---:|---|---:|")
     for f in forks[:limit]:
         rows.append(
             f"| {f['position']} | {code(f['reference_token'])} | {code(f['other_token'])} | {f['count']} | "
-            f"{fmt(f['top1_top2_gap'])} | {f['first_seen_concurrency']} |"
+            f"{fmt(f['top1_top2_gap'])} | {fmt(f.get('gap_steps'))} | {text(f.get('class'))} | "
+            f"{f['first_seen_concurrency']} |"
         )
     if len(forks) > limit:
         rows.append(f"\n…and {len(forks) - limit} more forks in report.json.")
@@ -104,8 +109,32 @@ def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
             f"{ref['completions']} baseline canaries (earliest divergence {fmt(ref['earliest_divergence'])})."
         )
     lines += ["", *_levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
+    lines += _fork_classes(entry)
     lines += _co_residency_table(entry.get("by_co_residency"))
     return lines
+
+
+def fork_rule(gaps: dict[str, Any]) -> str:
+    """How near-tie flips were told from structural divergences (``report.json`` ``fork_gaps``), in words."""
+    rel, k = gaps.get("relative_step"), gaps.get("near_tie_steps")
+    if not isinstance(rel, int | float) or not isinstance(k, int | float) or rel <= 0:
+        return "Forks: near-tie flips versus structural divergences."
+    return (
+        f"Near-tie flip: the reference's top-1 − top-2 gap at the fork is at most {k:g} rounding steps, a step "
+        f"being 2^{math.log2(rel):g} of the logit magnitude, estimated as |top-1 logprob| + gap (the runner-up's "
+        "logprob); structural: a larger gap (a clear winner changed); unclassified: no gap recorded there."
+    )
+
+
+def _fork_classes(entry: dict[str, Any]) -> list[str]:
+    if not (entry.get("overall") or {}).get("diverged"):  # nothing forked, or a report from before the classes
+        return []
+    out = [fork_rule(entry.get("fork_gaps") or {}), ""]
+    out += ["| concurrency | diverged | near-tie | structural | unclassified |", "|---:|---:|---:|---:|---:|"]
+    for name, b in [("overall", entry["overall"]), *((str(lv["concurrency"]), lv) for lv in entry["levels"])]:
+        fc = b.get("fork_classes") or {}
+        out.append(f"| {name} | {fmt(b.get('diverged'))} | " + " | ".join(fmt(fc.get(k)) for k in FORK_CLASSES) + " |")
+    return [*out, ""]
 
 
 def _co_residency_table(rows: list[dict[str, Any]] | None) -> list[str]:

@@ -24,9 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"loadgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # imported here, not at the top: ``loadgen serve`` (handled before this) must not load reports or Locust
-    from loadgen.cli import check, coldboot, compare, export, matrix, report, run
+    from loadgen.cli import check, coldboot, compare, export, matrix, onset, report, repro, run
 
-    for module in (run, serve, report, compare, check, export, coldboot, matrix):
+    for module in (run, serve, report, compare, check, export, coldboot, matrix, onset, repro):
         module.add_parser(sub)
     return parser
 

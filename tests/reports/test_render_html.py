@@ -73,5 +73,6 @@ def test_page_has_the_verdict_and_the_charts(tmp_path: Path) -> None:
     report = write_reports(run_dir)
     page = (run_dir / "report.html").read_text()
     assert report["verdict"] in page
-    assert page.count("<svg") == 5
+    # five level charts, the drift heatmap and the first-divergence strips; no gap histogram (no top_logprobs)
+    assert page.count("<svg") == 7
     assert "earliest divergence at token 1; divergence first seen at concurrency 2" in report["verdict"]

@@ -1,0 +1,78 @@
+"""``loadgen onset [SCENARIO]``: argument parsing for ``loadgen.studies.onset.onset``; prints one line per level
+as it is decided, then the onset, the rule that called levels clean (with its 95% bound), the risk, and the
+study folder, last. Exit 0 when the search decided (an onset, or none up to --max-level), 1 when it stopped
+at an inconclusive level."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from loadgen.errors import visible
+from loadgen.load.options import parse_labels
+from scenarios import names, path_of
+
+
+def add_parser(subparsers: Any) -> None:
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "onset",
+        help="find the lowest background level at which the canary diverges (doubling, then bisection)",
+        description="One run per visited level (1, 2, 4, ... up to --max-level until one diverges, then "
+        "bisection); writes onset.json and every level's run folder and report.",
+    )
+    p.add_argument(
+        "scenario", nargs="?", default="quickstart", help=f"scenario file, or a shipped one: {', '.join(names())}"
+    )
+    p.add_argument("--host", help="endpoint base URL (default: the scenario's, else the embedded engine)")
+    p.add_argument("--max-level", type=int, default=32, help="highest background level to try (default 32)")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="folder that receives the onset study folder")
+    p.add_argument("--canaries-per-level", type=int, help="canaries sent at each visited level (the rule's n)")
+    p.add_argument("--label", action="append", default=[], help="k=v recorded in every run's manifest (repeatable)")
+    p.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        help="argument passed to the embedded engine, e.g. --engine-arg=--batch-invariant",
+    )
+    p.set_defaults(func=run)
+
+
+def _level_line(r: Any) -> str:
+    what = f"{r.canaries} canaries, {r.diverged} diverged"
+    if r.earliest_divergence is not None:
+        what += f", earliest at token {r.earliest_divergence}"
+    if r.reason:
+        what += f": {r.reason}"
+    return f"level {r.level}: {r.verdict} ({what})  {r.run_dir}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from loadgen.studies.onset import RISK, onset, rule_block
+
+    result = onset(
+        path_of(args.scenario),
+        host=args.host,
+        max_level=args.max_level,
+        out_dir=args.out,
+        canaries_per_level=args.canaries_per_level,
+        labels=parse_labels(args.label),
+        engine_args=args.engine_arg,
+        on_level=lambda r: print(visible(_level_line(r)), flush=True),
+    )
+    tried = ", ".join(str(r.level) for r in result.levels) or "none"
+    sent = sum(r.sent for r in result.levels)
+    swept = sum(r.canaries for r in result.levels)
+    if result.stopped:
+        print(visible(f"search stopped: {result.stopped}"))
+    elif result.onset_level is None:
+        print(f"onset: none up to level {result.max_level} (highest clean level {result.highest_clean_level})")
+    else:
+        print(f"onset: level {result.onset_level} (highest clean level {result.highest_clean_level})")
+    print(f"levels tried: {tried}; {sent} canaries sent, {swept} of them at the levels")
+    print(f"rule: {rule_block(result.canaries_per_level)['clean']}")
+    print(f"bound: {rule_block(result.canaries_per_level)['statement']}")
+    print(f"risk: {RISK}")
+    print(result.out_dir / "onset.json")
+    print(result.out_dir)  # the last line: scripts take the study folder from it
+    return 0 if result.decided else 1

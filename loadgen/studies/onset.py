@@ -1,0 +1,319 @@
+"""``loadgen onset``: the lowest background level at which the canary diverges, found by an adaptive search.
+
+Why: a sweep answers "how often, at these levels"; the onset asks "from which level on", and spends
+canaries only on levels that narrow the answer. ``loadgen.studies.onset_search`` picks each level
+(doubling from 1 up to ``max_level``, then bisection between the highest clean and the lowest
+divergent level); this module makes each step a real run and writes ``onset.json``.
+
+One real run per visited level (``loadgen.studies.run.run`` with ``levels=[L]``), all against one
+endpoint: the engine is started once, here, when the scenario has no base URL, and every run reuses
+it. Each run sends the scenario's warm-up and baseline before its level, so each level's report has
+its own reference; the search accepts a level's verdict only when that reference (the modal baseline
+completion, per canary) is self-consistent and identical, in the same identity, to the first run's:
+every level is then judged against the same baseline completion. A run per level costs a baseline
+per level, but keeps each level's evidence a complete, ordinary run folder (report, ``loadgen check``)
+and makes a reference that moved between runs visible instead of silently mixing two baselines.
+
+The rule (``RULE``): a level is **clean** when every canary sent at it answered and none diverged
+from the reference; **divergent** when at least one diverged; otherwise (errors or a run that did
+not finish, and no divergence) it is **inconclusive** and the search stops there. Zero divergences in
+n canaries bound the level's divergence rate below 1 - 0.05^(1/n) (about 3/n) at 95% confidence.
+The search assumes divergence is monotone in the level; a rarer divergence, or one at levels it did
+not try, can hide below the onset it reports (``RISK``).
+
+Raises ``LoadgenError`` subclasses for unusable input; prints nothing (``on_level`` is called after
+each level, for the CLI's progress lines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from collectors.jsonl import read_jsonl
+from collectors.manifest import RunStatus, create_run_dir, now_iso
+from loadgen.errors import RunFolderError, ScenarioError, UsageError
+from loadgen.scenario import load_scenario, with_overrides
+from loadgen.scenario.schema import MAX_LEVEL
+from loadgen.studies.onset_search import bracket, next_level
+from loadgen.studies.run import check_options, endpoint_for, run
+from reports.stats import wilson
+from reports.writer import report_json, write_text
+
+SCHEMA = 1
+CLEAN, DIVERGENT, INCONCLUSIVE = "clean", "divergent", "inconclusive"
+RULE = (
+    "a level is clean when all {n} canaries sent at it (per canary of the scenario) answered and none diverged "
+    "from the reference (the modal baseline completion, the same in every run); divergent when at least one "
+    "diverged; otherwise inconclusive, and the search stops"
+)
+RISK = (
+    "the search assumes divergence is monotone in the level and tries only the levels it needs: a level called "
+    "clean may still diverge at a rate below the bound, and levels below the onset that were never tried "
+    "were not observed, so a rare divergence can hide below the onset found; confirm with "
+    "`loadgen run --levels ... --canaries-per-level N` (more canaries) at the levels just below it"
+)
+
+
+def upper_bound_95(n: int) -> float:
+    """The exact one-sided 95% upper bound on a rate after 0 events in n trials (about 3/n)."""
+    return float(1.0 - 0.05 ** (1.0 / n))
+
+
+def rule_block(n: int) -> dict[str, Any]:
+    return {
+        "canaries_per_level": n,
+        "clean": RULE.format(n=n),
+        "upper_bound_95": round(upper_bound_95(n), 4),
+        "upper_bound_95_rule_of_three": round(3.0 / n, 4),
+        "statement": (
+            f"0 divergences in {n} canaries: the level's divergence rate is below {upper_bound_95(n):.1%} "
+            f"at 95% confidence (about 3/n = {3.0 / n:.1%})"
+        ),
+    }
+
+
+@dataclass
+class LevelResult:
+    level: int
+    verdict: str  # clean, divergent or inconclusive
+    run_dir: Path
+    status: str  # the run's final status
+    canaries: int  # sweep canaries sent at the level, every canary of the scenario
+    completions: int
+    errors: int
+    diverged: int
+    sent: int  # every canary request of the run: warm-up and baseline included
+    earliest_divergence: int | None = None
+    divergence_rate_ci95: list[float] | None = None  # Wilson, pooled over the scenario's canaries
+    co_residency_min: int | None = None  # fewest other requests the engine measured beside a canary
+    not_held: int | None = None  # canaries measured to share the engine with fewer than the level
+    reason: str | None = None  # why inconclusive
+
+
+@dataclass
+class OnsetResult:
+    out_dir: Path
+    max_level: int
+    canaries_per_level: int
+    levels: list[LevelResult] = field(default_factory=list)
+    stopped: str | None = None  # why the search ended before deciding
+
+    @property
+    def results(self) -> dict[int, bool]:
+        return {r.level: r.verdict == DIVERGENT for r in self.levels if r.verdict != INCONCLUSIVE}
+
+    @property
+    def decided(self) -> bool:
+        return self.stopped is None and next_level(self.max_level, self.results) is None
+
+    @property
+    def onset_level(self) -> int | None:
+        return bracket(self.results).lowest_divergent if self.decided else None
+
+    @property
+    def highest_clean_level(self) -> int:
+        return bracket(self.results).highest_clean
+
+
+def check_onset_options(max_level: int) -> None:
+    if not 1 <= max_level <= MAX_LEVEL:
+        raise UsageError(f"--max-level {max_level}: expected 1..{MAX_LEVEL} background requests")
+
+
+def _reference(run_dir: Path, block: dict[str, Any]) -> tuple[str, Any] | None:
+    """The reference completion of one canary of a run, in the identity its report compared by."""
+    request_id, kind = block.get("request_id"), block.get("identity")
+    if request_id is None or kind is None:
+        return None
+    column = {"token_ids": "token_ids", "tokens": "tokens", "text": "text"}.get(str(kind))
+    for path in sorted(run_dir.glob("canaries*.jsonl")):
+        for row in read_jsonl(path).rows:
+            if row.get("request_id") == request_id:
+                return str(kind), row.get(column) if column else None
+    return None
+
+
+def _read_report(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "report.json"
+    try:
+        report: dict[str, Any] = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise RunFolderError(f"{path}: cannot read the level's report ({exc})") from None
+    return report
+
+
+def judge(
+    level: int,
+    run_dir: Path,
+    status: str,
+    report: dict[str, Any],
+    n: int,
+    references: dict[str, tuple[str, Any] | None],
+    first: dict[str, tuple[str, Any] | None] | None,
+) -> LevelResult:
+    """One level's verdict by ``RULE``, from its run's report; ``references`` are this run's reference
+    completions, ``first`` the first run's (None: this is the first run)."""
+    entries = []
+    for canary in report.get("canaries", []):
+        entry = next((e for e in canary.get("levels", []) if e.get("concurrency") == level), None)
+        entries.append((canary, entry or {}))
+    count = sum(int(e.get("canaries") or 0) for _, e in entries)
+    completions = sum(int(e.get("completions") or 0) for _, e in entries)
+    errors = sum(int(e.get("errors") or 0) for _, e in entries)
+    diverged = sum(int(e.get("diverged") or 0) for _, e in entries)
+    earliest = [e["earliest_divergence"] for _, e in entries if e.get("earliest_divergence") is not None]
+    co = [e.get("co_residency") or {} for _, e in entries]
+    co_min = [c["min"] for c in co if c.get("min") is not None]
+    result = LevelResult(
+        level=level,
+        verdict=INCONCLUSIVE,
+        run_dir=run_dir,
+        status=status,
+        canaries=count,
+        completions=completions,
+        errors=errors,
+        diverged=diverged,
+        sent=int((report.get("input") or {}).get("records") or 0),
+        earliest_divergence=min(earliest) if earliest else None,
+        divergence_rate_ci95=_pooled_ci(diverged, completions),
+        co_residency_min=min(co_min) if co_min else None,
+        not_held=sum(int(c.get("not_held") or 0) for c in co) if co else None,
+    )
+    problems = []
+    for canary, _ in entries:
+        cid, ref = canary.get("id"), canary.get("reference") or {}
+        if ref.get("kind") != "baseline":
+            problems.append(f"canary {cid}: no baseline reference")
+        elif ref.get("self_consistent") is False:
+            problems.append(f"canary {cid}: the baseline disagrees with itself alone")
+        elif references.get(str(cid)) is None:
+            problems.append(f"canary {cid}: the reference completion is not in the records")
+        elif first is not None and references.get(str(cid)) != first.get(str(cid)):
+            problems.append(f"canary {cid}: the reference differs from the first run's")
+    if not entries:
+        problems.append("the report has no canaries")
+    if problems:
+        result.reason = "; ".join(problems)  # not judged against the same baseline: no verdict
+    elif diverged > 0:
+        result.verdict = DIVERGENT
+    elif status != RunStatus.FINISHED:
+        result.reason = f"the run ended {status}"
+    elif errors or any(int(e.get("completions") or 0) < n for _, e in entries):
+        result.reason = f"{errors} errors, {completions} of {n * len(entries)} canaries answered, none diverged"
+    else:
+        result.verdict = CLEAN
+    return result
+
+
+def _pooled_ci(diverged: int, completions: int) -> list[float] | None:
+    ci = wilson(diverged, completions)
+    return None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
+
+
+def onset(
+    scenario_path: Path,
+    *,
+    host: str | None = None,
+    max_level: int = 32,
+    out_dir: Path = Path("runs"),
+    canaries_per_level: int | None = None,
+    labels: dict[str, str] | None = None,
+    engine_args: list[str] | None = None,
+    on_level: Callable[[LevelResult], None] | None = None,
+) -> OnsetResult:
+    """Search the onset; each visited level is a run folder under ``<study>/level-<L>/``, and
+    ``<study>/onset.json`` is rewritten after every level (a killed search keeps what it found)."""
+    check_onset_options(max_level)
+    check_options(out_dir, 0)
+    source = str(scenario_path)
+    scenario = with_overrides(
+        load_scenario(scenario_path), base_url=host, canaries_per_level=canaries_per_level, labels=labels
+    )
+    if scenario.sweep.baseline < 1:
+        raise ScenarioError(f"{source}: field sweep.baseline: the onset search needs a baseline (>= 1) as reference")
+    if scenario.sweep.burst:
+        raise ScenarioError(f"{source}: field sweep.burst: the onset search holds background levels; set burst = 0")
+    n = scenario.sweep.canaries_per_level
+    study = create_run_dir(out_dir, f"{scenario.name}-onset")
+    result = OnsetResult(study, max_level, n)
+    started = now_iso()
+    with endpoint_for(scenario, engine_args or [], log_dir=study) as (scenario, engine, engine_info):
+        assert scenario.endpoint.base_url is not None
+        if engine is not None:
+            engine.move_log(study / "engine.log")
+        first: dict[str, tuple[str, Any] | None] | None = None
+        while (level := next_level(max_level, result.results)) is not None:
+            ran = run(
+                scenario_path,
+                host=scenario.endpoint.base_url,
+                out_dir=study / f"level-{level}",
+                levels=[level],
+                canaries_per_level=n,
+                labels={**scenario.labels, "onset_study": study.name},
+            )
+            report = _read_report(ran.run_dir)
+            refs = {str(c.get("id")): _reference(ran.run_dir, c.get("reference") or {}) for c in report["canaries"]}
+            status = str(ran.status) if ran.status is not None else "unknown"
+            level_result = judge(level, ran.run_dir, status, report, n, refs, first)
+            if first is None and level_result.reason is None:
+                first = refs
+            result.levels.append(level_result)
+            if level_result.verdict == INCONCLUSIVE:
+                result.stopped = f"level {level} inconclusive: {level_result.reason}"
+            _write(result, scenario_path, scenario.name, scenario.endpoint.base_url, started, engine_info)
+            if on_level is not None:
+                on_level(level_result)
+            if result.stopped:
+                break
+    return result
+
+
+def onset_json(
+    result: OnsetResult, source: str, name: str, endpoint: str, started: str, engine: dict[str, Any] | None
+) -> dict[str, Any]:
+    def rel(path: Path) -> str:
+        return str(path.relative_to(result.out_dir))
+
+    levels = []
+    for r in result.levels:
+        d = asdict(r)
+        d["run_dir"] = rel(r.run_dir)
+        levels.append(d)
+    return {
+        "schema": SCHEMA,
+        "scenario": name,
+        "scenario_path": source,
+        "endpoint": endpoint,
+        "engine": engine,
+        "started": started,
+        "updated": now_iso(),
+        "max_level": result.max_level,
+        "level_meaning": "background requests held while the canary is sent (the canary itself not counted)",
+        "onset_level": result.onset_level,
+        "highest_clean_level": result.highest_clean_level,
+        "decided": result.decided,
+        "stopped": result.stopped,
+        "levels_tried": [r.level for r in result.levels],
+        "canaries": sum(r.sent for r in result.levels),
+        "sweep_canaries": sum(r.canaries for r in result.levels),
+        "rule": rule_block(result.canaries_per_level),
+        "risk": RISK,
+        "search": "doubling from 1 (1, 2, 4, ... capped at max_level) until a level diverges, then bisection "
+        "between the highest clean and the lowest divergent level",
+        "runs": "one run per visited level against one endpoint; each run's baseline reference must equal the "
+        "first run's, so every level is judged against the same baseline completion",
+        "levels": levels,
+        "run_dirs": [rel(r.run_dir) for r in result.levels],
+    }
+
+
+def _write(
+    result: OnsetResult, source: Path, name: str, endpoint: str, started: str, engine: dict[str, Any] | None
+) -> None:
+    data = onset_json(result, str(source), name, endpoint, started, engine)
+    write_text(result.out_dir / "onset.json", report_json(data))

@@ -1,0 +1,140 @@
+"""An OpenAI-style completions server whose answer changes once more than K requests share it: an onset known
+by construction, for ``loadgen onset``'s tests.
+
+Run as ``python onset_server.py --diverge-above K [--token-s S]``; prints ``READY http://127.0.0.1:PORT``.
+
+The rule: every request gets ``max_tokens`` tokens, token ``i`` being id ``1000 + i``, one per ``--token-s``
+seconds (streamed or not), except that the last token is id ``5000`` when the requests the server was
+serving (the request itself included), counted at its arrival and before each of its tokens, were more
+than K for most of its life (the lower median of those counts). A canary sent at level L (L background
+requests held, docs/design.md "Words") shares the server with L others for its life, never fewer (the
+level is a floor), one more while a background request hands over to its successor (a few tokens, on a
+loaded machine sometimes longer). Its median count is then L + 1, so it diverges exactly when
+L + 1 > K: the onset level is K. The median, rather than the count at arrival or the fewest, keeps a
+hand-over's extra request, shorter than half a canary's life, from making level K - 1 diverge.
+
+``GET /v1/models``; ``GET /metrics``: ``vllm:num_requests_running`` in Prometheus text; ``GET /_seen``:
+per request, in arrival order, ``{"prompt", "fewest", "median", "most"}`` of its counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+from typing import Any
+
+from aiohttp import web
+
+STATE: dict[str, Any] = {"inflight": 0, "seen": [], "k": 1, "token_s": 0.01}
+
+
+def _text(tid: int) -> str:
+    return f" t{tid}"
+
+
+def _choice(ids: list[int], *, finish: str | None, body: dict[str, Any]) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "text": "".join(_text(t) for t in ids), "finish_reason": finish}
+    if body.get("logprobs"):
+        choice["logprobs"] = {
+            "tokens": [_text(t) for t in ids],
+            "token_logprobs": [-0.25 for _ in ids],
+            "top_logprobs": [{_text(t): -0.25, _text(t + 1): -1.5} for t in ids],
+            "text_offset": [0 for _ in ids],
+        }
+    if body.get("return_token_ids"):
+        choice["token_ids"] = ids
+    return choice
+
+
+async def models(_: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+
+async def metrics(_: web.Request) -> web.Response:
+    text = (
+        "# HELP vllm:num_requests_running Requests being served.\n# TYPE vllm:num_requests_running gauge\n"
+        f'vllm:num_requests_running{{model_name="m"}} {STATE["inflight"]}\n'
+        "# HELP vllm:num_requests_waiting Requests waiting.\n# TYPE vllm:num_requests_waiting gauge\n"
+        'vllm:num_requests_waiting{model_name="m"} 0\n'
+    )
+    return web.Response(text=text, content_type="text/plain")
+
+
+async def seen(_: web.Request) -> web.Response:
+    return web.json_response([{k: v for k, v in e.items() if k != "counts"} for e in STATE["seen"]])
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    STATE["inflight"] += 1
+    entry: dict[str, Any] = {"prompt": str(body.get("prompt", ""))[:40], "counts": [STATE["inflight"]]}
+    STATE["seen"].append(entry)
+    try:
+        return await _answer(request, body, entry)
+    finally:
+        STATE["inflight"] -= 1
+
+
+async def _token(i: int, last: int, entry: dict[str, Any]) -> int:
+    """Token ``i`` after one step; the last one is decided by the median count over the whole life."""
+    await asyncio.sleep(STATE["token_s"])
+    counts = entry["counts"]
+    counts.append(STATE["inflight"])
+    if i < last:
+        return 1000 + i
+    entry.update(fewest=min(counts), median=statistics.median_low(counts), most=max(counts))
+    return 5000 if entry["median"] > STATE["k"] else 1000 + i
+
+
+async def _answer(request: web.Request, body: dict[str, Any], entry: dict[str, Any]) -> web.StreamResponse:
+    n = int(body["max_tokens"])
+    usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
+    if not body.get("stream"):
+        ids = [await _token(i, n - 1, entry) for i in range(n)]
+        choice = _choice(ids, finish="length", body=body)
+        return web.json_response(
+            {"id": "x", "object": "text_completion", "model": "m", "choices": [choice], "usage": usage}
+        )
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for i in range(n):
+        tid = await _token(i, n - 1, entry)
+        chunk: dict[str, Any] = {"id": "x", "object": "text_completion.chunk", "model": "m"}
+        chunk["choices"] = [_choice([tid], finish="length" if i == n - 1 else None, body=body)]
+        await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    if (body.get("stream_options") or {}).get("include_usage"):
+        final = {"id": "x", "object": "text_completion.chunk", "model": "m", "choices": [], "usage": usage}
+        await resp.write(b"data: " + json.dumps(final).encode() + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--diverge-above", type=int, required=True, metavar="K")
+    parser.add_argument("--token-s", type=float, default=0.01)
+    args = parser.parse_args()
+    STATE["k"], STATE["token_s"] = args.diverge_above, args.token_s
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/_seen", seen)
+    app.router.add_post("/v1/completions", generate)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    print(f"READY http://127.0.0.1:{port}", flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(0)
