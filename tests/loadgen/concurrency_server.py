@@ -24,11 +24,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from typing import Any
 
 from aiohttp import web
+from serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "arrivals": [], "dialect": "legacy", "token_s": 0.01}
 
@@ -151,17 +151,8 @@ async def main() -> None:
     app.router.add_get("/_arrivals", arrivals)
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/v1/chat/completions", generate)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    print(f"READY http://127.0.0.1:{port}", flush=True)
-    await asyncio.Event().wait()
+    await serve(app)
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        sys.exit(0)
+    run(main)

@@ -32,13 +32,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from itertools import accumulate
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from serve_app import run, serve
 
 SEEN: dict[str, Counter[str]] = {
     "requests": Counter(),
@@ -306,17 +306,8 @@ async def main() -> None:
     app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/html/{tail:.*}", html)
     app.router.add_route("*", r"/to/{port:\d+}/{tail:.*}", redirect)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    print(f"READY http://127.0.0.1:{port}", flush=True)
-    await asyncio.Event().wait()
+    await serve(app)
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        sys.exit(0)
+    run(main)

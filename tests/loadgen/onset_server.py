@@ -23,10 +23,10 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 from typing import Any
 
 from aiohttp import web
+from serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "seen": [], "k": 1, "token_s": 0.01}
 
@@ -124,17 +124,8 @@ async def main() -> None:
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/_seen", seen)
     app.router.add_post("/v1/completions", generate)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    print(f"READY http://127.0.0.1:{port}", flush=True)
-    await asyncio.Event().wait()
+    await serve(app)
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        sys.exit(0)
+    run(main)

@@ -1,0 +1,30 @@
+"""Start-up shared by the test servers run as scripts (fault_server.py, concurrency_server.py,
+onset_server.py): serve an aiohttp app on a free local port, announce it with ``READY <url>`` on
+stdout (what the tests wait for), and run until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+
+async def serve(app: web.Application) -> None:
+    """Serve ``app`` on 127.0.0.1 and a free port, print ``READY http://127.0.0.1:PORT``, wait forever."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    print(f"READY http://127.0.0.1:{port}", flush=True)
+    await asyncio.Event().wait()
+
+
+def run(main: Callable[[], Awaitable[None]]) -> None:
+    """Run the script's ``main`` until SIGINT/SIGTERM ends the process; Ctrl-C exits 0."""
+    try:
+        asyncio.run(main())  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        sys.exit(0)
