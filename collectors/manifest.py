@@ -95,6 +95,8 @@ class Manifest(BaseModel):
     canary_errors: int | None = None  # of the canaries reported, those that failed
     canary_errors_trailing: int | None = None  # the failures in a row the run ended with (completion order)
     unsettled_levels: list[int] = Field(default_factory=list)
+    # levels the claim rule (sweep.claim_max_rate) ended before their quota: level, completed, quota, canary, reason
+    levels_ended_by_claim: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def run_status(self) -> RunStatus | None:

@@ -19,6 +19,7 @@ from loadgen.wire.server_config import describe
 from reports import coresidency, cost
 from reports.analysis import analyse
 from reports.cache_checks import cache_expectations, cache_notices
+from reports.claims import DEFAULT_MAX_RATE, level_claim
 from reports.finite import scrub
 from reports.health import figures_notice, run_health
 from reports.stats import quantiles
@@ -35,6 +36,7 @@ def build_report(run: RunData) -> dict[str, Any]:
     canaries = analyse(cols, levels) if cols.n else []
     for entry in canaries:
         entry["verdict"] = verdict(entry)
+        add_claims(entry, m)
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "run": run_section(m),
@@ -84,6 +86,30 @@ def build_report(run: RunData) -> dict[str, Any]:
     return report
 
 
+def claim_rate(m: Manifest) -> float | None:
+    """The P the run asked to claim "rate < P at 95%" for (``sweep.claim_max_rate``), or None."""
+    sweep = m.scenario.get("sweep")
+    rate = sweep.get("claim_max_rate") if isinstance(sweep, dict) else None
+    return float(rate) if isinstance(rate, int | float) and 0 < rate < 1 else None
+
+
+def add_claims(entry: dict[str, Any], m: Manifest) -> None:
+    """Each level's ``claim`` (``reports.claims.level_claim``): at the run's P, else at ``DEFAULT_MAX_RATE``
+    to say what a claim would have needed."""
+    asked = claim_rate(m)
+    p = asked if asked is not None else DEFAULT_MAX_RATE
+    early = {e.get("level") for e in m.levels_ended_by_claim}
+    for lv in entry["levels"]:
+        lv["claim"] = level_claim(
+            lv["diverged"],
+            lv["completions"],
+            p,
+            asked=asked is not None,
+            planned=m.canaries_per_level,
+            ended_early=lv["concurrency"] in early,
+        )
+
+
 def run_notices(m: Manifest) -> list[str]:
     """What went wrong with the run itself (not the endpoint's answers), from the manifest, in plain words."""
     notices = []
@@ -96,6 +122,13 @@ def run_notices(m: Manifest) -> list[str]:
     if m.unsettled_levels:
         levels = ", ".join(map(str, m.unsettled_levels))
         notices.append(f"Level(s) {levels}: canaries went out before every background user had a request in flight.")
+    if m.levels_ended_by_claim:
+        levels = ", ".join(str(e.get("level")) for e in m.levels_ended_by_claim)
+        notices.append(
+            f"Level(s) {levels} ended early by the claim rule (--claim-max-rate {claim_rate(m)}): a canary diverged "
+            "from the baseline reference, so the claim could no longer hold there; such a level is complete, "
+            "not unfinished."
+        )
     notices.extend(str(n) for n in m.notices)
     return notices
 
@@ -116,6 +149,8 @@ def run_section(m: Manifest) -> dict[str, Any]:
         "tool_version": m.tool.get("version"),
         "levels": m.levels,
         "canaries_per_level": m.canaries_per_level,
+        "claim_max_rate": claim_rate(m),
+        "levels_ended_by_claim": list(m.levels_ended_by_claim),
         "notices": run_notices(m),
         "scenario_path": m.scenario_path,
     }

@@ -16,6 +16,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from loadgen.errors import UsageError
+from reports.claims import describe, level_claim
 
 # option name -> (figure key in report.json, "max" or "min")
 METRICS = {
@@ -187,6 +188,40 @@ def integrity(report: dict[str, Any], max_error_rate: float = DEFAULT_MAX_ERROR_
     ok = rate <= max_error_rate and not dead
     message = f"{dead}{failed}: error rate {100 * rate:.1f}%, allowed {100 * max_error_rate:g}% (--max-error-rate)"
     out.append(_fact("error rate", ok, message, max_error_rate, rate))
+    return out
+
+
+def claim_outcomes(report: dict[str, Any], max_rate: float) -> list[Outcome]:
+    """``--claim-max-rate P``: per canary and planned level, "divergence rate < P at 95%" holds
+    (``reports.claims.supports`` on the level's diverged and completions; a level ended early by the claim
+    rule is judged on what it has). A planned level the report lacks, or without a reference, fails."""
+    planned = sorted(set((report.get("run") or {}).get("levels") or []))
+    name_of = f"claim rate < {max_rate:g} at 95%"
+    out: list[Outcome] = []
+    for entry in report.get("canaries") or []:
+        cid = str(entry["id"])
+        by_level = {lv["concurrency"]: lv for lv in entry["levels"]}
+        for level in planned:
+            scope = f"concurrency {level}"
+            lv = by_level.get(level)
+            early = bool(lv and (lv.get("claim") or {}).get("ended_early"))
+            if lv is None:
+                claim = None
+            else:
+                claim = level_claim(
+                    lv.get("diverged"),
+                    int(lv.get("completions") or 0),
+                    max_rate,
+                    asked=True,
+                    planned=(report.get("run") or {}).get("canaries_per_level"),
+                    ended_early=early,
+                )
+            passed = bool(claim and claim["holds"])
+            why = f"{scope} is not in the report" if claim is None else f"{scope}: {describe(claim)}"
+            bound = None if claim is None else claim["upper_bound"]
+            out.append(Outcome(f"{cid} {scope}: {name_of}", cid, scope, "claim_max_rate", max_rate, bound, passed, why))
+    if not report.get("canaries"):
+        out.append(_fact(name_of, False, "the run has no canary records", max_rate))
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from reports import pictures, plots
 from reports.finite import scrub
-from reports.render_md import FORK_CLASSES, ci, fmt, fork_rule, headline, held, others, pct
+from reports.render_md import FORK_CLASSES, ci, claim_heading, fmt, fork_rule, headline, held, others, pct
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
@@ -194,7 +194,24 @@ def canary_html(entry: dict[str, Any]) -> str:
         f"{levels_table(entry['levels'])}{co_residency_table(entry.get('by_co_residency'))}"
         f"<div class='charts'>{''.join(charts)}</div>"
         f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{fork_classes_html(entry)}"
-        f"{forks_table(entry['forks'])}"
+        f"{forks_table(entry['forks'])}{claim_html(entry)}"
+    )
+
+
+def claim_html(entry: dict[str, Any]) -> str:
+    """The claim "divergence rate < P at 95%" per level (``reports.claims``), as ``report.md`` has it."""
+    head = claim_heading(entry)
+    if head is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{esc(lv['concurrency'])}</td><td>{escape(lv['claim']['status'].replace('_', ' '))}"
+        f"{' (ended early)' if lv['claim']['ended_early'] else ''}</td><td>{esc(lv['claim']['completions'])}</td>"
+        f"<td>{esc(lv['claim']['diverged'])}</td><td>{esc(lv['claim']['upper_bound'])}</td></tr>"
+        for lv in entry["levels"]
+    )
+    return (
+        f"<h3>Claim</h3><p class='meta'>{escape(head)}</p><table><tr><th>concurrency</th><th>claim</th>"
+        f"<th>completions</th><th>diverged</th><th>95% upper bound</th></tr>{rows}</table>"
     )
 
 

@@ -111,7 +111,40 @@ def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
     lines += ["", *_levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
     lines += _fork_classes(entry)
     lines += _co_residency_table(entry.get("by_co_residency"))
+    lines += claim_lines(entry)
     return lines
+
+
+def claim_heading(entry: dict[str, Any]) -> str | None:
+    """The claim's one-line summary (``reports.claims``); None for a report from before claims."""
+    claims = [lv["claim"] for lv in entry.get("levels") or [] if lv.get("claim")]
+    if not claims:
+        return None
+    c = claims[0]
+    p, n, r3 = c["max_rate"], c["needed"], c["rule_of_three"]
+    need = f"{n} clean canaries per level (exact binomial; rule of three 3/P: {r3})"
+    if not c["asked"]:
+        return f"Claim 'divergence rate < {p:g} at 95%' (not asked for; --claim-max-rate P): would need {need}."
+    held = [str(lv["concurrency"]) for lv in entry["levels"] if (lv.get("claim") or {}).get("holds")]
+    return f"Claim 'divergence rate < {p:g} at 95%' (--claim-max-rate {p:g}) needs {need}; holds at " + (
+        f"concurrency {', '.join(held)}." if held else "no level."
+    )
+
+
+def claim_lines(entry: dict[str, Any]) -> list[str]:
+    """Per level: does the claim hold, the 95% upper bound of the divergence rate, and why."""
+    head = claim_heading(entry)
+    if head is None:
+        return []
+    out = [head, "", "| concurrency | claim | completions | diverged | 95% upper bound |", "|---:|---|---:|---:|---:|"]
+    for lv in entry["levels"]:
+        c = lv["claim"]
+        early = " (ended early)" if c["ended_early"] else ""
+        out.append(
+            f"| {lv['concurrency']} | {c['status'].replace('_', ' ')}{early} | {c['completions']} | "
+            f"{fmt(c['diverged'])} | {fmt(c['upper_bound'])} |"
+        )
+    return [*out, ""]
 
 
 def fork_rule(gaps: dict[str, Any]) -> str:

@@ -6,6 +6,8 @@ or ``N@each`` (every level); a value outside its range (a rate above 1, a negati
 (exit 2). Every check also fails a run that did not finish, a planned level without completions, lost
 records, and more than ``--max-error-rate`` (default 0.05) failed canaries (``reports.check.integrity``).
 ``--junit FILE`` writes JUnit XML, one test case per threshold and per integrity check.
+``--claim-max-rate P`` (``reports.claims``) fails unless every planned level supports "divergence rate < P
+at 95%"; it may be the only option given.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from reports.check import (
     CheckResult,
     Threshold,
     check_report,
+    claim_outcomes,
     integrity,
     junit_xml,
     limit_of,
 )
+from reports.claims import validate_rate
 from reports.writer import load_report, write_text
 
 HELP = {
@@ -53,6 +57,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help=f"highest share of failed canaries allowed, 0..1 (default {DEFAULT_MAX_ERROR_RATE:g}); checked on "
         "every run, like a finished status, completions at every planned level and no lost records",
     )
+    p.add_argument(
+        "--claim-max-rate",
+        metavar="P",
+        help="fail unless every planned level supports 'divergence rate < P at 95%%' (exact binomial), 0 < P < 1",
+    )
     p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
     p.set_defaults(func=run)
 
@@ -60,15 +69,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def run(args: argparse.Namespace) -> int:
     thresholds = [Threshold.parse(m, spec) for m in METRICS for spec in getattr(args, m)]
     max_error_rate = limit_of("max_error_rate", args.max_error_rate)
-    if not thresholds:
+    claim = None if args.claim_max_rate is None else validate_rate(args.claim_max_rate)
+    if not thresholds and claim is None:
         raise UsageError("check: give at least one threshold (--max-unique, --max-divergence-rate, ...)")
     report = load_report(args.run_dir)
-    result = CheckResult(integrity(report, max_error_rate) + check_report(report, thresholds).outcomes)
+    claims = claim_outcomes(report, claim) if claim is not None else []
+    result = CheckResult(integrity(report, max_error_rate) + check_report(report, thresholds).outcomes + claims)
     if args.junit is not None:
         if not args.junit.parent.is_dir():
             raise RunFolderError(f"--junit {args.junit}: folder {args.junit.parent} does not exist")
         write_text(args.junit, junit_xml(result))
     for o in result.outcomes:
         print(f"{'PASS' if o.passed else 'FAIL'}  {o.name}: {o.message}")
+    if failed := sorted({o.scope for o in claims if not o.passed}):
+        print(f"claim 'divergence rate < {claim:g} at 95%' not supported at: {', '.join(failed)}")
     print("check passed" if result.passed else "check FAILED")
     return 0 if result.passed else 1

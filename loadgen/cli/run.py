@@ -12,6 +12,7 @@ from collectors.manifest import RunStatus
 from loadgen.errors import UsageError, visible
 from loadgen.load.options import WEB_PASSWORD_ENV, WEB_USER_ENV, parse_labels, parse_levels, web_credentials
 from loadgen.studies.run import run as run_scenario
+from reports.claims import validate_rate
 from scenarios import names, path_of
 
 
@@ -28,6 +29,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, default=Path("runs"), help="folder that receives the run folder")
     p.add_argument("--levels", help="comma-separated concurrency levels, e.g. 0,4,16")
     p.add_argument("--canaries-per-level", type=int, help="canaries sent at each level")
+    p.add_argument(
+        "--claim-max-rate",
+        metavar="P",
+        help="claim 'divergence rate < P at 95%%': send at least ceil(ln 0.05 / ln(1-P)) canaries per level and "
+        "canary (about 3/P), end a level early once a divergence makes the claim impossible; 0 < P < 1",
+    )
     p.add_argument("--label", action="append", default=[], help="k=v recorded in the manifest (repeatable)")
     p.add_argument("--ui", action="store_true", help="open Locust's web UI instead of running headless")
     p.add_argument("--web-port", type=int, default=8089, help="web UI port (with --ui)")
@@ -61,6 +68,9 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.ui and (args.web_login or args.ui_allow_changes):
         raise UsageError("--web-login and --ui-allow-changes go with --ui")
+    claim = None if args.claim_max_rate is None else validate_rate(args.claim_max_rate)
+    if claim is not None and args.ui:
+        raise UsageError("--claim-max-rate goes without --ui (with --ui: set sweep.claim_max_rate)")
     if args.web_login:
         web_credentials()  # a missing password fails here, before an engine starts
     result = run_scenario(
@@ -78,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         ui_allow_changes=args.ui_allow_changes,
         processes=args.processes,
         report=not args.no_report,
+        claim_max_rate=claim,
     )
     if result.status is not None and result.status != RunStatus.FINISHED:
         print(f"run {result.status}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from collectors.record import Phase
 from loadgen.load.stages import StageTracker, Ticket
+from reports.claims import supports
 
 REPORT_STALE_S = 2.0  # a worker whose last in-flight report is older than this is not counted
 
@@ -67,8 +68,11 @@ class Coordinator:
         self.held = self._held_now(now)
         return self._check_ready(now) or was != self.held
 
-    def on_done(self, stage_index: int, now: float) -> None:
+    def on_done(self, stage_index: int, now: float, stop: dict[str, Any] | None = None) -> None:
+        """Count a finished canary; ``stop`` (``claim_stop``'s answer) also ends its stage early."""
         self.tracker.complete(stage_index)
+        if stop is not None:
+            self.tracker.end_early(stage_index, stop)
         self.held = self._held_now(now)  # the stage may have moved on: held is about its level
         self._check_ready(now)
 
@@ -90,6 +94,22 @@ class Coordinator:
             return False
         counts = self._fresh(now)
         return counts is not None and self.tracker.check_ready(now, *counts)
+
+
+def claim_stop(
+    max_rate: float | None, per_canary: int, *, phase: str, level: int | None, canary: str, diverged: int | None
+) -> dict[str, Any] | None:
+    """Why a sweep level must end now under the claim rule, or None: ``diverged`` completions of ``canary`` at
+    ``level`` (the live table's count against the baseline reference) are more than even ``per_canary`` clean
+    completions could outweigh, so "rate < ``max_rate`` at 95%" can no longer hold there."""
+    if max_rate is None or phase != "sweep" or not diverged or supports(diverged, per_canary, max_rate):
+        return None
+    return {
+        "canary": canary,
+        "diverged": diverged,
+        "reason": f"canary {canary!r} diverged from the baseline reference at level {level}: "
+        f"'divergence rate < {max_rate:g} at 95%' cannot hold there with {per_canary} canaries",
+    }
 
 
 class Mirror:

@@ -125,6 +125,15 @@ class LiveTable:
             self.references[canary] = refs
         return self.references
 
+    def diverged(self, canary: str, level: int | None) -> int | None:
+        """Completions of ``canary`` at sweep ``level`` that diverged from the reference, by the identity the
+        canary is compared by (as ``rows`` counts them); None before the reference is known."""
+        cell = self.cells.get((canary, str(level)))
+        if canary not in self.references or cell is None:
+            return None
+        kind = self.kinds[canary].kind if canary in self.kinds else "text"
+        return cell.diverged[kind]
+
     def rows(self) -> list[dict[str, Any]]:
         def order(key: tuple[str, str]) -> tuple[str, int]:
             return key[0], -1 if key[1] == "baseline" else int(key[1])

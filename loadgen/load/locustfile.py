@@ -41,7 +41,7 @@ from loadgen.load.background import BackgroundBodies, BackgroundBody
 from loadgen.load.bulk_stats import BulkStats
 from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
 from loadgen.load.client import Outcome, make_client, send, send_payload
-from loadgen.load.coordination import Coordinator, StageSnapshot
+from loadgen.load.coordination import Coordinator, StageSnapshot, claim_stop
 from loadgen.load.holding import Progress, Slot, spawn_delay
 from loadgen.load.live import LiveTable, summarise
 from loadgen.load.options import Launch, RunOptions, add_arguments, normalise, web_credentials
@@ -74,6 +74,8 @@ class CoordState:
     workers: dict[str, str] = field(default_factory=dict)  # worker name -> Locust client id, from their reports
     live: LiveTable = field(default_factory=LiveTable)
     references_sent: bool = False
+    claim_max_rate: float | None = None  # sweep.claim_max_rate: a level ends early once the claim cannot hold
+    per_canary: int = 0  # canaries per level and canary id
 
 
 _COORD: CoordState | None = None
@@ -188,7 +190,14 @@ def coordinator(environment: Environment) -> CoordState:
         plan = Plan.of(run_dir)
         scenario = parse_scenario(plan.scenario, f"{run_dir}/manifest.json")
         tracker = StageTracker(build_stages(scenario.sweep, len(scenario.canaries)), scenario.sweep.settle_timeout_s)
-        _COORD = CoordState(run_dir, Coordinator(tracker), owned, scenario.sweep.spawn_rate)
+        _COORD = CoordState(
+            run_dir,
+            Coordinator(tracker),
+            owned,
+            scenario.sweep.spawn_rate,
+            claim_max_rate=scenario.sweep.claim_max_rate,
+            per_canary=scenario.sweep.canaries_per_level,
+        )
         environment.host = plan.base_url
         assert environment.runner is not None
         environment.runner.send_message("lg_plan", plan.to_msg())
@@ -219,7 +228,18 @@ def _on_done(environment: Environment, msg: Any, **_: Any) -> None:
     _COORD.errors += failed
     _COORD.trailing_errors = _COORD.trailing_errors + 1 if failed else 0
     _COORD.live.add(msg.data)
-    _COORD.coordinator.on_done(int(msg.data["stage"]), time.monotonic())
+    stage_index, data = int(msg.data["stage"]), msg.data
+    current = _COORD.coordinator.tracker.current
+    stop = None
+    if current is not None and not current.burst and stage_index == _COORD.coordinator.tracker.index:
+        canary, level = str(data["canary"]), data["level"]
+        diverged = _COORD.live.diverged(canary, level)
+        stop = claim_stop(
+            _COORD.claim_max_rate, _COORD.per_canary, phase=data["phase"], level=level, canary=canary, diverged=diverged
+        )
+        if stop is not None:
+            log.info("level %s ended early: %s", level, stop["reason"])
+    _COORD.coordinator.on_done(stage_index, time.monotonic(), stop)
     stage = _COORD.coordinator.tracker.current
     if not _COORD.references_sent and (stage is None or stage.phase == "sweep"):
         _COORD.references_sent = True
@@ -267,6 +287,7 @@ def _finish_coordinator(environment: Environment) -> None:
         canary_errors=st.errors,
         canary_errors_trailing=st.trailing_errors,
         unsettled_levels=tracker.unsettled_levels,
+        levels_ended_by_claim=tracker.ended_early,
         workers=sorted(st.workers),
         workers_vanished=vanished,
     )

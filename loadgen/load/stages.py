@@ -9,6 +9,7 @@ carries the tracker's state to the processes that run users.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from collectors.record import Phase
 from loadgen.scenario import Sweep
@@ -65,6 +66,7 @@ class StageTracker:
         self.stage_started_at: float | None = None
         self.ready = False
         self.unsettled_levels: list[int] = []  # levels whose canaries went out before all users were busy
+        self.ended_early: list[dict[str, Any]] = []  # levels the claim rule ended before their quota (why, when)
 
     @property
     def current(self) -> Stage | None:
@@ -97,7 +99,20 @@ class StageTracker:
             return  # a late report for a stage already closed
         self.completed += 1
         if self.completed >= self.stages[self.index].quota:
-            self.index += 1
-            self.completed = 0
-            self.ready = False
-            self.stage_started_at = None
+            self._next()
+
+    def end_early(self, stage_index: int, why: dict[str, Any]) -> bool:
+        """End the current sweep stage before its quota (the claim rule: ``coordination.claim_stop``), recording
+        ``why`` with the level, the canaries completed and the quota; False for a stage already closed."""
+        stage = self.current
+        if stage_index != self.index or stage is None or stage.phase != "sweep" or stage.burst:
+            return False
+        self.ended_early.append({"level": stage.level, "completed": self.completed, "quota": stage.quota, **why})
+        self._next()
+        return True
+
+    def _next(self) -> None:
+        self.index += 1
+        self.completed = 0
+        self.ready = False
+        self.stage_started_at = None

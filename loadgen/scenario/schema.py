@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from loadgen.errors import ScenarioError
 from loadgen.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
+from reports.claims import MAX_CLAIM_CANARIES, canaries_needed
 
 EndpointKind = Literal["completions", "chat"]
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -188,6 +189,9 @@ class Sweep(_Strict):
     # after the levels: this many copies of each canary fired at once, no background (the original
     # "1,000 identical requests" experiment); recorded at level = burst
     burst: Level = 0
+    # "the divergence rate is below this at 95% confidence" (reports.claims): every level must send at least the
+    # canaries the claim needs; a level ends early once a divergence makes the claim impossible there
+    claim_max_rate: float | None = Field(default=None, gt=0, lt=1)
 
     @field_validator("levels")
     @classmethod
@@ -201,6 +205,20 @@ class Sweep(_Strict):
     def _burst_apart(cls, v: int, info: ValidationInfo) -> int:
         if v and v in info.data.get("levels", []):
             raise ValueError(f"burst {v} equals a level: the two would be reported as one; pick another size")
+        return v
+
+    @field_validator("claim_max_rate")
+    @classmethod
+    def _claim_canaries(cls, v: float | None, info: ValidationInfo) -> float | None:
+        if v is None:
+            return v
+        need, have = canaries_needed(v), info.data.get("canaries_per_level")
+        if need > MAX_CLAIM_CANARIES:
+            raise ValueError(f"a claim at {v:g} needs {need} canaries per level, more than {MAX_CLAIM_CANARIES}")
+        if isinstance(have, int) and have < need:
+            raise ValueError(
+                f"a claim at {v:g} needs {need} canaries per level (canaries_per_level is {have}): raise it"
+            )
         return v
 
 
@@ -244,6 +262,7 @@ _OPTION_OF = {
     ("sweep", "levels"): "--levels",
     ("sweep", "burst"): "--levels",  # a burst size the new levels now collide with
     ("sweep", "canaries_per_level"): "--canaries-per-level",
+    ("sweep", "claim_max_rate"): "--claim-max-rate",
     ("labels",): "--label",
 }
 
@@ -316,8 +335,10 @@ def with_overrides(
     levels: list[int] | None = None,
     canaries_per_level: int | None = None,
     labels: dict[str, str] | None = None,
+    claim_max_rate: float | None = None,
 ) -> Scenario:
-    """Apply command-line overrides, re-validating so an override gets the same checks as the file."""
+    """Apply command-line overrides, re-validating so an override gets the same checks as the file.
+    ``claim_max_rate`` also raises ``canaries_per_level`` to the canaries the claim needs, where fewer."""
     data = scenario.model_dump(mode="python")
     if base_url is not None:
         data["endpoint"]["base_url"] = base_url
@@ -327,6 +348,11 @@ def with_overrides(
         data["sweep"]["canaries_per_level"] = canaries_per_level
     if labels:
         data["labels"] = {**data["labels"], **labels}
+    if claim_max_rate is not None:
+        data["sweep"]["claim_max_rate"] = claim_max_rate
+        if 0 < claim_max_rate < 1:
+            need = canaries_needed(claim_max_rate)
+            data["sweep"]["canaries_per_level"] = max(data["sweep"]["canaries_per_level"], need)
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:

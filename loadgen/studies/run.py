@@ -270,11 +270,17 @@ def run(
     processes: int = 0,
     report: bool = True,
     launcher: LauncherSpec | None = None,
+    claim_max_rate: float | None = None,
 ) -> RunResult:
     source = str(scenario_path)
     check_options(out_dir, processes)
     scenario = with_overrides(
-        load_scenario(scenario_path), base_url=host, levels=levels, canaries_per_level=canaries_per_level, labels=labels
+        load_scenario(scenario_path),
+        base_url=host,
+        levels=levels,
+        canaries_per_level=canaries_per_level,
+        labels=labels,
+        claim_max_rate=claim_max_rate,
     )
     with endpoint_for(scenario, engine_args or [], launcher, log_dir=out_dir) as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
