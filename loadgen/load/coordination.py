@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from collectors.record import Phase
-from loadgen.load.stages import StageTracker, Ticket
+from loadgen.load.stages import EarlyEnd, StageTracker, Ticket
 from reports.claims import supports
 
 REPORT_STALE_S = 2.0  # a worker whose last in-flight report is older than this is not counted
@@ -68,7 +68,7 @@ class Coordinator:
         self.held = self._held_now(now)
         return self._check_ready(now) or was != self.held
 
-    def on_done(self, stage_index: int, now: float, stop: dict[str, Any] | None = None) -> None:
+    def on_done(self, stage_index: int, now: float, stop: EarlyEnd | None = None) -> None:
         """Count a finished canary; ``stop`` (``claim_stop``'s answer) also ends its stage early."""
         self.tracker.complete(stage_index)
         if stop is not None:
@@ -98,18 +98,18 @@ class Coordinator:
 
 def claim_stop(
     max_rate: float | None, per_canary: int, *, phase: str, level: int | None, canary: str, diverged: int | None
-) -> dict[str, Any] | None:
+) -> EarlyEnd | None:
     """Why a sweep level must end now under the claim rule, or None: ``diverged`` completions of ``canary`` at
     ``level`` (the live table's count against the baseline reference) are more than even ``per_canary`` clean
     completions could outweigh, so "rate < ``max_rate`` at 95%" can no longer hold there."""
     if max_rate is None or phase != "sweep" or not diverged or supports(diverged, per_canary, max_rate):
         return None
-    return {
-        "canary": canary,
-        "diverged": diverged,
-        "reason": f"canary {canary!r} diverged from the baseline reference at level {level}: "
+    return EarlyEnd(
+        canary,
+        diverged,
+        f"canary {canary!r} diverged from the baseline reference at level {level}: "
         f"'divergence rate < {max_rate:g} at 95%' cannot hold there with {per_canary} canaries",
-    }
+    )
 
 
 class Mirror:

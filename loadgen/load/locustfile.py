@@ -238,7 +238,7 @@ def _on_done(environment: Environment, msg: Any, **_: Any) -> None:
             _COORD.claim_max_rate, _COORD.per_canary, phase=data["phase"], level=level, canary=canary, diverged=diverged
         )
         if stop is not None:
-            log.info("level %s ended early: %s", level, stop["reason"])
+            log.info("level %s ended early: %s", level, stop.reason)
     _COORD.coordinator.on_done(stage_index, time.monotonic(), stop)
     stage = _COORD.coordinator.tracker.current
     if not _COORD.references_sent and (stage is None or stage.phase == "sweep"):

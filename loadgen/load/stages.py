@@ -8,6 +8,7 @@ carries the tracker's state to the processes that run users.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,15 @@ def build_stages(sweep: Sweep, n_canaries: int) -> list[Stage]:
 def users_for(stage: Stage | None, canary_users: int) -> int | None:
     """Total users the shape should hold for ``stage``; None ends the test."""
     return None if stage is None else stage.background + canary_users
+
+
+@dataclass(frozen=True)
+class EarlyEnd:
+    """Why a sweep stage ends before its quota (the claim rule, ``coordination.claim_stop``)."""
+
+    canary: str
+    diverged: int
+    reason: str
 
 
 class StageTracker:
@@ -101,13 +111,15 @@ class StageTracker:
         if self.completed >= self.stages[self.index].quota:
             self._next()
 
-    def end_early(self, stage_index: int, why: dict[str, Any]) -> bool:
+    def end_early(self, stage_index: int, why: EarlyEnd) -> bool:
         """End the current sweep stage before its quota (the claim rule: ``coordination.claim_stop``), recording
         ``why`` with the level, the canaries completed and the quota; False for a stage already closed."""
         stage = self.current
         if stage_index != self.index or stage is None or stage.phase != "sweep" or stage.burst:
             return False
-        self.ended_early.append({"level": stage.level, "completed": self.completed, "quota": stage.quota, **why})
+        self.ended_early.append(
+            {"level": stage.level, "completed": self.completed, "quota": stage.quota, **dataclasses.asdict(why)}
+        )
         self._next()
         return True
 
