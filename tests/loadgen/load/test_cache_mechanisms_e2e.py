@@ -22,7 +22,8 @@ from collectors.manifest import read_manifest
 from loadgen.launchers.process import start_embedded
 from loadgen.studies.run import run
 
-PROMPT = "The history of the old harbour town begins with a small group of fishermen who settled there long ago"
+# no other test sends a prompt that starts like this one: the session's shared engine has none of its blocks
+PROMPT = "Seven quiet lighthouse keepers counted the grey ships that crossed the northern bay before the winter storms"
 
 SCENARIO = f"""
 name = "cache-mechanisms"
@@ -51,6 +52,8 @@ levels = [0, 3]
 canaries_per_level = 4
 warmup = 0
 baseline = 1
+# a pause after each canary: the 50 ms /metrics scraper samples between two canaries even on a loaded machine
+canary_pace_s = 0.3
 """
 
 
