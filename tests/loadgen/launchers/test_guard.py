@@ -72,9 +72,12 @@ def test_the_guard_exits_as_the_command_did() -> None:
 
 
 def test_sigint_reaches_the_command_and_a_group_sigterm_stops_it() -> None:
-    code = "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    raise SystemExit(42)\n"
-    proc = spawn([sys.executable, "-c", code])
-    time.sleep(0.5)  # let the command install Python's SIGINT handler
+    code = (
+        "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(30)\n"
+        "except KeyboardInterrupt:\n    raise SystemExit(42)\n"
+    )
+    proc = spawn([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"  # its SIGINT handler is in place
     proc.send_signal(signal.SIGINT)  # to the guard alone, as loadgen run asks Locust to stop gracefully
     assert proc.wait(10) == 42
     sleeper = spawn([sys.executable, "-c", "import time; time.sleep(30)"])
