@@ -86,6 +86,10 @@ def main(argv: list[str]) -> None:
     owner, command = int(argv[0]), argv[1:]
     # every signal the guard acts on is taken with sigwait: none can interrupt it between two steps
     signal.pthread_sigmask(signal.SIG_BLOCK, _WATCHED)
+    # started from `nohup` or a shell's `&`, these may come in ignored, and an ignored signal is dropped, never
+    # waited for; the command would inherit the ignoring too (Locust would never see the graceful SIGINT)
+    for watched in _WATCHED - {signal.SIGCHLD}:
+        signal.signal(watched, signal.SIG_DFL)  # blocked: a default action cannot fire before sigwait takes it
     with contextlib.suppress(AttributeError, OSError):  # not Linux: no parent-death signal
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGHUP, 0, 0, 0)
     if os.getppid() != owner:  # the owner died before the signal was asked for: start nothing

@@ -195,15 +195,15 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
         # recorded as cancelled), while SIGTERM would end it before its handler is installed
         proc.send_signal(signal.SIGINT)
 
-    previous = signal.signal(signal.SIGTERM, forward)
+    # Ctrl-C too, by handler rather than KeyboardInterrupt: started from `nohup` or a shell's `&`, SIGINT comes in
+    # ignored and Python would never raise it, yet a `kill -INT` is still meant to stop the run (Locust runs in its
+    # own session, so a terminal's Ctrl-C reaches only this process: it is passed on here)
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while True:
-            try:
-                return proc.wait()
-            except KeyboardInterrupt:
-                proc.send_signal(signal.SIGINT)  # Locust runs in its own session: pass Ctrl-C on
+        return proc.wait()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 EngineInfo = dict[str, Any]  # what the manifest records under "engine"

@@ -89,3 +89,20 @@ def test_sigint_reaches_the_command_and_a_group_sigterm_stops_it() -> None:
 def test_a_missing_program_is_an_os_error_at_once(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="no such executable"):
         spawn([str(tmp_path / "no-such-engine")])
+
+
+def test_a_command_started_where_sigint_is_ignored_still_gets_it() -> None:
+    """`nohup loadgen run ... &` starts with SIGINT (and SIGHUP) ignored, and children inherit that: the
+    graceful stop the guard forwards must still reach the command."""
+    code = (
+        "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(30)\n"
+        "except KeyboardInterrupt:\n    raise SystemExit(42)\n"
+    )
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = spawn([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(10) == 42
