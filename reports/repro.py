@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from collectors.runfolder import RunData
+from collectors.runfolder import RunData, top_gap
 from loadgen.errors import UsageError
 from loadgen.wire.server_config import describe
 from loadgen.wire.urls import api_path, origin
@@ -741,7 +741,7 @@ def _outcome(
     pos = table[first_div] if unit == "token" and first_div < len(table) else None
     if pos is None:
         return f"This completion differs from the run's reference completion from {unit} {first_div} on."
-    gap = _gap(pos["reference_top"])
+    gap = num(top_gap(pos["reference_top"]))
     gap_s = f" The reference's top two candidates there were {gap:.3g} nats apart." if gap is not None else ""
     return (
         "The same temperature-0 request came back different from the run's reference completion from token "
@@ -848,16 +848,6 @@ def _reference_words(choice: Choice, reference: dict[str, Any] | None) -> str:
         f"completions it was chosen from. Completions are compared by {ref['identity']} "
         f"(the report's rule: token ids, else token strings, else text).{agree}{note}"
     )
-
-
-def _gap(top: Any) -> float | None:
-    if not isinstance(top, list):
-        return None
-    vals = sorted(
-        (float(a[1]) for a in top if isinstance(a, list | tuple) and len(a) >= 2 and isinstance(a[1], int | float)),
-        reverse=True,
-    )
-    return vals[0] - vals[1] if len(vals) >= 2 else None
 
 
 def _features(features: Any) -> str:

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from html import escape
 
+from loadgen.errors import visible
+
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04")
 W, H, L, R, T, B = 560, 260, 56, 12, 28, 40
 
@@ -26,8 +28,24 @@ class Series:
     dashed: bool = False
 
 
-def _fmt(v: float) -> str:
+def fmt(v: float) -> str:
     return f"{v:.3g}"
+
+
+def lbl(s: object) -> str:
+    """A label safe in SVG text and attributes: markup escaped, control characters written as escapes
+    (XML cannot hold most of them)."""
+    return escape(visible(str(s), keep=""), quote=True)
+
+
+def not_plotted(dropped: int, y: int = 16) -> str:
+    """The top-right note every chart carries when it left values out; "" when it left none."""
+    if not dropped:
+        return ""
+    return (
+        f'<text x="{W - R}" y="{y}" class="tick" text-anchor="end">'
+        f"{dropped} value{'s' if dropped != 1 else ''} not plotted (NaN or infinite)</text>"
+    )
 
 
 def nice_ceiling(v: float) -> float:
@@ -40,8 +58,14 @@ def nice_ceiling(v: float) -> float:
     return top if math.isfinite(top) else v
 
 
-def _finite(v: object) -> bool:
-    return isinstance(v, int | float) and math.isfinite(v)
+def finite(v: object) -> bool:
+    """A real number that converts to a finite float (not a bool, not an int beyond float range)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def plottable(series: list[Series]) -> tuple[list[Series], int]:
@@ -51,14 +75,14 @@ def plottable(series: list[Series]) -> tuple[list[Series], int]:
     for s in series:
         points: list[tuple[float, float | None]] = []
         for x, y in s.points:
-            if not _finite(x):
+            if not finite(x):
                 dropped += 1
                 continue
-            if y is not None and not _finite(y):
+            if y is not None and not finite(y):
                 dropped += 1
                 y = None
             points.append((x, y))
-        band = [b for b in s.band if all(_finite(v) for v in b)]
+        band = [b for b in s.band if all(finite(v) for v in b)]
         dropped += len(s.band) - len(band)
         out.append(Series(s.name, points, band, s.step, s.dashed))
     return out, dropped
@@ -73,14 +97,14 @@ def chart(
     x_label: str = "",
 ) -> str:
     series, dropped = plottable(series)
-    x_ticks = [(x, label) for x, label in x_ticks if _finite(x)]
+    x_ticks = [(x, label) for x, label in x_ticks if finite(x)]
     xs = [x for s in series for x, _ in s.points] + [x for s in series for x, _, _ in s.band] + [x for x, _ in x_ticks]
     ys = [y for s in series for _, y in s.points if y is not None] + [hi for s in series for _, _, hi in s.band]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
     if not x1 > x0:  # one x: any span around it, away from overflow (a huge x absorbs a +1)
         d = max(1.0, abs(x0) * 1e-9)
         x0, x1 = (x0 - d, x0) if x0 > 0 else (x0, x0 + d)
-    top = y_max if y_max is not None and _finite(y_max) and y_max > 0 else nice_ceiling(max([*ys, 0.0]))
+    top = y_max if y_max is not None and finite(y_max) and y_max > 0 else nice_ceiling(max([*ys, 0.0]))
 
     def px(x: float) -> float:  # halves first: the span of two huge values must not overflow
         return L + (x / 2 - x0 / 2) / (x1 / 2 - x0 / 2) * (W - L - R)
@@ -96,7 +120,7 @@ def chart(
     ]
     for frac in (0.0, 0.5, 1.0):
         y = top * frac
-        out.append(f'<text x="{L - 4}" y="{py(y) + 4:.1f}" class="tick" text-anchor="end">{_fmt(y)}</text>')
+        out.append(f'<text x="{L - 4}" y="{py(y) + 4:.1f}" class="tick" text-anchor="end">{fmt(y)}</text>')
         out.append(f'<line x1="{L}" y1="{py(y):.1f}" x2="{W - R}" y2="{py(y):.1f}" class="grid"/>')
     for x, label in x_ticks:
         out.append(f'<text x="{px(x):.1f}" y="{H - B + 14}" class="tick" text-anchor="middle">{escape(label)}</text>')
@@ -126,8 +150,7 @@ def chart(
             f"{escape(s.name)}</text>"
         )
     if dropped:
-        note = f"{dropped} value{'s' if dropped != 1 else ''} not plotted (NaN or infinite)"
-        out.append(f'<text x="{W - R}" y="16" class="tick" text-anchor="end">{note}</text>')
+        out.append(not_plotted(dropped))
     out.append("</svg>")
     return "\n".join(out)
 

@@ -11,23 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.svg_heatmap import _finite, lbl
+from reports.svg import finite, lbl, not_plotted
 
 W, L, R, T = 560, 64, 12, 28
 BAR, MARK = "#2563eb", "#dc2626"
 
 
-def _note(dropped: int, y: int = 16) -> str:
-    if not dropped:
-        return ""
-    return (
-        f'<text x="{W - R}" y="{y}" class="tick" text-anchor="end">'
-        f"{dropped} value{'s' if dropped != 1 else ''} not plotted (NaN or infinite)</text>"
-    )
-
-
 def _count(v: Any) -> float | None:
-    return float(v) if _finite(v) and v >= 0 else None
+    return float(v) if finite(v) and v >= 0 else None
 
 
 def histogram(title: str, bins: list[tuple[str, Any, bool]], x_label: str, y_label: str, legend: str = "") -> str:
@@ -62,7 +53,7 @@ def histogram(title: str, bins: list[tuple[str, Any, bool]], x_label: str, y_lab
     )
     if legend:
         out.append(f'<text x="{W - R}" y="{T + 4}" class="legend" text-anchor="end" fill="{MARK}">{lbl(legend)}</text>')
-    out += [_note(dropped), "</svg>"]
+    out += [not_plotted(dropped), "</svg>"]
     return "\n".join(x for x in out if x)
 
 
@@ -76,7 +67,7 @@ def strips(title: str, rows: list[tuple[str, list[tuple[Any, Any]]]], x_label: s
         kept = []
         for p, n in pts:
             c = _count(n)
-            if not _finite(p) or c is None:
+            if not finite(p) or c is None:
                 dropped += 1
                 continue
             kept.append((float(p), c))
@@ -109,5 +100,5 @@ def strips(title: str, rows: list[tuple[str, list[tuple[Any, Any]]]], x_label: s
     for x in (x_min, x_min / 2 + x_max / 2, x_max):
         out.append(f'<text x="{px(x) + bw / 2:.1f}" y="{base + 12}" class="tick" text-anchor="middle">{x:.4g}</text>')
     out.append(f'<text x="{(L + W) / 2:.0f}" y="{h - 6}" class="tick" text-anchor="middle">{lbl(x_label)}</text>')
-    out += [_note(dropped), "</svg>"]
+    out += [not_plotted(dropped), "</svg>"]
     return "\n".join(x for x in out if x)

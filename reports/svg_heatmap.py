@@ -11,31 +11,14 @@ negative values get the "exactly equal" colour. Huge values (``1.7e308``) scale 
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import Any
 
-from loadgen.errors import visible
+from reports.svg import finite, fmt, lbl, not_plotted
 
 W, L, R, T, B, CELL_H = 560, 64, 12, 28, 64, 18
 DECADES = 6.0
 ZERO = "#ecfdf5"
 STOPS = ((254, 240, 217), (252, 141, 89), (153, 0, 13))
-
-
-def _finite(v: Any) -> bool:
-    """A real number that converts to a finite float (an int beyond float range does not)."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
-
-
-def lbl(s: object) -> str:
-    """A label safe in SVG text and attributes: markup escaped, control characters written as escapes
-    (XML cannot hold most of them)."""
-    return escape(visible(str(s), keep=""), quote=True)
 
 
 def colour(t: float) -> str:
@@ -45,10 +28,6 @@ def colour(t: float) -> str:
     f = t * 2 - i
     a, b = STOPS[i], STOPS[i + 1]
     return "#" + "".join(f"{round(x + (y - x) * f):02x}" for x, y in zip(a, b, strict=True))
-
-
-def _fmt(v: float) -> str:
-    return f"{v:.3g}"
 
 
 def heatmap(
@@ -65,8 +44,8 @@ def heatmap(
     h = T + nrow * CELL_H + B
     cw = (W - L - R) / ncol
     values = [v for _, vs in rows for v in vs]
-    dropped = sum(1 for v in values if v is not None and not _finite(v))
-    pos = [float(v) for v in values if _finite(v) and v > 0]
+    dropped = sum(1 for v in values if v is not None and not finite(v))
+    pos = [float(v) for v in values if finite(v) and v > 0]
     hi = max(pos) if pos else 1.0
     lo = max(min(pos), hi * 10.0**-DECADES) if pos else 1.0
     span = math.log10(hi) - math.log10(lo)
@@ -83,16 +62,16 @@ def heatmap(
         y = T + r * CELL_H
         out.append(f'<text x="{L - 4}" y="{y + CELL_H / 2 + 4:.1f}" class="tick" text-anchor="end">{lbl(name)}</text>')
         for c, v in enumerate(vs):
-            if not _finite(v):
+            if not finite(v):
                 continue
             fill = ZERO if v <= 0 else colour(t_of(float(v)))
             out.append(
                 f'<rect x="{L + c * cw:.2f}" y="{y}" width="{cw:.2f}" height="{CELL_H}" fill="{fill}">'
-                f"<title>{lbl(name)}, column {c}: {_fmt(float(v))}</title></rect>"
+                f"<title>{lbl(name)}, column {c}: {fmt(float(v))}</title></rect>"
             )
     base = T + nrow * CELL_H
     for c, label in x_ticks:
-        if not _finite(c) or not 0 <= c < ncol:
+        if not finite(c) or not 0 <= c < ncol:
             continue
         x = L + (c + 0.5) * cw
         out.append(f'<text x="{x:.1f}" y="{base + 14}" class="tick" text-anchor="middle">{lbl(label)}</text>')
@@ -106,10 +85,9 @@ def heatmap(
     out.append(f'<text x="{L + 16}" y="{ly + 10}" class="tick">0 (equal)</text>')
     for i in range(5):
         out.append(f'<rect x="{L + 90 + i * 14}" y="{ly}" width="14" height="12" fill="{colour(i / 4)}"/>')
-    scale = f"{lbl(value_label)} {_fmt(lo)} … {_fmt(hi)} (log scale)" if pos else f"{lbl(value_label)}: none > 0"
+    scale = f"{lbl(value_label)} {fmt(lo)} … {fmt(hi)} (log scale)" if pos else f"{lbl(value_label)}: none > 0"
     out.append(f'<text x="{L + 164}" y="{ly + 10}" class="tick">{scale}</text>')
     if dropped:
-        note = f"{dropped} value{'s' if dropped != 1 else ''} not plotted (NaN or infinite)"
-        out.append(f'<text x="{W - R}" y="16" class="tick" text-anchor="end">{note}</text>')
+        out.append(not_plotted(dropped))
     out.append("</svg>")
     return "\n".join(out)
