@@ -162,24 +162,16 @@ def read_models(
     return ids, body
 
 
+def _server_root(base_url: str) -> str:
+    """Where a server's own routes live (``/version``, ``/metrics``): the base URL without its ``/v1``."""
+    return origin(base_url) + v1_path(base_url, "").removesuffix("/v1/")
+
+
 def read_version(
     base_url: str, *, api_key: str | None, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
 ) -> str | None:
-    try:
-        status, raw = _request(
-            origin(base_url) + v1_path(base_url, "").removesuffix("/v1/") + "/version",
-            api_key=api_key,
-            timeout_s=timeout_s,
-            max_bytes=max_bytes,
-        )
-    except EndpointError:
-        return None
-    if status != 200:
-        return None
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return None
+    url = _server_root(base_url) + "/version"
+    body = _json_or_none(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
     return str(body.get("version")) if isinstance(body, dict) and body.get("version") is not None else None
 
 
@@ -202,7 +194,7 @@ def read_config(
 ) -> dict[str, Any]:
     """What the server says of its own settings (``loadgen.wire.server_config``): ``settings``, the raw
     ``*_info`` series of ``/metrics``, and which routes answered. Best effort: every route may be absent."""
-    root = origin(base_url) + v1_path(base_url, "").removesuffix("/v1/")
+    root = _server_root(base_url)
     info: dict[str, dict[str, str]] = {}
     try:
         status, raw = _request(root + "/metrics", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
