@@ -145,8 +145,11 @@ collect() {
 }
 
 detached() {  # STAGE: run it in its own session, so it outlives this device call
-    setsid nohup bash "$0" "$1" >"$R/$1.detached.log" 2>&1 < /dev/null &
-    echo $! >"$R/$1.pid"
+    # From a snapshot of the tree: a later device call copies the working tree over this one.
+    local snap=/tmp/snapshot-$1
+    rm -rf "$snap" && mkdir -p "$snap" && tar -c --exclude=./.vllm --exclude=./.whl . | tar -x -C "$snap"
+    (cd "$snap" && setsid nohup bash benchmarks/vllm_h200.sh "$1" >"$R/$1.detached.log" 2>&1 < /dev/null &
+        echo $! >"$R/$1.pid")
 }
 
 wait_for() {  # STAGE SECONDS
