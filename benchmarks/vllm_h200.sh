@@ -148,8 +148,10 @@ detached() {  # STAGE: run it in its own session, so it outlives this device cal
     # From a snapshot of the tree: a later device call copies the working tree over this one.
     local snap=/tmp/snapshot-$1
     rm -rf "$snap" && mkdir -p "$snap" && tar -c --exclude=./.vllm --exclude=./.whl . | tar -x -C "$snap"
-    (cd "$snap" && setsid nohup bash benchmarks/vllm_h200.sh "$1" >"$R/$1.detached.log" 2>&1 < /dev/null &
-        echo $! >"$R/$1.pid")
+    # The stage writes its own pid: $! would be setsid's, which may fork and exit at once.
+    (cd "$snap" && setsid nohup bash -c 'echo $$ >"$1"; exec bash benchmarks/vllm_h200.sh "$2"' _ "$R/$1.pid" "$1" \
+        >"$R/$1.detached.log" 2>&1 < /dev/null &)
+    sleep 1
 }
 
 wait_for() {  # STAGE SECONDS
