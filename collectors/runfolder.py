@@ -300,9 +300,12 @@ class ColumnBuilder:
         self._scalars["file"].append(file)
         request = raw.get("request")
         request = request if isinstance(request, dict) else {}
-        self._scalars["temperature"].append(request.get("temperature"))
-        # a per-request cache_salt is meant to differ; the rest of the body must not
-        keyed = {k: v for k, v in request.items() if k != "cache_salt"}
+        sampling = request.get("sampling_params")  # SGLang /generate keeps sampling there
+        self._scalars["temperature"].append(
+            sampling.get("temperature") if isinstance(sampling, dict) else request.get("temperature")
+        )
+        # a per-request cache salt (SGLang /generate: extra_key) is meant to differ; the rest of the body must not
+        keyed = {k: v for k, v in request.items() if k not in ("cache_salt", "extra_key")}
         self._scalars["request_key"].append(
             hashlib.blake2b(orjson.dumps(keyed, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
         )

@@ -101,15 +101,29 @@ def choose(cols: CanaryColumns, comp_rows: Rows) -> Identity:
     return Identity("text", mat, np.arange(len(comp_rows), dtype=np.int64), lengths, available, "character")
 
 
+# Said when no completion carried ids: where the common servers send them (docs/design.md, "Endpoint kinds").
+WHERE_IDS = (
+    "vLLM sends ids with return_token_ids, llama.cpp with logprobs; SGLang's OpenAI routes send none, "
+    'its native /generate does (endpoint kind "generate")'
+)
+
+
 def note(identity: Identity) -> str | None:
-    """A sentence when the identity used is weaker than what some completions carried."""
+    """A sentence when the identity used is weaker than token ids: why, and where ids would come from."""
     a = identity.available
     n = a["completions"]
     if identity.kind == "tokens" and a["token_ids"]:
         return f"token ids present on {a['token_ids']} of {n} completions only; compared by token strings"
+    if identity.kind == "tokens" and n:
+        return (
+            "the endpoint sent no token ids, so completions are compared by token strings, which can merge "
+            f"distinct ids; {WHERE_IDS}"
+        )
     if identity.kind == "text" and (a["token_ids"] or a["tokens"]):
         best = max(a["token_ids"], a["tokens"])
         return f"tokens present on {best} of {n} completions only; compared by text (positions are characters)"
+    if identity.kind == "text" and n:
+        return f"the endpoint sent neither token ids nor logprobs, so completions are compared by text; {WHERE_IDS}"
     return None
 
 

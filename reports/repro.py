@@ -418,11 +418,12 @@ def canary_from_body(canary_id: str, record: dict[str, Any]) -> dict[str, Any]:
             if isinstance(x, dict)
         ]
     else:
-        spec["prompt"] = str(body.get("prompt", ""))
-    tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        spec["prompt"] = str(body.get("prompt", body.get("text", "")))  # "text": SGLang /generate
+    sampling = _dict(body.get("sampling_params"))
+    tokens = body.get("max_tokens", body.get("max_completion_tokens", sampling.get("max_new_tokens")))
     if isinstance(tokens, int):
         spec["max_tokens"] = tokens
-    spec["seed"] = body.get("seed")
+    spec["seed"] = body.get("seed", sampling.get("sampling_seed"))
     spec["stream"] = bool(body.get("stream", False))
     return spec
 

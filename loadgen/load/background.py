@@ -157,4 +157,6 @@ class BackgroundBodies:
 def prompt_of(body: BackgroundBody | bytes) -> str:
     """The prompt a body carries (its user message for chat); for tests and benchmarks, not the hot path."""
     obj: dict[str, Any] = orjson.loads(body.payload if isinstance(body, BackgroundBody) else body)
-    return str(obj["prompt"] if "prompt" in obj else obj["messages"][-1]["content"])
+    if "messages" in obj:
+        return str(obj["messages"][-1]["content"])
+    return str(obj["prompt"] if "prompt" in obj else obj["text"])  # "text": SGLang /generate

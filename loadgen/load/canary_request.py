@@ -67,7 +67,7 @@ def canary_body(
     body = build_body(
         kind,
         model=model,
-        prompt=canary.prompt if kind == "completions" else None,
+        prompt=None if kind == "chat" else canary.prompt,
         messages=messages,
         max_tokens=canary.max_tokens,
         seed=canary.seed,

@@ -45,7 +45,7 @@ _CLOSE = {"Connection": "close"}
 SECONDS_PER_TOKEN = 2.0  # the default deadline's allowance per token asked for: slower than any real engine
 ASSUMED_TOKENS = 1024  # a body whose max_tokens cannot be read is given this many
 TOKEN_ID_LIMIT = 2**31  # no vocabulary comes near; readers pad id matrices with -1 and keep ids in int32/int64
-_MAX_TOKENS_FIELD = re.compile(rb'"max_tokens":\s*(\d+)')
+_MAX_TOKENS_FIELD = re.compile(rb'"max_(?:new_)?tokens":\s*(\d+)')  # SGLang /generate: max_new_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +166,7 @@ def send(
 
     ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them.
     ``secret``: the API key, removed from everything kept of the answer (a server may echo our headers)."""
-    max_tokens = body.get("max_tokens")
+    max_tokens = body.get("max_tokens", body.get("sampling_params", {}).get("max_new_tokens"))
     return send_payload(
         client,
         path,
@@ -230,7 +230,7 @@ def send_payload(
             raw = resp.read()
             out.response_bytes = len(raw)
             if usage_only:
-                out.usage = parse_usage(raw)
+                out.usage = parse_usage(raw, kind)
             else:
                 out.completion = parse_body(kind, raw, tokens_as_ids=tokens_as_ids)
                 out.usage = out.completion.usage
@@ -269,7 +269,7 @@ def send_payload(
 def max_tokens_in(payload: bytes) -> int | None:
     """The ``max_tokens`` a serialised body asks for, or None. Read from the end: the background bodies
     put it after the prompt, and inside a JSON string the quotes around the name would be escaped."""
-    start = payload.rfind(b'"max_tokens":')
+    start = max(payload.rfind(b'"max_tokens":'), payload.rfind(b'"max_new_tokens":'))
     match = _MAX_TOKENS_FIELD.match(payload, start) if start >= 0 else None
     return int(match.group(1)) if match else None
 

@@ -19,7 +19,7 @@ from loadgen.errors import ScenarioError
 from loadgen.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
 from reports.claims import MAX_CLAIM_CANARIES, canaries_needed
 
-EndpointKind = Literal["completions", "chat"]
+EndpointKind = Literal["completions", "chat", "generate"]  # "generate": SGLang's native /generate
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY_PREFIXES = ("sk-", "sk_", "hf_", "gsk_", "xai-", "nvapi-", "ghp_", "gho_", "github_pat_", "glpat-", "AIza")
 _KEY_RUN = re.compile(r"[A-Za-z0-9]{16,}")  # a long unbroken run with digits: a token, not a variable name
@@ -142,8 +142,8 @@ class Canary(_Strict):
     def _one_input(self) -> Canary:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("give exactly one of 'prompt' or 'messages'")
-        if self.kind == "completions" and self.messages is not None:
-            raise ValueError("a completions canary needs 'prompt', not 'messages'")
+        if self.kind in ("completions", "generate") and self.messages is not None:
+            raise ValueError(f"a {self.kind} canary needs 'prompt', not 'messages'")
         return self
 
 

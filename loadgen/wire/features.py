@@ -25,6 +25,10 @@ def features_from_probe(kind: Kind, body: bytes | str, requested: Features) -> F
     Raises ``MalformedResponse`` when the body is not a completion at all.
     """
     completion = parse_body(kind, body, tokens_as_ids=requested.tokens_as_ids)
+    if kind == "generate":  # ids always come back on /generate; nothing else in Features applies there
+        logprobs = requested.logprobs and completion.logprobs is not None
+        top = requested.top_logprobs if logprobs and completion.top_logprobs is not None else 0
+        return Features(logprobs=logprobs, top_logprobs=top)
     raw: dict[str, Any] = orjson.loads(body)  # parse_body proved it is an object with choices
     choice = next((c for c in raw["choices"] if c.get("index", 0) == 0), raw["choices"][0])
     explicit_ids = choice.get("token_ids", choice.get("response_token_ids"))

@@ -1,4 +1,4 @@
-"""Build the JSON body of an OpenAI-compatible ``/v1/completions`` or ``/v1/chat/completions`` request.
+"""Build the JSON body of a ``/v1/completions``, ``/v1/chat/completions`` or SGLang ``/generate`` request.
 
 Why it exists: servers fill every sampling parameter a request leaves out from the model's
 generation config (vLLM: "user -> server default -> OpenAI default"), so a canary that omits one
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.wire.generate import generate_body
 from loadgen.wire.types import Features, Kind
 
 # Sent explicitly in every body; ``extra`` may not override them.
@@ -43,6 +44,16 @@ def build_body(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The request body for ``kind``; raises ``ValueError`` on inputs no server could accept."""
+    if max_tokens < 1:
+        raise ValueError(f"build_body: max_tokens must be >= 1, got {max_tokens}")
+    if features.top_logprobs < 0:
+        raise ValueError(f"build_body: top_logprobs must be >= 0, got {features.top_logprobs}")
+    if kind == "generate":  # SGLang's native route: no model, sampling in its own object
+        if prompt is None or messages is not None:
+            raise ValueError("build_body: a generate request takes `prompt` and no `messages`")
+        return generate_body(
+            prompt=prompt, max_tokens=max_tokens, seed=seed, stream=stream, features=features, stop=stop, extra=extra
+        )
     body: dict[str, Any] = {"model": model}
     if kind == "completions":
         if prompt is None or messages is not None:
@@ -53,11 +64,7 @@ def build_body(
             raise ValueError("build_body: a chat request takes `messages` and no `prompt`")
         body["messages"] = messages
     else:
-        raise ValueError(f"build_body: kind {kind!r} is not 'completions' or 'chat'")
-    if max_tokens < 1:
-        raise ValueError(f"build_body: max_tokens must be >= 1, got {max_tokens}")
-    if features.top_logprobs < 0:
-        raise ValueError(f"build_body: top_logprobs must be >= 0, got {features.top_logprobs}")
+        raise ValueError(f"build_body: kind {kind!r} is not 'completions', 'chat' or 'generate'")
 
     body["max_tokens"] = max_tokens
     body["seed"] = seed

@@ -14,6 +14,9 @@ Rules: only choice index 0 is read (canaries send ``n=1``). Text is ``text`` (co
 generated token for time-to-first-token. ``{"error": ...}`` or ``{"object": "error"}`` raises
 ``StreamError``. Alternatives are sorted by logprob, most likely first, ties in server order.
 
+SGLang's native ``/generate`` (kind ``"generate"``) is a dialect of its own: ``loadgen.wire.generate``
+folds it, and ``parse_body``, ``parse_usage`` and ``StreamAccumulator`` hand it over by kind.
+
 Pure and on the hot path: no I/O, no logging, no Locust; JSON through orjson.
 """
 
@@ -24,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.wire.generate import GenerateBuilder, usage_of
 from loadgen.wire.types import Completion, Kind, MalformedResponse, StreamError
 
 _TOKEN_ID_PREFIX = "token_id:"
@@ -298,6 +302,10 @@ def _loads(data: str | bytes, where: str) -> Any:
 def parse_body(kind: Kind, body: bytes | str, *, tokens_as_ids: bool = False) -> Completion:
     """Parse a non-streamed response body; raises ``MalformedResponse`` (or ``StreamError``)."""
     obj = _loads(body, "response body")
+    if kind == "generate":
+        generate = GenerateBuilder()
+        generate.ingest(obj, where="response body")
+        return generate.finish()
     if isinstance(obj, dict) and not obj.get("error") and obj.get("object") != "error":
         choices = obj.get("choices")
         if not isinstance(choices, list) or not choices:
@@ -307,12 +315,14 @@ def parse_body(kind: Kind, body: bytes | str, *, tokens_as_ids: bool = False) ->
     return builder.finish()
 
 
-def parse_usage(body: bytes | str) -> dict[str, Any] | None:
+def parse_usage(body: bytes | str, kind: Kind = "completions") -> dict[str, Any] | None:
     """A non-streamed body checked as a completion (an object with ``choices``, not an error); its usage only.
 
     For traffic nobody analyses (background): the same faults as ``parse_body``, without building a
     ``Completion`` the caller would throw away."""
     obj = _loads(body, "response body")
+    if kind == "generate":
+        return usage_of(obj)
     if not isinstance(obj, dict):
         raise MalformedResponse(f"response body is a JSON {type(obj).__name__}, not an object")
     if obj.get("error"):
@@ -337,7 +347,9 @@ class StreamAccumulator:
     __slots__ = ("_builder", "chunks", "done")
 
     def __init__(self, kind: Kind, *, tokens_as_ids: bool = False) -> None:
-        self._builder = _Builder(kind, tokens_as_ids)
+        self._builder: _Builder | GenerateBuilder = (
+            GenerateBuilder() if kind == "generate" else _Builder(kind, tokens_as_ids)
+        )
         self.done = False
         self.chunks = 0
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["completions", "chat"]
-KINDS: tuple[Kind, ...] = ("completions", "chat")
+Kind = Literal["completions", "chat", "generate"]  # "generate": SGLang's native route (loadgen.wire.generate)
+KINDS: tuple[Kind, ...] = ("completions", "chat", "generate")
 
 
 @dataclass(slots=True)

@@ -17,6 +17,9 @@ def v1_path(base_url: str, suffix: str) -> str:
 
 
 def api_path(base_url: str, kind: str) -> str:
+    """The route of an endpoint kind; SGLang's ``/generate`` sits beside ``/v1``, not under it."""
+    if kind == "generate":
+        return v1_path(base_url, "")[: -len("/v1/")] + "/generate"
     return v1_path(base_url, "chat/completions" if kind == "chat" else "completions")
 
 

@@ -1,6 +1,6 @@
 """An OpenAI-style server whose answer depends on how many requests it is serving when a request arrives.
 
-Run as ``python concurrency_server.py --dialect {legacy,chat,llamacpp} [--token-s S]``; prints
+Run as ``python concurrency_server.py --dialect {legacy,chat,llamacpp,sglang} [--token-s S]``; prints
 ``READY http://127.0.0.1:PORT``. It is the adversary of the level tests: the class of endpoint whose
 batch-dependence a mislabelled canary hides.
 
@@ -13,7 +13,11 @@ generates exactly ``max_tokens`` tokens (no early stop), one per ``--token-s`` s
 Dialects of the answer's logprobs: ``legacy`` (completions: ``tokens`` / ``token_logprobs`` /
 ``top_logprobs`` dicts, ids in ``choices[].token_ids``), ``chat`` (chat completions: ``content[]``
 entries, ids in ``choices[].token_ids``), ``llamacpp`` (completions with llama.cpp's ``content[]``
-entries carrying each token's ``id``; no ``token_ids``).
+entries carrying each token's ``id``; no ``token_ids``), ``sglang`` (SGLang 0.5.15's shapes: ``/generate``
+answers ``output_ids`` and ``meta_info`` with ``[logprob, id, text]`` entries, a stream's chunks cumulative
+with ``text`` null until the last, or only the new ids and entries with ``--incremental``; its
+``/v1/completions`` sends token strings and no ids). In the ``sglang`` dialect a token's text depends only
+on its position, so distinct ids share a string: compared by strings, the divergence is invisible.
 
 ``GET /metrics``: ``vllm:num_requests_running`` (requests being served) in Prometheus text.
 ``GET /_arrivals``: every request's ``{"prompt", "n", "t"}`` at arrival, in arrival order.
@@ -30,7 +34,7 @@ from typing import Any
 from aiohttp import web
 from serve_app import run, serve
 
-STATE: dict[str, Any] = {"inflight": 0, "arrivals": [], "dialect": "legacy", "token_s": 0.01}
+STATE: dict[str, Any] = {"inflight": 0, "arrivals": [], "dialect": "legacy", "token_s": 0.01, "incremental": False}
 
 
 def token_ids(n: int, max_tokens: int) -> list[int]:
@@ -44,7 +48,19 @@ def _text(tid: int) -> str:
     return f" t{tid}"
 
 
-def _logprobs(ids: list[int], dialect: str) -> dict[str, Any]:
+def _sglang_text(position: int) -> str:
+    return f" w{position}"  # the same string for whatever id sits at this position
+
+
+def _logprobs(ids: list[int], dialect: str, start: int = 0) -> dict[str, Any]:
+    if dialect == "sglang":  # SGLang's OpenAI route: legacy shape, strings only
+        texts = [_sglang_text(start + i) for i in range(len(ids))]
+        return {
+            "tokens": texts,
+            "token_logprobs": [-0.25 for _ in ids],
+            "top_logprobs": [{t: -0.25, t + "x": -1.5} for t in texts],
+            "text_offset": [0 for _ in ids],
+        }
     if dialect == "legacy":
         return {
             "tokens": [_text(t) for t in ids],
@@ -64,17 +80,22 @@ def _logprobs(ids: list[int], dialect: str) -> dict[str, Any]:
     return {"content": entries}
 
 
-def _choice(ids: list[int], *, chat: bool, stream: bool, finish: str | None, body: dict[str, Any]) -> dict[str, Any]:
-    text = "".join(_text(t) for t in ids)
+def _choice(
+    ids: list[int], *, chat: bool, stream: bool, finish: str | None, body: dict[str, Any], start: int = 0
+) -> dict[str, Any]:
+    dialect = STATE["dialect"]
+    if dialect == "sglang":
+        text = "".join(_sglang_text(start + i) for i in range(len(ids)))
+    else:
+        text = "".join(_text(t) for t in ids)
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
     if chat:
         choice["delta" if stream else "message"] = {"role": "assistant", "content": text}
     else:
         choice["text"] = text
-    dialect = STATE["dialect"]
     if body.get("logprobs"):
-        choice["logprobs"] = _logprobs(ids, dialect)
-    if body.get("return_token_ids") and dialect != "llamacpp":
+        choice["logprobs"] = _logprobs(ids, dialect, start)
+    if body.get("return_token_ids") and dialect not in ("llamacpp", "sglang"):
         choice["token_ids"] = ids
     return choice
 
@@ -100,7 +121,7 @@ async def arrivals(_: web.Request) -> web.Response:
 def _prompt(body: dict[str, Any]) -> str:
     if "messages" in body:
         return str(body["messages"][-1].get("content", ""))
-    return str(body.get("prompt", ""))
+    return str(body.get("prompt", body.get("text", "")))
 
 
 async def generate(request: web.Request) -> web.StreamResponse:
@@ -109,9 +130,55 @@ async def generate(request: web.Request) -> web.StreamResponse:
     n = STATE["inflight"]
     STATE["arrivals"].append({"prompt": _prompt(body)[:40], "n": n, "t": time.time()})
     try:
+        if request.path == "/generate":
+            return await _native(request, body, token_ids(n, int(body["sampling_params"]["max_new_tokens"])))
         return await _answer(request, body, token_ids(n, int(body["max_tokens"])))
     finally:
         STATE["inflight"] -= 1
+
+
+def _native_object(body: dict[str, Any], ids: list[int], start: int, done: bool, total: int) -> dict[str, Any]:
+    """One /generate answer: ``ids`` are positions ``start..``; ``total`` tokens so far."""
+    meta: dict[str, Any] = {
+        "id": "r",
+        "finish_reason": {"type": "length", "length": total} if done else None,
+        "prompt_tokens": 8,
+        "weight_version": "default",
+        "completion_tokens": total,
+        "cached_tokens": 0,
+    }
+    if body.get("return_logprob"):
+        entries = [[-0.25, t, _sglang_text(start + i)] for i, t in enumerate(ids)]
+        meta["output_token_logprobs"] = entries
+        if body.get("top_logprobs_num"):
+            meta["output_top_logprobs"] = [
+                [[-0.25, t, _sglang_text(start + i)], [-1.5, t + 1, _sglang_text(start + i) + "x"]]
+                for i, t in enumerate(ids)
+            ]
+    text = "".join(_sglang_text(start + i) for i in range(len(ids)))
+    return {"text": text, "output_ids": ids, "meta_info": meta}
+
+
+async def _native(request: web.Request, body: dict[str, Any], ids: list[int]) -> web.StreamResponse:
+    step = STATE["token_s"]
+    if not body.get("stream"):
+        await asyncio.sleep(step * len(ids))
+        return web.json_response(_native_object(body, ids, 0, True, len(ids)))
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for i in range(len(ids)):
+        await asyncio.sleep(step)
+        done = i == len(ids) - 1
+        if STATE["incremental"]:
+            obj = _native_object(body, ids[i : i + 1], i, done, i + 1)
+        else:
+            obj = _native_object(body, ids[: i + 1], 0, done, i + 1)
+            if not done:
+                obj["text"] = None  # SGLang defers the cumulative text to the last chunk
+        await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
 
 
 async def _answer(request: web.Request, body: dict[str, Any], ids: list[int]) -> web.StreamResponse:
@@ -129,7 +196,7 @@ async def _answer(request: web.Request, body: dict[str, Any], ids: list[int]) ->
         await asyncio.sleep(step)
         finish = "length" if i == len(ids) - 1 else None
         chunk = {"id": "x", "object": obj + ".chunk", "model": "m"}
-        chunk["choices"] = [_choice([tid], chat=chat, stream=True, finish=finish, body=body)]
+        chunk["choices"] = [_choice([tid], chat=chat, stream=True, finish=finish, body=body, start=i)]
         await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
     if (body.get("stream_options") or {}).get("include_usage"):
         final = {"id": "x", "object": obj + ".chunk", "model": "m", "choices": [], "usage": usage}
@@ -141,16 +208,18 @@ async def _answer(request: web.Request, body: dict[str, Any], ids: list[int]) ->
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--dialect", choices=("legacy", "chat", "llamacpp"), default="legacy")
+    parser.add_argument("--dialect", choices=("legacy", "chat", "llamacpp", "sglang"), default="legacy")
     parser.add_argument("--token-s", type=float, default=0.01)
+    parser.add_argument("--incremental", action="store_true", help="sglang: streamed chunks carry only new tokens")
     args = parser.parse_args()
-    STATE["dialect"], STATE["token_s"] = args.dialect, args.token_s
+    STATE["dialect"], STATE["token_s"], STATE["incremental"] = args.dialect, args.token_s, args.incremental
     app = web.Application()
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/_arrivals", arrivals)
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/v1/chat/completions", generate)
+    app.router.add_post("/generate", generate)
     await serve(app)
 
 
