@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Real SGLang 0.5.15 on H200 GPUs, measured by the tool itself: default vs --enable-deterministic-inference.
+#
+# Why this script exists: SGLang is the second engine the tool's users run; this is the one command list that
+# produces the figures in docs/results/sglang-h200/. It runs on the GPU machine, where SGLang comes from the
+# offline kit (shared GPU kit README: one bundle part, a seeded random Qwen3 made on the GPU), from a copy of
+# the repository's committed tree (carried as .sglang/repo.tar, so files being edited here never travel), in
+# stages that each fit one 10-minute device call:
+#
+#   install   unpack the kit, install Locust's wheels (carried in .whl), make the model
+#   serve     two SGLang servers: GPU 0 default (port 30000), GPU 1 --enable-deterministic-inference (30001)
+#   fixtures  capture what SGLang answers (benchmarks/sglang/capture.py) into $R/fixtures/<mode>
+#   runs      per mode, in parallel: benchmarks/sglang/sweep.toml (0..256 background) and prefix-cache.toml,
+#             each a real `loadgen run` through SGLang's native /generate (endpoint kind "generate")
+#   matrix    stop the servers; benchmarks/sglang/matrix.toml through `loadgen matrix` with the sglang
+#             launcher, two cells per GPU in parallel (--cells, CUDA_VISIBLE_DEVICES)
+#   collect   results into $OUT/results.tar.gz (records in $OUT/records.tar.gz)
+#
+# Usage: bash benchmarks/sglang_h200.sh STAGE [STAGE...]
+set -u
+OUT=${OUT:-/tmp/out}
+R=${RESULTS:-/tmp/sglang-results}
+MODEL=/tmp/model
+export PYTHONUNBUFFERED=1
+mkdir -p "$R" "$OUT"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$R/timeline.txt"; }
+cmd() { echo "$*" >>"$R/commands.txt"; "$@"; }
+env_up() {
+    # shellcheck disable=SC1091
+    . /tmp/bundle/env.sh
+    export PYTHONPATH="$PYTHONPATH:/tmp/site:$PWD"
+}
+SERVE_ARGS=(--model-path "$MODEL" --served-model-name tiny-qwen3 --attention-backend triton --grammar-backend none
+    --enable-metrics --enable-cache-report --mem-fraction-static 0.5 --cuda-graph-max-bs-decode 8 --host 127.0.0.1)
+
+install() {
+    log "install"
+    mkdir -p /tmp/sg && cp .sglang/sglang-bundle.* /tmp/sg/ && (cd /tmp/sg && sha256sum -c sglang-bundle.sha256) &&
+        cat /tmp/sg/sglang-bundle.part.* | tar -x -C /tmp && bash /tmp/bundle/install.sh || exit 1
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    env_up
+    cmd python3 /tmp/bundle/make_model.py "$MODEL" 32768 2048 16 16 8
+    cmd python3 /tmp/bundle/mkweights.py "$MODEL"
+    {
+        date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+        python3 -c 'import sys, importlib.metadata as m
+print("python", sys.version.split()[0])
+for p in ("sglang", "sglang-kernel", "flashinfer-python", "torch", "transformers", "locust"): print(p, m.version(p))'
+        nproc | sed 's/^/cpu cores /'
+    } >"$R/versions.txt" 2>&1
+    cat "$R/versions.txt"
+}
+
+serve_one() {  # MODE GPU PORT FLAGS...
+    local mode=$1 gpu=$2 port=$3
+    shift 3
+    echo "CUDA_VISIBLE_DEVICES=$gpu python3 -m sglang.launch_server ${SERVE_ARGS[*]} --port $port $*" >>"$R/commands.txt"
+    CUDA_VISIBLE_DEVICES=$gpu setsid python3 -m sglang.launch_server "${SERVE_ARGS[@]}" --port "$port" "$@" \
+        >"$R/sglang-$mode.log" 2>&1 </dev/null &
+}
+
+healthy() {  # PORT: wait until /health answers 200
+    for _ in $(seq 300); do
+        python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$1/health', timeout=2)" \
+            2>/dev/null && { log "port $1 healthy"; return 0; }
+        sleep 1
+    done
+    log "port $1 not healthy after 300 s"; return 1
+}
+
+serve() {
+    env_up
+    log "serve: default on GPU 0 (port 30000), --enable-deterministic-inference on GPU 1 (port 30001)"
+    serve_one default 0 30000 --sampling-backend pytorch
+    serve_one deterministic 1 30001 --enable-deterministic-inference
+    healthy 30000 & healthy 30001 & wait
+}
+
+fixtures() {
+    env_up
+    log "fixtures"
+    cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30000 "$R/fixtures/default"
+    cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30001 "$R/fixtures/deterministic"
+}
+
+run_mode() {  # MODE PORT
+    local mode=$1 port=$2 s
+    for s in sweep prefix-cache; do
+        log "$mode: $s"
+        cmd timeout "${RUN_S:-400}" python3 -m loadgen run "benchmarks/sglang/$s.toml" --host "http://127.0.0.1:$port" \
+            --out "$R/$mode" --label engine=sglang --label "mode=$mode" >"$R/$mode-$s.out" 2>&1
+        log "$mode: $s exit $?"
+    done
+}
+
+runs() {
+    env_up
+    run_mode default 30000 & run_mode deterministic 30001 & wait
+}
+
+matrix() {
+    env_up
+    local p
+    for p in $(pgrep -f "sglang.launch_server"); do kill "$p"; done
+    sleep 5
+    log "matrix: default cells on GPU 0, deterministic cells on GPU 1"
+    (CUDA_VISIBLE_DEVICES=0 cmd python3 -m loadgen matrix benchmarks/sglang/matrix.toml --out "$R/matrix/gpu0" \
+        --cells det-off_radix-on,det-off_radix-off >"$R/matrix-gpu0.out" 2>&1; log "gpu0 matrix exit $?") &
+    (CUDA_VISIBLE_DEVICES=1 cmd python3 -m loadgen matrix benchmarks/sglang/matrix.toml --out "$R/matrix/gpu1" \
+        --cells det-on_radix-on,det-on_radix-off >"$R/matrix-gpu1.out" 2>&1; log "gpu1 matrix exit $?") &
+    wait
+}
+
+collect() {
+    env_up
+    local cells
+    cells=$(ls -d "$R"/matrix/gpu*/cells/*/*/ 2>/dev/null)
+    # shellcheck disable=SC2086
+    [ -n "$cells" ] && cmd python3 -m loadgen compare $cells --out "$R/matrix/comparison" >"$R/matrix-compare.out" 2>&1
+    for f in "$R"/sglang-*.log; do [ -f "$f" ] && gzip -kf "$f"; done
+    tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \
+        --exclude='engine_metrics*.jsonl' --exclude='sglang-*.log' .
+    tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name '*.jsonl' | sort)
+    ls -la "$OUT"
+}
+
+for stage in "$@"; do
+    case $stage in
+        install | serve | fixtures | runs | matrix | collect) $stage ;;
+        *) echo "unknown stage $stage" >&2; exit 2 ;;
+    esac
+done
