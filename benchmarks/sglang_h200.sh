@@ -56,8 +56,9 @@ serve_one() {  # MODE GPU PORT FLAGS...
     local mode=$1 gpu=$2 port=$3
     shift 3
     echo "CUDA_VISIBLE_DEVICES=$gpu python3 -m sglang.launch_server ${SERVE_ARGS[*]} --port $port $*" >>"$R/commands.txt"
-    CUDA_VISIBLE_DEVICES=$gpu setsid python3 -m sglang.launch_server "${SERVE_ARGS[@]}" --port "$port" "$@" \
-        >"$R/sglang-$mode.log" 2>&1 </dev/null &
+    # started from a subshell: not a child of this shell, so no `wait` here ever waits for a server
+    (CUDA_VISIBLE_DEVICES=$gpu setsid python3 -m sglang.launch_server "${SERVE_ARGS[@]}" --port "$port" "$@" \
+        >"$R/sglang-$mode.log" 2>&1 </dev/null &)
 }
 
 healthy() {  # PORT: wait until /health answers 200
@@ -74,7 +75,10 @@ serve() {
     log "serve: default on GPU 0 (port 30000), --enable-deterministic-inference on GPU 1 (port 30001)"
     serve_one default 0 30000 --sampling-backend pytorch
     serve_one deterministic 1 30001 --enable-deterministic-inference
-    healthy 30000 & healthy 30001 & wait
+    local a b
+    healthy 30000 & a=$!
+    healthy 30001 & b=$!
+    wait "$a" "$b"
 }
 
 fixtures() {
@@ -96,7 +100,10 @@ run_mode() {  # MODE PORT
 
 runs() {
     env_up
-    run_mode default 30000 & run_mode deterministic 30001 & wait
+    local a b
+    run_mode default 30000 & a=$!
+    run_mode deterministic 30001 & b=$!
+    wait "$a" "$b"
 }
 
 matrix() {
