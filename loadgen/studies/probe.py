@@ -1,7 +1,7 @@
 """Ask an endpoint, once per run and before any load, who it is and which request dialect it accepts.
 
 Why: servers differ (vLLM's ``return_token_ids``, llama.cpp's ids inside logprobs, hosted APIs that
-reject unknown fields). The probe reads ``/v1/models`` and ``/version``, then sends one short
+reject unknown fields). The probe reads ``/v1/models`` and the version, then sends one short
 request per endpoint kind, dropping optional fields the server refuses, and records what it used.
 The probe prompt is unrelated to any canary, so it warms no canary prefix in a cache.
 
@@ -170,9 +170,13 @@ def _server_root(base_url: str) -> str:
 def read_version(
     base_url: str, *, api_key: str | None, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
 ) -> str | None:
-    url = _server_root(base_url) + "/version"
-    body = _json_or_none(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
-    return str(body.get("version")) if isinstance(body, dict) and body.get("version") is not None else None
+    """The server's version: vLLM's and llama.cpp's ``/version``; SGLang has none and says it in ``/server_info``
+    (``/get_server_info`` before 0.5)."""
+    for route in ("/version", "/server_info", "/get_server_info"):
+        body = _json_or_none(_server_root(base_url) + route, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+        if isinstance(body, dict) and isinstance(body.get("version"), (str, int, float)):
+            return str(body["version"])
+    return None
 
 
 def _json_or_none(url: str, *, api_key: str | None, timeout_s: float, max_bytes: int) -> Any:

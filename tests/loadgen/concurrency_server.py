@@ -114,6 +114,13 @@ async def metrics(_: web.Request) -> web.Response:
     return web.Response(text=text, content_type="text/plain")
 
 
+async def server_info(_: web.Request) -> web.Response:
+    """SGLang 0.5.15's ``/server_info`` (``/get_server_info``): its server arguments and its version (it has
+    no ``/version``); a few of the arguments, as SGLang names them."""
+    args = {"disable_radix_cache": False, "page_size": 1, "enable_deterministic_inference": False}
+    return web.json_response({**args, "attention_backend": "triton", "version": "0.5.15"})
+
+
 async def arrivals(_: web.Request) -> web.Response:
     return web.json_response(STATE["arrivals"])
 
@@ -220,6 +227,9 @@ async def main() -> None:
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/v1/chat/completions", generate)
     app.router.add_post("/generate", generate)
+    if args.dialect == "sglang":
+        app.router.add_get("/server_info", server_info)
+        app.router.add_get("/get_server_info", server_info)
     await serve(app)
 
 

@@ -112,6 +112,12 @@ def test_generate_kind_compares_by_ids(server: str, stream: bool, tmp_path: Path
         assert record.request is not None and "model" not in record.request
         assert record.request["sampling_params"]["max_new_tokens"] == MAX_TOKENS
 
+    manifest = orjson.loads((result.run_dir / "manifest.json").read_bytes())
+    assert manifest["server"]["version"] == "0.5.15"  # SGLang has no /version: read from /server_info
+    settings = manifest["server"]["config"]["settings"]
+    assert settings["prefix_caching"] is True and settings["batch_invariant"] is False
+    assert settings["attention_backend"] == "triton" and settings["cached_tokens_reported"] is True
+
     report = orjson.loads((result.run_dir / "report.json").read_bytes())
     (canary,) = report["canaries"]
     assert canary["reference"]["identity"] == "token_ids" and not canary["reference"].get("identity_note")
