@@ -8,7 +8,10 @@ when the body asks for ``logprobs``, text only otherwise, as a real server answe
 assumptions beyond "requests arrive in order". It must not be used as a test double for dialects:
 it answers every POST with the same completion.
 
-Run: ``python benchmarks/fastserver.py [--cpu N] [--tokens 64] [--top-k 2] [--stream-tokens 64]``;
+With ``--rate R`` a stream is paced as an engine's decode loop sends it: one event per stream every
+``1/R`` s, every stream in the same step (``sse_background.py``).
+
+Run: ``python benchmarks/fastserver.py [--cpu N] [--tokens 64] [--top-k 2] [--stream-tokens 64] [--rate R]``;
 prints ``READY http://127.0.0.1:PORT``. ``GET /_served`` returns the number of completions served.
 """
 
@@ -18,6 +21,7 @@ import argparse
 import asyncio
 import os
 import signal
+import time
 
 from canned import (
     chunked_stream_response,
@@ -39,6 +43,9 @@ class Canned:
         self.stream = chunked_stream_response(stream_events(stream_tokens, top_k))
         self.whole_plain = http_response(completion_body(tokens, 0))
         self.stream_plain = chunked_stream_response(stream_events(stream_tokens, 0))
+        # paced streams (--rate): the head, then one HTTP chunk per engine step
+        self.stream_parts = _chunks(stream_events(stream_tokens, top_k))
+        self.stream_plain_parts = _chunks(stream_events(stream_tokens, 0))
         self.models = http_response(models_body())
         self.served = 0
 
@@ -58,6 +65,45 @@ class Canned:
         return _NOT_FOUND
 
 
+def _chunks(events: list[bytes]) -> list[bytes]:
+    """``chunked_stream_response`` in pieces: the head with the first event, then one piece per event, the
+    last piece carrying the closing chunk."""
+    whole = chunked_stream_response(events)
+    head_end = whole.index(b"\r\n\r\n") + 4
+    pieces = [f"{len(e):x}\r\n".encode() + e + b"\r\n" for e in events]
+    pieces[-1] += b"0\r\n\r\n"
+    return [whole[:head_end] + pieces[0], *pieces[1:]]
+
+
+class Pacer:
+    """An engine's decode loop: every ``1/rate`` s, every stream in flight gets its next event (all in step,
+    as one batch step emits one token per request). The first event goes out at the next step."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate
+        self.streams: list[tuple[asyncio.Transport, list[bytes], list[int]]] = []
+        self.started = False
+
+    def add(self, transport: asyncio.Transport, parts: list[bytes]) -> None:
+        self.streams.append((transport, parts, [0]))
+        if not self.started:
+            self.started = True
+            asyncio.get_running_loop().call_later(self.interval, self._step, time.perf_counter())
+
+    def _step(self, due: float) -> None:
+        kept = []
+        for transport, parts, at in self.streams:
+            if transport.is_closing():
+                continue
+            transport.write(parts[at[0]])
+            at[0] += 1
+            if at[0] < len(parts):
+                kept.append((transport, parts, at))
+        self.streams = kept
+        nxt = due + self.interval  # steady: a late step does not shift the ones after it
+        asyncio.get_running_loop().call_later(max(0.0, nxt - time.perf_counter()), self._step, nxt)
+
+
 def _content_length(head: bytes) -> int:
     lower = head.lower()
     at = lower.find(b"\r\ncontent-length:")
@@ -68,8 +114,9 @@ def _content_length(head: bytes) -> int:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, canned: Canned) -> None:
+    def __init__(self, canned: Canned, pacer: Pacer | None = None) -> None:
         self.canned = canned
+        self.pacer = pacer
         self.buf = b""
         self.transport: asyncio.Transport | None = None
 
@@ -90,12 +137,18 @@ class Connection(asyncio.Protocol):
                 return
             body = self.buf[end + 4 : total]
             self.buf = self.buf[total:]
-            self.transport.write(self.canned.answer(head.partition(b"\r\n")[0], body))
+            answer = self.canned.answer(head.partition(b"\r\n")[0], body)
+            if self.pacer is not None and answer in (self.canned.stream, self.canned.stream_plain):
+                parts = self.canned.stream_parts if answer is self.canned.stream else self.canned.stream_plain_parts
+                self.pacer.add(self.transport, parts)
+            else:
+                self.transport.write(answer)
 
 
-async def serve(host: str, port: int, canned: Canned) -> None:
+async def serve(host: str, port: int, canned: Canned, rate: float = 0.0) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: Connection(canned), host, port, backlog=2048)
+    pacer = Pacer(rate) if rate > 0 else None
+    server = await loop.create_server(lambda: Connection(canned, pacer), host, port, backlog=2048)
     bound = server.sockets[0].getsockname()[1]
     print(f"READY http://{host}:{bound}", flush=True)
     stop = asyncio.Event()
@@ -113,10 +166,11 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=64, help="tokens in the whole completion")
     p.add_argument("--top-k", type=int, default=2, help="logprob alternatives per token (0: no logprobs)")
     p.add_argument("--stream-tokens", type=int, default=64, help="token events in a streamed answer")
+    p.add_argument("--rate", type=float, default=0.0, help="stream events per second per stream (0: all at once)")
     args = p.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    asyncio.run(serve(args.host, args.port, Canned(args.tokens, args.top_k, args.stream_tokens)))
+    asyncio.run(serve(args.host, args.port, Canned(args.tokens, args.top_k, args.stream_tokens), args.rate))
 
 
 if __name__ == "__main__":

@@ -1,125 +1,71 @@
 """Read a run folder into columns: the one reader the reports, ``compare``, ``check`` and ``export`` use.
 
-Why: a run can hold a million canary records; building a million dataclasses and nested lists would
-be slow and would not fit in memory, so each line is parsed with orjson and poured straight into
-numpy columns (padded token matrices, chunk by chunk). ``CanaryRecord`` stays the one definition of
-the fields: required keys and the schema number come from it.
+Why: a run can hold a million canary records (docs/design.md, "run folder"). Canary files go through
+``collectors.fastcolumns`` (the columns ``collectors.columns`` defines, without a Python step per
+token); a big run is read by several processes at once (``collectors.parallel_read``), each taking a
+byte range of whole lines. ``reference=True`` reads with the reference builder, one process: the
+benchmarks and the agreement tests compare the two.
 
 Tolerates a torn or corrupt line (skipped and counted per file; a last line cut short without its
 newline is told apart as ``torn_tail``), unknown extra keys (ignored), missing optional keys, and
-numbers no analysis can use: a logprob or an alternative's logprob that is null, not a number, NaN,
-infinite or beyond ``MAX_ABS_LOGPROB`` (``±1.7e308`` would overflow every difference), and a time
-that is not finite, become NaN (missing) and are counted per record in ``unusable_numbers``. Raises
-``RunFolderError`` (naming the file) for an unusable folder or an unknown schema. Must not print,
-and must not import Locust or anything under ``loadgen`` but errors.
+numbers no analysis can use (``collectors.columns``). Raises ``RunFolderError`` (naming the file)
+for an unusable folder or an unknown schema. Must not print, and must not import Locust or anything
+under ``loadgen`` but errors.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-import orjson
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.coresidency import segment_stats
+from collectors.client_cpu import ClientCpuSample, read_client_cpu
+from collectors.columns import (
+    BATCH_OTHERS,
+    MAX_ABS_LOGPROB,
+    SCALARS,
+    CanaryColumns,
+    ColumnBuilder,
+    FileRead,
+    FloatMatrix,
+    IntMatrix,
+    _num,
+    _torn_tail,
+    cached_tokens,
+    pad_int,
+    top_gap,
+    top_gap_counted,
+    usable_logprob,
+)
 from collectors.jsonl import iter_objects
 from collectors.losses import write_failures
 from collectors.manifest import Manifest, read_manifest
-from collectors.record import SCHEMA, CanaryRecord
+from collectors.parallel_read import read_canaries
 from loadgen.errors import RunFolderError
 
-MANIFEST_SCHEMA = 1
-_CHUNK_ROWS = 8192
-_REQUIRED = frozenset(
-    f.name
-    for f in dataclasses.fields(CanaryRecord)
-    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-)
-# Scalar record fields kept as frame columns (token sequences go to matrices instead).
-SCALARS = (
-    "canary_id",
-    "request_id",
-    "phase",
-    "level",
-    "inflight_at_send",
-    "sent_at",
-    "status",
-    "latency_s",
-    "ttft_s",
-    "error_kind",
-    "http_status",
-    "finish_reason",
-    "text",
-    "engine_running",
-    "worker",
-    "burst",
-    "held_at_send",
-    "background_held_at_send",
-    "cache_action",
-    "cache_reset_status",
-    "cache_reset_ok",
-)
-_FLOAT_COLS = (
-    "sent_at",
-    "latency_s",
-    "ttft_s",
-    "engine_running",
-    "temperature",
+__all__ = [
+    "BATCH_OTHERS",
+    "MAX_ABS_LOGPROB",
+    "SCALARS",
+    "CanaryColumns",
+    "ColumnBuilder",
+    "FileRead",
+    "FloatMatrix",
+    "IntMatrix",
+    "RunData",
+    "_torn_tail",
     "cached_tokens",
-    "prompt_tokens",
-    "background_held_at_send",
-    "cache_reset_status",
-)
-# Derived while reading from ``engine_batch_sizes`` (the engine's batch size at every step the request
-# was in): the other requests it shared those steps with (size - 1). NaN where the record has none.
-BATCH_OTHERS = ("batch_others_min", "batch_others_median", "batch_others_max")
-_INT_COLS = ("level", "inflight_at_send")
-# Beyond any real logprob (engines clamp a zero probability to about -1e4) and far from float overflow:
-# a larger magnitude is a broken number, left out rather than allowed to swamp a drift or a chart.
-MAX_ABS_LOGPROB = 1e6
+    "load_run",
+    "pad_int",
+    "top_gap",
+    "top_gap_counted",
+    "usable_logprob",
+]
 
-IntMatrix = npt.NDArray[np.integer[Any]]
-FloatMatrix = npt.NDArray[np.float64]
-
-
-@dataclass
-class CanaryColumns:
-    """Canary records as columns. Row i of every matrix is row i of ``frame``.
-
-    Matrices are padded: ``-1`` past a row's length in the integer ones, NaN in the float ones; a row
-    whose record lacked the sequence has length ``-1`` in ``frame`` (``n_ids``, ``n_tokens``,
-    ``n_logprobs``). Widths may differ between matrices.
-    """
-
-    frame: Any  # pandas.DataFrame: SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
-    # n_logprobs, BATCH_OTHERS, unusable_numbers (values of the record left out as NaN: see the module doc).
-    # ``burst`` is bool (False where absent), ``held_at_send`` pandas "boolean" (NA where absent),
-    # ``background_held_at_send`` float (NaN where absent).
-    token_ids: IntMatrix  # (n, w) int32 or int64
-    token_codes: IntMatrix  # (n, w) int32 codes into ``vocab``
-    vocab: npt.NDArray[np.object_]  # token strings
-    logprobs: FloatMatrix  # (n, w) chosen-token logprobs
-    top_gap: FloatMatrix  # (n, w) top-1 minus top-2 logprob at each position
-
-    @property
-    def n(self) -> int:
-        return len(self.frame)
-
-
-@dataclass
-class FileRead:
-    name: str
-    records: int
-    skipped: int
-    skipped_lines: list[int]
-    torn_tail: bool = False  # the last line has no newline and is not a record: a write cut short
+MANIFEST_SCHEMA = 1
 
 
 @dataclass
@@ -135,14 +81,17 @@ class RunData:
     write_failures: dict[str, int] = field(default_factory=dict)  # ``collectors.losses.write_failures``
     engine_prefix_queries: FloatMatrix | None = None  # prefix-cache query counter (tokens) at those times
     engine_prefix_hits: FloatMatrix | None = None  # prefix-cache hit counter (tokens) at those times
+    client_cpu: list[ClientCpuSample] = field(default_factory=list)  # the load processes' CPU (client_cpu*.jsonl)
 
     @property
     def skipped_lines(self) -> int:
         return sum(f.skipped for f in self.files) + sum(f.skipped for f in self.background_files)
 
 
-def load_run(run_dir: Path) -> RunData:
-    """Read ``manifest.json``, every ``canaries*.jsonl`` and, where present, background and engine files."""
+def load_run(run_dir: Path, *, workers: int | None = None, reference: bool = False) -> RunData:
+    """Read ``manifest.json``, every ``canaries*.jsonl`` and, where present, background and engine files.
+
+    ``workers`` and ``reference``: see ``collectors.parallel_read.read_canaries``."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: not a directory (expected a run folder with manifest.json)")
@@ -150,14 +99,13 @@ def load_run(run_dir: Path) -> RunData:
     canary_paths = sorted(run_dir.glob("canaries*.jsonl"))
     if not canary_paths:
         raise RunFolderError(f"{run_dir}: no canaries*.jsonl file (is this a run folder?)")
-    builder = ColumnBuilder()
-    files = [builder.add_file(p) for p in canary_paths]
+    canaries, files = read_canaries(canary_paths, workers=workers, reference=reference)
     background, bg_files = _read_background(sorted(run_dir.glob("background*.jsonl")))
     engine_t, engine_running, prefix_queries, prefix_hits = _read_engine(run_dir / "engine_metrics.jsonl")
     return RunData(
         run_dir=run_dir,
         manifest=manifest,
-        canaries=builder.finish(),
+        canaries=canaries,
         files=files,
         background=background,
         background_files=bg_files,
@@ -166,6 +114,7 @@ def load_run(run_dir: Path) -> RunData:
         engine_prefix_queries=prefix_queries,
         engine_prefix_hits=prefix_hits,
         write_failures=write_failures(run_dir),
+        client_cpu=read_client_cpu(run_dir),
     )
 
 
@@ -173,237 +122,6 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
     skipped: list[int] = []
     rows = list(iter_objects(path, skipped))
     return rows, FileRead(path.name, len(rows), len(skipped), skipped, _torn_tail(path, skipped))
-
-
-def _torn_tail(path: Path, skipped: list[int]) -> bool:
-    """The file's last line was skipped and lacks its newline: a write cut short, not corruption."""
-    if not skipped:
-        return False
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            if fh.tell() == 0:
-                return False
-            fh.seek(-1, 2)
-            return fh.read(1) != b"\n"
-    except OSError:
-        return False
-
-
-def usable_logprob(v: Any) -> float | None:
-    """``v`` as a logprob an analysis can use: a finite number within ``MAX_ABS_LOGPROB``; else None."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    f = float(v)
-    return f if -MAX_ABS_LOGPROB <= f <= MAX_ABS_LOGPROB else None  # NaN fails both comparisons
-
-
-def top_gap(top: list[list[Any]] | None) -> float:
-    """Top-1 minus top-2 logprob among one position's alternatives; NaN with fewer than two usable ones."""
-    return top_gap_counted(top)[0]
-
-
-def top_gap_counted(top: Any) -> tuple[float, int]:
-    """``top_gap`` and how many alternatives were left out (not a ``[token, logprob]`` pair with a usable
-    logprob: ``usable_logprob``)."""
-    if not isinstance(top, list):
-        return float("nan"), 0 if top is None else 1
-    values = [usable_logprob(alt[1]) if isinstance(alt, list | tuple) and len(alt) >= 2 else None for alt in top]
-    good = sorted((v for v in values if v is not None), reverse=True)
-    bad = len(values) - len(good)
-    return (good[0] - good[1] if len(good) >= 2 else float("nan")), bad
-
-
-def _lengths(seqs: list[Any]) -> npt.NDArray[np.int64]:
-    return np.fromiter((-1 if s is None else len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-
-
-def pad_flat(flat: npt.NDArray[Any], lengths: npt.NDArray[np.int64], fill: float, dtype: Any) -> Any:
-    """Scatter a flat array of concatenated sequences into a padded matrix, one row per length."""
-    mat = np.full((len(lengths), int(lengths.max(initial=0))), fill, dtype=dtype)
-    mat[np.arange(mat.shape[1]) < lengths[:, None]] = flat
-    return mat
-
-
-def pad_int(seqs: list[list[int] | None]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
-    """Padded int matrix (-1 past each length) and lengths (-1 for a missing sequence)."""
-    lengths = _lengths(seqs)
-    flat = np.fromiter(chain.from_iterable(s for s in seqs if s), dtype=np.int64, count=int(lengths.clip(0).sum()))
-    dtype = np.int32 if (flat.size == 0 or int(flat.max()) < 2**31 - 1) else np.int64
-    return pad_flat(flat, lengths, -1, dtype), lengths
-
-
-def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
-    """Padded float matrix (NaN past each length and for a null value or a non-number) and lengths."""
-    lengths = _lengths(seqs)
-    flat = np.fromiter(
-        (_num(v) for v in chain.from_iterable(s for s in seqs if s)),
-        dtype=np.float64,
-        count=int(lengths.clip(0).sum()),
-    )
-    return pad_flat(flat, lengths, np.nan, np.float64), lengths
-
-
-def _widen(mats: list[Any], fill: float) -> Any:
-    w = max((m.shape[1] for m in mats), default=0)
-    dtype = np.result_type(*mats) if mats else np.int32
-    out = np.full((sum(m.shape[0] for m in mats), w), fill, dtype=dtype)
-    r = 0
-    for m in mats:
-        out[r : r + m.shape[0], : m.shape[1]] = m
-        r += m.shape[0]
-    return out
-
-
-def cached_tokens(usage: Any) -> int | None:
-    """``usage.prompt_tokens_details.cached_tokens`` where the server reports it, else None."""
-    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
-    value = details.get("cached_tokens") if isinstance(details, dict) else None
-    return int(value) if isinstance(value, int | float) else None
-
-
-class ColumnBuilder:
-    """Accumulates canary records chunk by chunk into ``CanaryColumns``; also used for synthetic runs."""
-
-    def __init__(self) -> None:
-        extra = ("file", "temperature", "request_key", "cached_tokens", "prompt_tokens")
-        self._scalars: dict[str, list[Any]] = {k: [] for k in (*SCALARS, *extra)}
-        self._ids: list[IntMatrix] = []
-        self._codes: list[IntMatrix] = []
-        self._lps: list[FloatMatrix] = []
-        self._gaps: list[FloatMatrix] = []
-        self._lens: dict[str, list[npt.NDArray[np.int64]]] = {"n_ids": [], "n_tokens": [], "n_logprobs": []}
-        self._batch: dict[str, list[FloatMatrix]] = {k: [] for k in BATCH_OTHERS}
-        self._unusable: list[npt.NDArray[np.int64]] = []
-        self._vocab: dict[str, int] = {}
-        self._pending: list[dict[str, Any]] = []
-
-    def add_file(self, path: Path) -> FileRead:
-        """Stream one canaries*.jsonl file in; a torn or corrupt line is skipped and counted."""
-        skipped: list[int] = []
-        count = 0
-        for row in iter_objects(path, skipped):
-            count += 1
-            self.add(row, where=f"{path} record {count}", file=path.name)
-        return FileRead(path.name, count, len(skipped), skipped, _torn_tail(path, skipped))
-
-    def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
-        if raw.get("schema") != SCHEMA:
-            raise RunFolderError(
-                f"{where}: canary record schema {raw.get('schema')!r} is not supported (expected {SCHEMA})"
-            )
-        missing = _REQUIRED - raw.keys()
-        if missing:
-            raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
-        for k in SCALARS:
-            self._scalars[k].append(raw.get(k))
-        self._scalars["file"].append(file)
-        request = raw.get("request")
-        request = request if isinstance(request, dict) else {}
-        sampling = request.get("sampling_params")  # SGLang /generate keeps sampling there
-        self._scalars["temperature"].append(
-            sampling.get("temperature") if isinstance(sampling, dict) else request.get("temperature")
-        )
-        # a per-request cache salt (SGLang /generate: extra_key) is meant to differ; the rest of the body must not
-        keyed = {k: v for k, v in request.items() if k not in ("cache_salt", "extra_key")}
-        self._scalars["request_key"].append(
-            hashlib.blake2b(orjson.dumps(keyed, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
-        )
-        self._scalars["cached_tokens"].append(cached_tokens(raw.get("usage")))
-        usage = raw.get("usage")
-        self._scalars["prompt_tokens"].append(usage.get("prompt_tokens") if isinstance(usage, dict) else None)
-        self._pending.append(raw)
-        if len(self._pending) >= _CHUNK_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        rows, self._pending = self._pending, []
-        if not rows:
-            return
-        ids, n_ids = pad_int([r.get("token_ids") for r in rows])
-        self._ids.append(ids)
-        self._lens["n_ids"].append(n_ids)
-        self._codes.append(self._encode([r.get("tokens") for r in rows]))
-        lps, n_lps = pad_float([_list_or_none(r.get("logprobs")) for r in rows])
-        # null, NaN, infinite or absurd logprobs inside a sequence: left out (NaN) and counted per record
-        within = np.arange(lps.shape[1]) < n_lps[:, None]
-        with np.errstate(invalid="ignore"):
-            bad = within & ~(np.abs(lps) <= MAX_ABS_LOGPROB)
-        lps[bad] = np.nan
-        unusable = bad.sum(axis=1).astype(np.int64)
-        self._lps.append(lps)
-        self._lens["n_logprobs"].append(n_lps)
-        gaps: list[list[float | None] | None] = []
-        for i, t in enumerate(_list_or_none(r.get("top_logprobs")) for r in rows):
-            if t is None:
-                gaps.append(None)
-                continue
-            counted = [top_gap_counted(p) for p in t]
-            gaps.append([g for g, _ in counted])
-            unusable[i] += sum(n for _, n in counted)
-        self._gaps.append(pad_float(gaps)[0])
-        self._unusable.append(unusable)
-        for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
-            self._batch[key].append(values)
-
-    def _encode(self, seqs: list[list[str] | None]) -> IntMatrix:
-        lengths = _lengths(seqs)
-        self._lens["n_tokens"].append(lengths)
-        flat = np.array(list(chain.from_iterable(s for s in seqs if s)), dtype=object)
-        codes = np.zeros(0, dtype=np.int32)
-        if flat.size:
-            local_codes, uniques = pd.factorize(flat)
-            remap = np.array([self._vocab.setdefault(str(u), len(self._vocab)) for u in uniques], dtype=np.int32)
-            codes = remap[local_codes]
-        mat: IntMatrix = pad_flat(codes, lengths, -1, np.int32)
-        return mat
-
-    def finish(self) -> CanaryColumns:
-        self._flush()
-        frame = pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in self._scalars.items()})
-        unusable = np.concatenate(self._unusable) if self._unusable else np.zeros(0, np.int64)
-        for col in _FLOAT_COLS:
-            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64, copy=True)
-            infinite = np.isinf(values)
-            unusable += infinite
-            values[infinite] = np.nan
-            frame[col] = values
-        frame["unusable_numbers"] = unusable
-        for col in _INT_COLS:
-            frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(-1).astype(np.int64)
-        for col, parts in self._lens.items():
-            frame[col] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        frame["burst"] = np.fromiter((v is True for v in frame["burst"].tolist()), dtype=bool, count=len(frame))
-        frame["held_at_send"] = pd.array(
-            [v if isinstance(v, bool) else None for v in frame["held_at_send"].tolist()], dtype="boolean"
-        )
-        for col, fparts in self._batch.items():
-            frame[col] = np.concatenate(fparts) if fparts else np.zeros(0, np.float64)
-        vocab = np.empty(len(self._vocab), dtype=object)
-        vocab[:] = list(self._vocab)
-        return CanaryColumns(
-            frame=frame,
-            token_ids=_widen(self._ids, -1) if self._ids else np.zeros((0, 0), np.int32),
-            token_codes=_widen(self._codes, -1) if self._codes else np.zeros((0, 0), np.int32),
-            vocab=vocab,
-            logprobs=_widen(self._lps, np.nan) if self._lps else np.zeros((0, 0)),
-            top_gap=_widen(self._gaps, np.nan) if self._gaps else np.zeros((0, 0)),
-        )
-
-
-def batch_others(sizes: list[Any]) -> tuple[FloatMatrix, FloatMatrix, FloatMatrix]:
-    """Per record, min / median / max of ``engine_batch_sizes`` minus 1 (the request itself): the other
-    requests in its batch over its steps. NaN for a record without sizes (absent, null or empty).
-    One flat array for the whole chunk; no Python work per value."""
-    seqs = [s if isinstance(s, list) and s else None for s in sizes]
-    lengths = _lengths(seqs)
-    total = int(lengths.clip(0).sum())
-    try:
-        flat = np.fromiter(chain.from_iterable(s for s in seqs if s), dtype=np.float64, count=total)
-    except (TypeError, ValueError):  # a null or a non-number inside a list: that value is dropped
-        flat = np.fromiter((_num(v) for v in chain.from_iterable(s for s in seqs if s)), dtype=np.float64, count=total)
-    lo, med, hi = segment_stats(flat, lengths)
-    return lo - 1.0, med - 1.0, hi - 1.0
 
 
 def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:
@@ -435,12 +153,3 @@ def _read_engine(path: Path) -> tuple[FloatMatrix | None, ...]:
 
 
 _ENGINE_SERIES = ("running", "prefix_cache_queries", "prefix_cache_hits")
-
-
-def _num(v: Any) -> float:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else float("nan")
-
-
-def _list_or_none(v: Any) -> list[Any] | None:
-    """A sequence field as a list; anything else (a hand-edited scalar, an object) as missing."""
-    return v if isinstance(v, list) else None

@@ -16,7 +16,7 @@ import numpy as np
 from collectors.manifest import Manifest, RunStatus
 from collectors.runfolder import CanaryColumns, RunData
 from loadgen.wire.server_config import describe
-from reports import coresidency, cost
+from reports import client_load, coresidency, cost
 from reports.analysis import analyse
 from reports.cache_checks import cache_expectations, cache_notices
 from reports.claims import DEFAULT_MAX_RATE, level_claim
@@ -75,6 +75,10 @@ def build_report(run: RunData) -> dict[str, Any]:
     if cols.n:
         measured = coresidency.measure(cols.frame)
         report["run"]["notices"] += coresidency.notices(cols.frame, measured, joined, m.engine_metrics)
+    # the load processes' own CPU per level; absent for runs from before the samples
+    if run.client_cpu:
+        report["client_load"] = client_load.section(run.client_cpu)
+        report["run"]["notices"] += client_load.notices(report["client_load"]["levels"])
     report["health"] = run_health(run, canaries)
     report["run"]["notices"] += report["health"]["notices"]
     if len(canaries) == 1:

@@ -255,6 +255,8 @@ def render_html(report: dict[str, Any]) -> str:
     )
     said = (run.get("server_config") or {}).get("summary")
     head += f"<p class='meta'>server says: {esc(said)}</p>" if said else ""
+    client = (report.get("client_load") or {}).get("summary")
+    head += f"<p class='meta'>{esc(client)}</p>" if client else ""
     head += "".join(f'<p class="warn">{esc(n)}</p>' for n in run.get("notices") or [])
     if report["input"]["skipped_lines"]:
         head += f'<p class="warn">Skipped {report["input"]["skipped_lines"]} unreadable line(s) while reading.</p>'

@@ -13,7 +13,19 @@ from typing import Any
 
 from reports.mdtext import code, text
 
-__all__ = ["FORK_CLASSES", "ci", "code", "fmt", "fork_rule", "held", "others", "pct", "render_markdown", "text"]
+__all__ = [
+    "FORK_CLASSES",
+    "ci",
+    "code",
+    "fmt",
+    "fork_rule",
+    "held",
+    "levels_table",
+    "others",
+    "pct",
+    "render_markdown",
+    "text",
+]
 FORK_CLASSES = ("near_tie", "structural", "unclassified")  # reports.forks.CLASSES, the keys of fork_classes
 
 
@@ -56,7 +68,7 @@ def held(co: dict[str, Any] | None) -> str:
     return "—" if measured == 0 else f"{co['held']}/{measured}"
 
 
-def _levels_table(levels: list[dict[str, Any]]) -> list[str]:
+def levels_table(levels: list[dict[str, Any]]) -> list[str]:
     rows = [
         "| concurrency | canaries | errors | unique | diverged | rate (95% CI) | first div. min/med/max | drift max | "
         "bitwise eq. | others min/med/max | held |",
@@ -108,7 +120,7 @@ def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
             f"⚠️ The baseline disagrees with itself: {ref['unique_completions']} unique completions over "
             f"{ref['completions']} baseline canaries (earliest divergence {fmt(ref['earliest_divergence'])})."
         )
-    lines += ["", *_levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
+    lines += ["", *levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
     lines += _fork_classes(entry)
     lines += _co_residency_table(entry.get("by_co_residency"))
     lines += claim_lines(entry)
@@ -204,6 +216,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append("Labels: " + ", ".join(f"{code(k)}={code(v)}" for k, v in sorted(run["labels"].items())))
     if (run.get("server_config") or {}).get("summary"):
         lines.append(f"Server says: {text(run['server_config']['summary'])}.")
+    if client := (report.get("client_load") or {}).get("summary"):
+        lines.append(f"{text(client)}.")
     lines += [f"> **Notice:** {text(n)}" for n in run.get("notices") or []]
     inp = report["input"]
     if inp["skipped_lines"]:

@@ -39,6 +39,7 @@ from loadgen.wire import (
     parse_usage,
 )
 from loadgen.wire.sse import SSEDecoder
+from loadgen.wire.sse_frames import FrameReader
 
 _MAX_ERROR_BODY = 500
 _CLOSE = {"Connection": "close"}
@@ -195,9 +196,12 @@ def send_payload(
     """``send`` for a body already serialised (``stream``: what the body asks for).
 
     ``usage_only``: a whole body is checked for the same faults but only its usage is kept (no
-    ``completion``): background traffic, where building one would be wasted work on the hot path.
+    ``completion``): background traffic, where building one would be wasted work on the hot path. A
+    stream is then read by its frames (``loadgen.wire.sse_frames``): timing, status, usage and errors as
+    the canary's full parse finds them, without parsing every token's chunk.
     ``progress``: a streamed response calls it with the number of generated tokens seen so far: from
-    the first event that carried a token, once per event (``loadgen.load.holding`` watches hand-overs
+    the first event that carried a token, once per event (with ``usage_only``: once per piece of the body
+    read, with the running total) (``loadgen.load.holding`` watches hand-overs
     with it: the first token, not the first byte, shows the engine runs the request; some servers send
     a role chunk at once).
     ``max_tokens``: what the body asks for (read from ``payload`` when not given): it sets the default
@@ -224,6 +228,8 @@ def send_payload(
             out.response_bytes = len(raw)
             out.error_kind = "http_status"
             out.error_message = f"HTTP {resp.status_code}: {_error_message(raw)}"
+        elif stream and usage_only:
+            _read_frames(resp, kind, out, t0, progress)
         elif stream:
             _read_stream(resp, kind, out, t0, tokens_as_ids, progress)
         else:
@@ -425,6 +431,27 @@ def _read_stream(
     out.completion = acc.finish()
     out.usage = out.completion.usage
     if not acc.done:
+        out.error_kind, out.error_message = "truncated_stream", "stream ended without data: [DONE]"
+
+
+def _read_frames(resp: Any, kind: Kind, out: Outcome, t0: float, progress: Callable[[int], None] | None) -> None:
+    """A background stream: ``_read_stream``'s outcome (time to first token, progress once per piece read,
+    usage, errors, truncation) from ``FrameReader``, which parses only the frames that can change it."""
+    reader = FrameReader(kind)
+    try:
+        for lines in _whole_lines(resp, out):
+            if reader.feed(lines):
+                if out.ttft_s is None:
+                    out.ttft_s = time.perf_counter() - t0
+                if progress is not None:
+                    progress(reader.counted)
+    finally:
+        resp.release()
+        if reader.counted and out.ttft_s is None:  # the piece with the first token also held an error
+            out.ttft_s = time.perf_counter() - t0
+    summary = reader.finish()
+    out.usage = summary.usage
+    if not summary.done:
         out.error_kind, out.error_message = "truncated_stream", "stream ended without data: [DONE]"
 
 

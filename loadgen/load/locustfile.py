@@ -21,6 +21,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 from locust.user.task import LOCUST_STATE_STOPPING
 
+from collectors.client_cpu import ClientCpuWriter, client_cpu_path
 from collectors.manifest import read_manifest, update_manifest
 from collectors.record import CanaryRecord
 from loadgen.errors import LoadgenError, UsageError
@@ -42,6 +44,7 @@ from loadgen.load.bulk_stats import BulkStats
 from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
 from loadgen.load.client import Outcome, make_client, send, send_payload
 from loadgen.load.coordination import Coordinator, StageSnapshot, claim_stop
+from loadgen.load.cpu_sampler import CpuSampler
 from loadgen.load.holding import Progress, Slot, spawn_delay
 from loadgen.load.live import LiveTable, summarise
 from loadgen.load.options import Launch, RunOptions, add_arguments, normalise, web_credentials
@@ -83,6 +86,7 @@ _LAST: CoordState | None = None  # the previous run, for the web UI after it end
 _USER: RunState | None = None
 _REPORTER: gevent.Greenlet | None = None
 _BACKGROUND_STATS: BulkStats | None = None  # background requests for Locust's statistics, folded by _REPORTER
+_CPU: CpuSampler | None = None  # this process's CPU use per interval and stage, for the report's client load
 _LAUNCH = Launch({})  # the options Locust started with, before a web UI start rewrote them
 
 
@@ -303,15 +307,25 @@ def _finish_coordinator(environment: Environment) -> None:
 
 
 def _on_plan(environment: Environment, msg: Any, **_: Any) -> None:
-    global _USER, _REPORTER, _BACKGROUND_STATS
+    global _USER, _REPORTER, _BACKGROUND_STATS, _CPU
     _finish_user()
-    st = state_from_plan(Plan.from_msg(msg.data), worker=_worker_name(environment))
+    worker = _worker_name(environment)
+    st = state_from_plan(Plan.from_msg(msg.data), worker=worker)
     st.canaries.register(environment.events.canary_record)  # type: ignore[attr-defined]
     environment.host = st.base_url
     _USER = st
     _write_process_file(st, finished=False)
     _BACKGROUND_STATS = BulkStats(environment.stats, "background")
     _REPORTER = gevent.spawn(_report_inflight, environment, st, _BACKGROUND_STATS)
+    cpu_writer = ClientCpuWriter(client_cpu_path(st.run_dir, worker))
+    _CPU = CpuSampler(cpu_writer, worker=st.worker, stage=partial(_stage_of, st))
+    _CPU.start()
+
+
+def _stage_of(st: RunState) -> tuple[int | None, str | None]:
+    """(level, phase) of the stage this process last heard of; (None, None) before the first or after the last."""
+    snap = st.mirror.snapshot
+    return (None, None) if snap is None else (snap.level, snap.phase)
 
 
 def _on_stage(environment: Environment, msg: Any, **_: Any) -> None:
@@ -337,7 +351,10 @@ def _report_inflight(environment: Environment, st: RunState, stats: BulkStats) -
 
 
 def _finish_user() -> None:
-    global _USER, _REPORTER
+    global _USER, _REPORTER, _CPU
+    if _CPU is not None:
+        _CPU.stop()
+        _CPU = None
     if _REPORTER is not None:
         _REPORTER.kill(block=False)
         _REPORTER = None

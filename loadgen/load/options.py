@@ -75,6 +75,24 @@ def parse_levels(value: Any) -> list[int] | None:
     return levels or None
 
 
+def auto_processes(cores: int) -> int:
+    """``--processes auto``: one Locust worker per core but one (the master coordinates and takes little);
+    0 (one process, no master) on one or two cores, where a master and one worker gain nothing."""
+    return 0 if cores <= 2 else cores - 1
+
+
+def parse_processes(value: Any, cores: int | None = None) -> int:
+    """``--processes``: an integer (checked by ``loadgen.studies.run.check_options``) or ``auto``, resolved
+    here from the cores this process may use (``cores`` given: from that count)."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return auto_processes(len(os.sched_getaffinity(0)) if cores is None else cores)
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"--processes: expected an integer or 'auto', got {value!r}") from None
+
+
 def parse_labels(value: Any) -> dict[str, str]:
     if isinstance(value, dict):
         return {str(k): str(v) for k, v in value.items()}

@@ -85,8 +85,9 @@ def test_usage_only_keeps_the_usage_of_a_whole_body(server: str) -> None:
     full, light = call(server, "ok", False), call(server, "ok", False, usage_only=True)
     assert light.ok and light.completion is None
     assert light.usage == full.usage == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
-    streamed = call(server, "ok", True, usage_only=True)
-    assert streamed.ok and streamed.completion is not None  # a stream is decoded whole all the same
+    streamed, whole = call(server, "ok", True, usage_only=True), call(server, "ok", True)
+    assert streamed.ok and streamed.completion is None  # read by its frames (loadgen.wire.sse_frames)
+    assert streamed.usage == whole.usage and streamed.ttft_s is not None
 
 
 @pytest.mark.parametrize("usage_only", [False, True])
@@ -305,7 +306,15 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[CountingDecoder]:
 
 
 def with_progress(
-    url: str, kind: Kind, *, model: str, prompt: str, stream: bool, max_tokens: int = 3, features: Features = FEATURES
+    url: str,
+    kind: Kind,
+    *,
+    model: str,
+    prompt: str,
+    stream: bool,
+    max_tokens: int = 3,
+    features: Features = FEATURES,
+    usage_only: bool = False,
 ) -> tuple[Outcome, list[int]]:
     calls: list[int] = []
     client = make_client(url, connect_timeout_s=2.0, read_timeout_s=30.0, api_key=None)
@@ -322,7 +331,13 @@ def with_progress(
     )
     try:
         out = send_payload(
-            client, api_path(url, kind), kind, orjson.dumps(body), stream=stream, usage_only=True, progress=calls.append
+            client,
+            api_path(url, kind),
+            kind,
+            orjson.dumps(body),
+            stream=stream,
+            usage_only=usage_only,
+            progress=calls.append,
         )
     finally:
         client.close()
@@ -354,6 +369,9 @@ def test_progress_counts_a_known_stream_exactly(server: str) -> None:
     out, calls = with_progress(server, "completions", model="m", prompt="ok", stream=True)
     assert out.ok
     assert calls == [1, 2, 3, 4]  # three tokens, then [DONE]
+    # a background stream (read by its frames) reports the same running total, once per piece read
+    out, calls = with_progress(server, "completions", model="m", prompt="ok", stream=True, usage_only=True)
+    assert out.ok and calls and calls[-1] == 4 and calls == sorted(set(calls))
 
 
 @pytest.mark.parametrize(("url_fixture", "model"), [("server", "m"), ("engine_url", "loadgen-tiny")])

@@ -1,9 +1,11 @@
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loadgen.errors import UsageError
-from loadgen.load.options import normalise, parse_labels, parse_levels
+from loadgen.load.options import auto_processes, normalise, parse_labels, parse_levels, parse_processes
 
 
 def test_web_ui_strings_are_normalised_to_real_types() -> None:
@@ -44,3 +46,11 @@ def test_bad_label_names_the_option() -> None:
 def test_bad_canaries_per_level_names_the_option() -> None:
     with pytest.raises(UsageError, match="--canaries-per-level"):
         normalise(SimpleNamespace(canaries_per_level="many"))
+
+
+@given(cores=st.integers(1, 4096))
+def test_processes_auto_leaves_the_master_a_core_and_never_splits_two(cores: int) -> None:
+    workers = parse_processes("auto", cores)
+    assert workers == auto_processes(cores)
+    assert workers == 0 if cores <= 2 else workers == cores - 1
+    assert parse_processes(" AUTO ", cores) == workers and parse_processes("7", cores) == 7

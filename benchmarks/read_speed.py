@@ -1,0 +1,177 @@
+"""Benchmark: reading a big run folder and building its report, the reference reader beside the fast one.
+
+Writes a temporary run folder of N canary records (128 tokens, ids, token strings, logprobs and
+top-2 alternatives: one canonical record serialised once, varied cheaply: 64 distinct completions,
+256 distinct logprob vectors, a request id and send time per record), then, each in its own
+process so that peak RSS is its own, times ``load_run`` and ``load_run`` + ``build_report`` with the
+fast reader (all cores; ``--workers``) and with the reference reader (``reference=True``, one
+process; at ``--old-records`` when it is slower than that). Prints records/s, MB/s of JSONL, the end-to-end
+report time, peak RSS (the reading process, and its largest worker) and the ratios; deletes the folder.
+
+    python benchmarks/read_speed.py                     # 20,000 records, reference at 2,000
+    python benchmarks/read_speed.py --million           # 1,000,000 records (about 14 GB of JSONL on disk)
+
+Target (issue 19): >= 50,000 records/s, the 1,000,000-record report in < 60 s end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+T = 128
+LEVELS = (0, 1, 2, 4, 8, 16, 32, 64)
+MARK = "@@MARK@@"
+
+
+def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list[bytes]]:
+    """The record serialised once around its marks; the completion and logprob segments that fill them."""
+    rng = np.random.default_rng(seed)
+    ref = rng.integers(0, 150_000, T)
+    completions = []
+    for k in range(64):  # the reference and 63 forks at varied positions
+        ids = ref.copy()
+        if k:
+            at = int(rng.integers(0, T))
+            ids[at:] = rng.integers(0, 150_000, T - at)
+        toks = [f" w{x}" for x in ids.tolist()]
+        seq = b'"token_ids":' + orjson.dumps(ids.tolist()) + b',"tokens":' + orjson.dumps(toks)
+        completions.append((seq, b',"text":' + orjson.dumps("".join(toks))))
+    logprobs = []
+    base = -rng.random(T)
+    for _ in range(256):  # drift on most, bitwise equal on some
+        lp = np.minimum(base + rng.normal(0, 1e-3, T) * (rng.random() < 0.8), 0.0)
+        gaps = (rng.random(T) * 3).tolist()
+        top = [[["a", v], ["b", v - g]] for v, g in zip(lp.tolist(), gaps, strict=True)]
+        logprobs.append(b',"logprobs":' + orjson.dumps(lp.tolist()) + b',"top_logprobs":' + orjson.dumps(top))
+    record = {
+        "run_id": "bench",
+        "canary_id": "c0",
+        "request_id": MARK,
+        "phase": "sweep",
+        "level": MARK,
+        "status": "ok",
+        "latency_s": 0.5,
+        "ttft_s": 0.05,
+        "error_kind": None,
+        "error_message": None,
+        "http_status": None,
+        "endpoint": "completions",
+        "stream": False,
+        "request": {"prompt": "The history of the old harbour town begins with", "max_tokens": T, "temperature": 0},
+        "SEQ": MARK,
+        "finish_reason": "length",
+        "usage": {"prompt_tokens": 10, "completion_tokens": T, "total_tokens": T + 10},
+        "engine_running": None,
+        "worker": "",
+        "schema": 1,
+    }
+    text = orjson.dumps(record).decode().replace(f'"{MARK}"', MARK).replace(f'"SEQ":{MARK},', MARK)
+    return [p.encode() for p in text.split(MARK)], completions, logprobs
+
+
+def write_folder(run_dir: Path, n: int) -> int:
+    """N records in ``canaries.jsonl`` (half of them the reference completion) and a manifest; the file's size."""
+    (run_dir / "manifest.json").write_bytes(
+        orjson.dumps({"schema": 1, "run_id": "bench", "levels": list(LEVELS), "status": "finished", "endpoint": {}})
+    )
+    (p0, p1, p2, p3), completions, logprobs = _pieces()
+    rng = np.random.default_rng(1)
+    with open(run_dir / "canaries.jsonl", "wb") as fh:
+        for start in range(0, n, 10_000):
+            k = min(10_000, n - start)
+            comp = (rng.integers(0, 64, k) * (rng.random(k) < 0.5)).tolist()
+            lps = rng.integers(0, 256, k).tolist()
+            lines = []
+            for j in range(k):
+                i = start + j
+                level = LEVELS[i % len(LEVELS)]
+                seq, text = completions[comp[j]]
+                scalars = b'%d,"inflight_at_send":%d,"sent_at":%.3f' % (level, level, 1.7e9 + i * 1e-3)
+                parts = (p0, b'"r%d"' % i, p1, scalars, p2, seq, logprobs[lps[j]], text, b",", p3, b"\n")
+                lines.append(b"".join(parts))
+            fh.write(b"".join(lines))
+    return (run_dir / "canaries.jsonl").stat().st_size
+
+
+def measure(run_dir: Path, mode: str, workers: int | None) -> dict[str, float]:
+    """One reader in this process: read time, report time, peak RSS of this process and of its workers."""
+    from collectors.runfolder import load_run
+    from reports.build import build_report
+
+    t0 = time.perf_counter()
+    run = load_run(run_dir, reference=mode == "reference", workers=workers)
+    t_read = time.perf_counter() - t0
+    report = build_report(run)
+    t_total = time.perf_counter() - t0
+    return {
+        "records": float(run.canaries.n),
+        "read_s": t_read,
+        "report_s": t_total,
+        "unique": float(report["overall"]["unique_completions"]),
+        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
+def run_child(run_dir: Path, mode: str, workers: int | None) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--measure", mode, str(run_dir)]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    got: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return got
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=20_000)
+    ap.add_argument("--million", action="store_true", help="1,000,000 records")
+    ap.add_argument("--old-records", type=int, default=2_000, help="records for the reference reader")
+    ap.add_argument("--workers", type=int, default=None, help="fast reader processes (default: all cores)")
+    ap.add_argument("--measure", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.measure:
+        print(json.dumps(measure(Path(args.measure[1]), args.measure[0], args.workers)))
+        return
+    n = 1_000_000 if args.million else args.records
+    old_n = min(n, args.old_records)
+    print(f"command: {' '.join(sys.argv)}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-read-") as tmp:
+        for mode, count in (("reference", old_n), ("fast", old_n), ("fast", n)):
+            run_dir = Path(tmp) / f"n{count}"
+            if not run_dir.exists():
+                run_dir.mkdir()
+                t0 = time.perf_counter()
+                size = write_folder(run_dir, count)
+                print(f"wrote {count:,} records, {size / 2**20:,.0f} MiB, in {time.perf_counter() - t0:.1f} s")
+            size = (run_dir / "canaries.jsonl").stat().st_size
+            got = run_child(run_dir, mode, None if mode == "reference" else args.workers)
+            rows.append((mode, count, size, got))
+    print("\n| reader | records | records/s | MB/s | read s | report end to end s | peak RSS MiB (reader / worker) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for mode, count, size, g in rows:
+        print(
+            f"| {mode} | {count:,} | {g['records'] / g['read_s']:,.0f} | {size / 1e6 / g['read_s']:,.0f} "
+            f"| {g['read_s']:.2f} | {g['report_s']:.2f} | {g['rss_mib']:,.0f} / {g['worker_rss_mib']:,.0f} |"
+        )
+    ref, fast_small = rows[0][3], rows[1][3]
+    print(
+        f"\nat {old_n:,} records: fast / reference = {ref['read_s'] / fast_small['read_s']:.1f}x read, "
+        f"{ref['report_s'] / fast_small['report_s']:.1f}x end to end; "
+        f"unique completions {int(ref['unique'])} (reference) vs {int(fast_small['unique'])} (fast)"
+    )
+
+
+if __name__ == "__main__":
+    main()

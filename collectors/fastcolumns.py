@@ -1,0 +1,210 @@
+"""The fast column builder: the same columns as ``columns.ColumnBuilder``, without a Python step per token.
+
+Why: profiling ``load_run`` on 128-token records with top-2 logprobs showed most of the time in
+per-position Python work while a chunk becomes columns (one ``top_gap_counted`` call and one
+``usable_logprob`` per alternative, one ``_num`` per logprob), not in parsing the lines. This builder
+gathers each chunk's logprobs and alternatives' logprobs into flat lists with one comprehension per
+record, converts them with one numpy call per chunk, and computes every position's top-1 - top-2
+gap and unusable count over a padded matrix (docs/design.md, "logprob drift" and "fork").
+
+Identical results are the contract: a value whose type the vectorised path cannot prove is a plain
+number (a bool, a string, a nested object, a position that is not a list of pairs) sends that record
+(or that chunk's logprobs) through the reference code in ``collectors.columns`` instead, so NaN,
+infinite, absurd and malformed numbers are left out and counted exactly as there.
+``tests/collectors/test_fastcolumns_property.py`` checks both builders agree on random records.
+Texts are interned (identical completions share one string), so a million records of a few
+distinct completions do not hold a million copies of the text. Must not do I/O beyond what the base
+class does, and must not print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from collectors.columns import (
+    _CHUNK_ROWS,
+    BATCH_OTHERS,
+    MAX_ABS_LOGPROB,
+    ColumnBuilder,
+    FloatMatrix,
+    _list_or_none,
+    batch_others,
+    pad_flat,
+    pad_float,
+    pad_int,
+    top_gap_counted,
+)
+
+_NUMBERS = frozenset((float, int))  # exactly these types convert the way ``usable_logprob`` reads them
+_LIST = frozenset((list,))
+_PAIR = frozenset((list, tuple))
+_NUMBERS_OR_NULL = frozenset((float, int, type(None)))  # ``_num``: a null is NaN, as numpy converts None
+
+
+class FastColumnBuilder(ColumnBuilder):
+    """``ColumnBuilder`` with vectorised chunk conversion and interned texts; same columns, same values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._texts: dict[str, str] = {}
+
+    def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
+        flushed = len(self._pending) + 1 >= _CHUNK_ROWS
+        super().add(raw, where=where, file=file)
+        texts = self._scalars["text"]
+        text = texts[-1]
+        if isinstance(text, str):
+            texts[-1] = self._texts.setdefault(text, text)
+        if not flushed:  # keep only what the chunk needs: the parsed record's other objects are freed now
+            self._pending[-1] = _slim(raw)
+
+    def _flush(self) -> None:
+        rows, self._pending = self._pending, []
+        if not rows:
+            return
+        ids, n_ids = pad_int([r.get("token_ids") for r in rows])
+        self._ids.append(ids)
+        self._lens["n_ids"].append(n_ids)
+        self._codes.append(self._encode([r.get("tokens") for r in rows]))
+        lps, n_lps = logprob_matrix([_list_or_none(r.get("logprobs")) for r in rows])
+        within = np.arange(lps.shape[1]) < n_lps[:, None]
+        with np.errstate(invalid="ignore"):
+            bad = within & ~(np.abs(lps) <= MAX_ABS_LOGPROB)
+        lps[bad] = np.nan
+        unusable = bad.sum(axis=1).astype(np.int64)
+        self._lps.append(lps)
+        self._lens["n_logprobs"].append(n_lps)
+        gaps, top_bad = gap_matrix([r.get("top_logprobs") for r in rows])
+        self._gaps.append(gaps)
+        self._unusable.append(unusable + top_bad)
+        for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
+            self._batch[key].append(values)
+
+
+def logprob_matrix(seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
+    """``columns.pad_float`` in one numpy conversion when every value is a number or null; else it."""
+    flat = list(chain.from_iterable(s for s in seqs if s))
+    if not set(map(type, flat)) <= _NUMBERS_OR_NULL:
+        return pad_float(seqs)
+    lengths = np.fromiter((-1 if s is None else len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    mat: FloatMatrix = pad_flat(np.array(flat, dtype=np.float64), lengths, np.nan, np.float64)
+    return mat, lengths
+
+
+def _slim(raw: dict[str, Any]) -> dict[str, Any]:
+    """The sequences a chunk is built from; the alternatives already reduced to ``_Alternatives``."""
+    return {
+        "token_ids": raw.get("token_ids"),
+        "tokens": raw.get("tokens"),
+        "logprobs": raw.get("logprobs"),
+        "top_logprobs": _alternatives(_list_or_none(raw.get("top_logprobs"))),
+        "engine_batch_sizes": raw.get("engine_batch_sizes"),
+    }
+
+
+@dataclass(slots=True)
+class _Alternatives:
+    """One record's ``top_logprobs`` reduced: its positions, and either every alternative's logprob with the
+    number of alternatives at each position (``values``, ``widths``), or, for a record the vectorised
+    path cannot prove plain, the reference gaps and unusable count."""
+
+    positions: int
+    values: list[Any] | None = None
+    widths: list[int] | None = None
+    gaps: list[float] | None = None
+    unusable: int = 0
+
+
+def _alternatives(top: list[Any] | None) -> _Alternatives | None:
+    if top is None:
+        return None
+    vals = _pair_logprobs(top)
+    if vals is not None:
+        return _Alternatives(len(top), vals, list(map(len, top)))
+    counted = [top_gap_counted(p) for p in top]
+    return _Alternatives(len(top), gaps=[g for g, _ in counted], unusable=sum(k for _, k in counted))
+
+
+def gap_matrix(tops: list[Any]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
+    """Each record's top-1 - top-2 gap per position (padded with NaN) and its count of unusable
+    alternatives, as ``columns.top_gap_counted`` defines both, for one chunk of records (each a
+    ``top_logprobs`` value, or that value already reduced by ``_alternatives``)."""
+    tops = [t if isinstance(t, _Alternatives) else _alternatives(_list_or_none(t)) for t in tops]
+    n = len(tops)
+    lengths = np.full(n, -1, dtype=np.int64)
+    unusable = np.zeros(n, dtype=np.int64)
+    values: list[Any] = []  # every alternative's logprob, records whose alternatives are all [token, number] pairs
+    widths: list[int] = []  # alternatives at each of their positions
+    fast_rows: list[int] = []
+    slow: dict[int, list[float]] = {}
+    for i, top in enumerate(tops):
+        if top is None:
+            continue
+        lengths[i] = top.positions
+        if top.values is not None and top.widths is not None:
+            values.extend(top.values)
+            widths.extend(top.widths)
+            fast_rows.append(i)
+        else:
+            slow[i] = top.gaps or []
+            unusable[i] += top.unusable
+    pos_gap, pos_bad = _segment_gaps(np.array(values, dtype=np.float64), np.array(widths, dtype=np.int64))
+    fast = np.array(fast_rows, dtype=np.int64)
+    per_row = lengths[fast]
+    if len(fast):
+        owner = np.repeat(np.arange(len(fast)), per_row)
+        unusable[fast] += np.bincount(owner, weights=pos_bad, minlength=len(fast)).astype(np.int64)
+    if not slow:
+        flat = pos_gap
+    else:  # rows in order: each fast row's slice of pos_gap, each slow row's own gaps
+        starts = np.concatenate([[0], np.cumsum(per_row)])
+        where = {int(r): k for k, r in enumerate(fast_rows)}
+        pieces: list[Any] = []
+        for i in range(n):
+            if i in slow:
+                pieces.append(np.array(slow[i], dtype=np.float64))
+            elif i in where:
+                k = where[i]
+                pieces.append(pos_gap[starts[k] : starts[k + 1]])
+        flat = np.concatenate(pieces) if pieces else np.zeros(0)
+    return pad_flat(flat, lengths, np.nan, np.float64), unusable
+
+
+def _pair_logprobs(top: list[Any]) -> list[Any] | None:
+    """Every alternative's logprob, position by position, when every position is a list of ``[token, number]``
+    pairs (lists or tuples of two or more, a number being an int or a float, never a bool); else None."""
+    if not set(map(type, top)) <= _LIST:
+        return None
+    alts = list(chain.from_iterable(top))
+    if not set(map(type, alts)) <= _PAIR:
+        return None
+    try:
+        vals = [alt[1] for alt in alts]
+    except IndexError:  # an alternative with fewer than two items
+        return None
+    return vals if set(map(type, vals)) <= _NUMBERS else None
+
+
+def _segment_gaps(values: FloatMatrix, widths: npt.NDArray[np.int64]) -> tuple[FloatMatrix, FloatMatrix]:
+    """Per position (a segment of ``widths[j]`` alternatives' logprobs): the largest usable value minus the
+    second largest (NaN with fewer than two usable ones), and how many were not usable."""
+    if len(widths) == 0:
+        return np.zeros(0), np.zeros(0)
+    with np.errstate(invalid="ignore"):
+        usable = np.abs(values) <= MAX_ABS_LOGPROB  # NaN and the infinities fail
+    keyed = np.where(usable, values, -np.inf)
+    k = max(int(widths.max()), 2)
+    mat = pad_flat(keyed, widths, -np.inf, np.float64)
+    if mat.shape[1] < k:
+        mat = np.hstack([mat, np.full((len(widths), k - mat.shape[1]), -np.inf)])
+    mat.sort(axis=1)
+    good = np.isfinite(mat).sum(axis=1)
+    with np.errstate(invalid="ignore"):  # -inf - -inf where fewer than two are usable: replaced by NaN
+        gap = np.where(good >= 2, mat[:, -1] - mat[:, -2], np.nan)
+    bad = (widths - good).astype(np.float64)
+    return gap, bad
