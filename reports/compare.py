@@ -2,34 +2,25 @@
 first run, overlaid plots; ``comparison.json``, ``.md`` and ``.html``.
 
 ``compare_reports`` is pure (report dicts in, comparison dict out); ``write_comparison`` is the one
-writer. Works on single- and multi-canary reports alike: canaries are matched by id; a canary or a
-level missing from a run shows as ``null``, never 0.
+writer; the pages are rendered by ``reports.compare_md`` and ``reports.compare_html``. Each run gets
+a short ``label`` (A, B, ...) that tables and charts name it by. Works on single- and multi-canary
+reports alike: canaries are matched by id; a canary or a level missing from a run shows as ``null``,
+never 0.
 """
 
 from __future__ import annotations
 
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from loadgen.errors import RunFolderError
-from reports import cost, plots
-from reports.mdtext import code, text
-from reports.render_html import esc, page
-from reports.render_md import fmt
+from reports import cost
+from reports.compare_cells import FIGURES, run_label
+from reports.compare_html import render_html
+from reports.compare_md import render_markdown
 from reports.writer import report_json, write_text
 
-FIGURES = (
-    "canaries",
-    "errors",
-    "unique_completions",
-    "diverged",
-    "divergence_rate",
-    "earliest_divergence",
-    "modal_share",
-    "drift_max",
-    "bitwise_equal_share",
-)
+__all__ = ["FIGURES", "compare_reports", "figures", "render_html", "render_markdown", "run_names", "write_comparison"]
 
 
 def figures(block: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -101,6 +92,7 @@ def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]
         "runs": [
             {
                 "name": n,
+                "label": run_label(i),
                 "id": r["run"].get("id"),
                 "model": r["run"].get("model"),
                 "endpoint": r["run"].get("endpoint"),
@@ -108,7 +100,7 @@ def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]
                 "server": (r["run"].get("server_config") or {}).get("summary") or None,
                 "batch_invariant": flag,
             }
-            for n, (_, r), flag in zip(names, reports, flags, strict=True)
+            for i, (n, (_, r), flag) in enumerate(zip(names, reports, flags, strict=True))
         ],
         "canaries": canaries,
     }
@@ -120,119 +112,6 @@ def _cost(report: dict[str, Any], entry: dict[str, Any] | None, level: int | Non
         return None
     block = entry["overall"] if level is None else next((x for x in entry["levels"] if x["concurrency"] == level), None)
     return cost.cost_row(report, block, level)
-
-
-COST_COLUMNS = (
-    ("background_tokens_per_s", "background tokens/s"),
-    ("canary_latency_p50", "canary p50 s"),
-    ("canary_latency_p99", "canary p99 s"),
-    ("unique_completions", "unique"),
-    ("divergence_rate", "divergence rate"),
-)
-COST_NOTE = (
-    "Background tokens/s: completion tokens of the level's successful background requests over the level's "
-    "wall time (first background send to last background end); overall: all levels' tokens over the sum of "
-    "their wall times. Canary latency: the canary's own p50 and p99 at that level."
-)
-
-
-def _bi(flag: Any) -> str:
-    return {True: "on", False: "off"}.get(flag, "—")
-
-
-def cost_markdown(cmp: dict[str, Any], c: dict[str, Any]) -> list[str]:
-    names = [r["name"] for r in cmp["runs"]]
-    flags = [r.get("batch_invariant") for r in cmp["runs"]]
-    head = "| concurrency | run | batch-invariant | " + " | ".join(label for _, label in COST_COLUMNS) + " |"
-    lines = ["", "Cost beside determinism. " + COST_NOTE, "", head, "|---:|---|---|" + "---:|" * len(COST_COLUMNS)]
-    for lv in c.get("cost", []):
-        for name, flag, row in zip(names, flags, lv["runs"], strict=True):
-            cells = [fmt(None if row is None else row[k]) for k, _ in COST_COLUMNS]
-            lines.append(f"| {text(lv['concurrency'])} | {text(name)} | {_bi(flag)} | " + " | ".join(cells) + " |")
-    return lines
-
-
-def cost_html(cmp: dict[str, Any], c: dict[str, Any]) -> str:
-    names = [r["name"] for r in cmp["runs"]]
-    flags = [r.get("batch_invariant") for r in cmp["runs"]]
-    head = "<tr><th>concurrency</th><th class='l'>run</th><th>batch-invariant</th>"
-    head += "".join(f"<th>{escape(label)}</th>" for _, label in COST_COLUMNS) + "</tr>"
-    rows = []
-    for lv in c.get("cost", []):
-        for name, flag, row in zip(names, flags, lv["runs"], strict=True):
-            cells = "".join(f"<td>{esc(None if row is None else row[k])}</td>" for k, _ in COST_COLUMNS)
-            lead = f"<td>{esc(lv['concurrency'])}</td><td class='l'>{escape(name)}</td><td>{_bi(flag)}</td>"
-            rows.append(f"<tr>{lead}{cells}</tr>")
-    out = f"<h3>Cost beside determinism</h3><p class='meta'>{escape(COST_NOTE)}</p>"
-    out += f"<table>{head}{''.join(rows)}</table>"
-    if cmp.get("frontier"):
-        out += f"<div class='charts'>{plots.frontier(cmp, c)}</div>"
-    return out
-
-
-def _signed(v: Any) -> str:
-    if v is None:
-        return "—"
-    return f"{v:+.3g}" if isinstance(v, float) else f"{v:+d}"
-
-
-def render_markdown(cmp: dict[str, Any]) -> str:
-    names = [r["name"] for r in cmp["runs"]]
-    lines = ["## Batch-invariance comparison", ""]
-    lines += [
-        f"- run {i + 1}: {code(r['name'])} (model {text(r['model'])}"
-        + (f"; server says: {text(r['server'])}" if r.get("server") else "")
-        + ")"
-        for i, r in enumerate(cmp["runs"])
-    ]
-    keys = ("unique_completions", "divergence_rate", "earliest_divergence", "errors")
-    for c in cmp["canaries"]:
-        lines += ["", f"### Canary {code(c['id'])}", ""]
-        lines.append("| concurrency | " + " | ".join(f"{k} ({text(n)})" for k in keys for n in names) + " |")
-        lines.append("|---:|" + "---:|" * (len(keys) * len(names)))
-        for lv in [{"concurrency": "overall", **c["overall"]}, *c["levels"]]:
-            cells = []
-            for k in keys:
-                for i, (row, delta) in enumerate(zip(lv["runs"], lv["deltas"], strict=True)):
-                    v = None if row is None else row[k]
-                    d = "" if i == 0 or delta is None else f" ({_signed(delta[k])})"
-                    cells.append(fmt(v) + d)
-            lines.append(f"| {text(lv['concurrency'])} | " + " | ".join(cells) + " |")
-        lines += cost_markdown(cmp, c)
-    return "\n".join(lines) + "\n"
-
-
-def render_html(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) -> str:
-    names = [r["name"] for r in cmp["runs"]]
-    body = ["<h1>Batch-invariance comparison</h1><ol>"]
-    body += [
-        f"<li><code>{escape(r['name'])}</code> · model <code>{esc(r['model'])}</code>"
-        + (f" · server says: {esc(r['server'])}" if r.get("server") else "")
-        + "</li>"
-        for r in cmp["runs"]
-    ]
-    body.append("</ol>")
-    for c in cmp["canaries"]:
-        named = [(n, e) for n, (_, r) in zip(names, reports, strict=True) for e in r["canaries"] if e["id"] == c["id"]]
-        body.append(f"<h2>Canary <code>{escape(c['id'])}</code></h2><ul>")
-        body += [f"<li>{escape(n)}: {esc(v)}</li>" for n, v in zip(names, c["verdicts"], strict=True)]
-        body.append("</ul><table><tr><th>concurrency</th><th>figure</th>")
-        body += [f"<th>{escape(n)}</th>" for n in names] + ["</tr>"]
-        for lv in [{"concurrency": "overall", **c["overall"]}, *c["levels"]]:
-            for k in FIGURES:
-                cells = [
-                    fmt(None if row is None else row[k]) + ("" if i == 0 or d is None else f" ({_signed(d[k])})")
-                    for i, (row, d) in enumerate(zip(lv["runs"], lv["deltas"], strict=True))
-                ]
-                body.append(
-                    f"<tr><td>{esc(lv['concurrency'])}</td><td class='l'>{k}</td>"
-                    + "".join(f"<td>{escape(x)}</td>" for x in cells)
-                    + "</tr>"
-                )
-        body.append("</table><div class='charts'>")
-        body += [plots.unique_vs_level(named), plots.rate_vs_level(named), plots.drift_vs_level(named)]
-        body += [plots.latency_vs_level(named), "</div>", cost_html(cmp, c)]
-    return page("Batch-invariance comparison", "".join(body), cmp)
 
 
 def write_comparison(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]], out_dir: Path) -> list[Path]:

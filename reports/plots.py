@@ -42,6 +42,12 @@ def rate_vs_level(entries: Named) -> str:
     return chart("Divergence rate vs concurrency (95% Wilson)", series, ticks, "share diverged", 1.0, "concurrency")
 
 
+def earliest_vs_level(entries: Named, unit: str = "token") -> str:
+    _, ticks = _axis(entries)
+    series = _series(entries, lambda lv: lv.get("earliest_divergence"))
+    return chart("Earliest divergence vs concurrency", series, ticks, f"{unit} position", x_label="concurrency")
+
+
 def drift_vs_level(entries: Named) -> str:
     _, ticks = _axis(entries)
     series = _series(entries, lambda lv: None if lv["logprob_drift"] is None else lv["logprob_drift"]["max"])

@@ -129,6 +129,7 @@ def chart(
         f'<text x="12" y="{(T + H - B) / 2:.0f}" class="tick" transform="rotate(-90 12 {(T + H - B) / 2:.0f})" '
         f'text-anchor="middle">{escape(y_label)}</text>'
     )
+    names = dict(x_ticks)  # a point's hover text names its x by the tick there
     for i, s in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
         for x, lo, hi in s.band:
@@ -144,7 +145,12 @@ def chart(
                 pts.append(f"{px(x):.1f},{py(y):.1f}")
             dash = ' stroke-dasharray="5 3"' if s.dashed else ""
             out.append(f'<polyline points="{" ".join(pts)}" stroke="{color}" class="line"{dash}/>')
-            out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}"/>' for x, y in run if not s.step]
+            out += [
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}"><title>{lbl(s.name)}, '
+                f"{escape(f'{x_label} ' if x_label else '')}{escape(names.get(x, fmt(x)))}: {fmt(y)}</title></circle>"
+                for x, y in run
+                if not s.step
+            ]
         out.append(
             f'<text x="{W - R - 4}" y="{T + 14 * i + 4}" class="legend" text-anchor="end" fill="{color}">'
             f"{escape(s.name)}</text>"

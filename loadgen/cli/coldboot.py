@@ -1,5 +1,8 @@
 """``loadgen coldboot SCENARIO``: argument parsing for ``loadgen.studies.coldboot.cold_boot``; prints the run folder
-and the cold-boot table. Exit 0 when every boot ran, 1 when the study stopped early."""
+and the cold-boot table. Exit 0 when every boot ran, 1 when the study stopped early.
+
+Progress (boot j of m, each engine's start time, request k of n) goes to standard error while the study
+runs, as ``loadgen run``'s does (``loadgen/cli/progress``); ``--quiet`` shows none."""
 
 from __future__ import annotations
 
@@ -25,20 +28,24 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, default=Path("runs"), help="folder that receives the run folder")
     p.add_argument("--label", action="append", default=[], help="k=v recorded in the manifest (repeatable)")
     p.add_argument("--no-report", action="store_true", help="skip report.json/.md/.html (coldboot.* are written)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (boots, engine start times, requests)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from loadgen.cli.progress.printer import progress_shown
     from loadgen.studies.coldboot import cold_boot
 
-    result = cold_boot(
-        path_of(args.scenario),
-        out_dir=args.out,
-        boots=args.boots,
-        requests=args.requests,
-        labels=parse_labels(args.label),
-        report=not args.no_report,
-    )
+    with progress_shown(args.quiet) as progress:
+        result = cold_boot(
+            path_of(args.scenario),
+            out_dir=args.out,
+            boots=args.boots,
+            requests=args.requests,
+            labels=parse_labels(args.label),
+            report=not args.no_report,
+            progress=progress,
+        )
     print(result.run_dir)
     print((result.run_dir / "coldboot.md").read_text(encoding="utf-8"), end="")
     return 0 if result.status == RunStatus.FINISHED else 1

@@ -1,7 +1,8 @@
 """``loadgen compare RUN_DIR... --out DIR``: runs side by side (comparison.json/.md/.html).
 
 A thin edge over ``reports.compare_reports`` and ``reports.write_comparison``. Each argument is a run
-folder (re-analysed from its records) or a ``report.json``; the first is the base for deltas.
+folder (re-analysed from its records) or a ``report.json``; the first is the base for deltas. The
+pages name the runs A, B, ... in argument order (``comparison.json`` keeps each run's ``label``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from reports.writer import load_report
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("compare", help="put 2..N runs side by side, with deltas against the first")
+    p = subparsers.add_parser(
+        "compare", help="put 2..N runs side by side (named A, B, ... in argument order), with deltas against the first"
+    )
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders or report.json files")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="where comparison.* are written")
     p.set_defaults(func=run)

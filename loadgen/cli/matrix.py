@@ -1,5 +1,8 @@
 """``loadgen matrix SCENARIO --out DIR``: argument parsing for ``loadgen.studies.matrix.run_matrix``; prints the matrix
-table. Exit 0 when every cell finished, 1 when any failed or stopped early."""
+table. Exit 0 when every cell finished, 1 when any failed or stopped early.
+
+Progress (cell k of n, boot j of m, each engine's start time, each run's canaries) goes to standard
+error while the cells run, as ``loadgen run``'s does (``loadgen/cli/progress``); ``--quiet`` shows none."""
 
 from __future__ import annotations
 
@@ -29,21 +32,25 @@ def add_parser(subparsers: Any) -> None:
         "--cells",
         help="comma-separated cell names: run only these (e.g. one GPU's share, or a failed cell again)",
     )
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr (cells, boots, engine start times)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from loadgen.cli.progress.printer import progress_shown
     from loadgen.studies.matrix import run_matrix
 
-    result = run_matrix(
-        path_of(args.scenario),
-        out_dir=args.out,
-        boots=args.boots,
-        requests=args.requests,
-        levels=parse_levels(args.levels),
-        canaries_per_level=args.canaries_per_level,
-        labels=parse_labels(args.label),
-        only=None if args.cells is None else [c.strip() for c in args.cells.split(",") if c.strip()],
-    )
+    with progress_shown(args.quiet) as progress:
+        result = run_matrix(
+            path_of(args.scenario),
+            out_dir=args.out,
+            boots=args.boots,
+            requests=args.requests,
+            levels=parse_levels(args.levels),
+            canaries_per_level=args.canaries_per_level,
+            labels=parse_labels(args.label),
+            only=None if args.cells is None else [c.strip() for c in args.cells.split(",") if c.strip()],
+            progress=progress,
+        )
     print((args.out / "matrix.md").read_text(encoding="utf-8"), end="")
     return 0 if result.ok else 1

@@ -1,6 +1,10 @@
 """``loadgen run``: argument parsing for ``loadgen.studies.run.run``; prints the run folder, last, after
-the status of a run that did not finish cleanly and what its report says first (the endpoint failed,
-records were lost)."""
+the status of a run that did not finish cleanly, what its report says first (the endpoint failed,
+records were lost) and the summary (each canary's verdict and per-level table, report.md's words).
+
+Standard output holds only those lines, the run folder always the last: scripts take it from there.
+Progress goes to standard error while the run goes (``loadgen/cli/progress``): a view updated in place
+on a terminal, plain lines otherwise; ``--quiet`` shows no progress and no summary."""
 
 from __future__ import annotations
 
@@ -9,8 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from collectors.manifest import RunStatus
+from loadgen.cli.progress.printer import progress_shown
+from loadgen.cli.progress.summary import read_summary
 from loadgen.errors import UsageError, visible
-from loadgen.load.options import WEB_PASSWORD_ENV, WEB_USER_ENV, parse_labels, parse_levels, web_credentials
+from loadgen.load.options import (
+    WEB_PASSWORD_ENV,
+    WEB_USER_ENV,
+    parse_labels,
+    parse_levels,
+    parse_processes,
+    web_credentials,
+)
 from loadgen.studies.run import run as run_scenario
 from reports.claims import validate_rate
 from scenarios import names, path_of
@@ -51,11 +64,16 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--processes",
-        type=int,
-        default=0,
-        help="run Locust's users in N worker processes (-1: one per core); 0: one process",
+        default="0",
+        help="run Locust's users in N worker processes (-1: one per core; auto: one per core but one, none on "
+        "2 cores or fewer); 0: one process. A report says when a level was generator-bound",
     )
     p.add_argument("--no-report", action="store_true", help="skip writing report.json/.md/.html")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr and no summary: print only the run folder (and a status that is not 'finished')",
+    )
     p.add_argument(
         "--engine-arg",
         action="append",
@@ -73,27 +91,32 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--claim-max-rate goes without --ui (with --ui: set sweep.claim_max_rate)")
     if args.web_login:
         web_credentials()  # a missing password fails here, before an engine starts
-    result = run_scenario(
-        path_of(args.scenario),
-        host=args.host,
-        out_dir=args.out,
-        levels=parse_levels(args.levels),
-        canaries_per_level=args.canaries_per_level,
-        labels=parse_labels(args.label),
-        engine_args=args.engine_arg,
-        ui=args.ui,
-        web_host=args.web_host,
-        web_port=args.web_port,
-        web_login=args.web_login,
-        ui_allow_changes=args.ui_allow_changes,
-        processes=args.processes,
-        report=not args.no_report,
-        claim_max_rate=claim,
-    )
+    with progress_shown(args.quiet or args.ui) as progress:
+        result = run_scenario(
+            path_of(args.scenario),
+            host=args.host,
+            out_dir=args.out,
+            levels=parse_levels(args.levels),
+            canaries_per_level=args.canaries_per_level,
+            labels=parse_labels(args.label),
+            engine_args=args.engine_arg,
+            ui=args.ui,
+            web_host=args.web_host,
+            web_port=args.web_port,
+            web_login=args.web_login,
+            ui_allow_changes=args.ui_allow_changes,
+            processes=parse_processes(args.processes),
+            report=not args.no_report,
+            claim_max_rate=claim,
+            progress=progress,
+        )
     if result.status is not None and result.status != RunStatus.FINISHED:
         print(f"run {result.status}")
     for line in result.headline:  # counts first: the endpoint failed, records were lost
         print(visible(line))
+    if not (args.quiet or args.ui):
+        for line in read_summary(result.run_dir):
+            print(line)
     print(result.run_dir)  # the last line: scripts take the run folder from it
     if args.ui:
         return result.locust_exit

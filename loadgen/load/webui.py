@@ -2,9 +2,13 @@
 
 Why: users start scenarios from the web UI and should watch determinism live: a table per canary
 and level (canaries, errors, unique completions, diverged, earliest divergence) refreshed with
-Locust's own stats poll, and a link to the finished report. Uses Locust's extension points
-(``extended_tabs``/``extended_tables``/``extended_stats``, ``extended_csv_files``) and its Flask app;
-runs inside the Locust process. It renders nothing itself: the UI's React tables escape text.
+Locust's own stats poll, charts of the same rows beside it, and a link to the finished report. Uses
+Locust's extension points (``extended_tabs``/``extended_tables``/``extended_stats``,
+``extended_csv_files``) and its Flask app; runs inside the Locust process. The table is Locust's
+(its React tables escape text). A tab can hold nothing but that table, so the charts come from a
+small same-origin script (``webui_chart.js``, no network beyond this UI) that the index page loads:
+it places a box after the tab's table and, each time the table's rows change, fetches the charts
+from ``CHART_ROUTE`` (inline SVG drawn by ``live_chart``, every label escaped there).
 
 Why the guard (``protect``): Locust's UI takes a start from anyone who can reach it, answers every
 origin (it enables CORS for all), and a start sends the scenario's API key to the run's host. Any web
@@ -34,8 +38,13 @@ from flask import Response, jsonify, make_response, redirect, request, send_file
 from flask_login import login_user  # type: ignore[import-untyped]
 from locust.web import WebUI
 
+from loadgen.load import live_chart
+
 TAB_KEY = "batch-invariance"
 REPORT_ROUTE = "/loadgen/report"
+CHART_ROUTE = "/loadgen/live-chart"
+SCRIPT_ROUTE = "/loadgen/live-chart.js"
+SCRIPT = Path(__file__).with_name("webui_chart.js")
 COLUMNS = [
     ("canary", "Canary"),
     ("level", "Concurrency"),
@@ -77,6 +86,29 @@ def install_tab(web_ui: WebUI, *, table: Callable[[], list[dict[str, Any]]], rep
         if path is None:
             return make_response("No finished run yet: the report is written when a run ends.", 404)
         return send_file(path, mimetype="text/html")
+
+    @app.route(CHART_ROUTE)
+    @login_required
+    def _chart() -> Response:
+        response = make_response(live_chart.render(table()))
+        response.mimetype = "text/html"
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.route(SCRIPT_ROUTE)
+    @login_required
+    def _chart_script() -> Response:
+        return send_file(SCRIPT, mimetype="text/javascript", max_age=0)
+
+    @app.after_request
+    def _load_chart_script(response: Response) -> Response:
+        if request.endpoint != "locust.index" or response.status_code != 200 or response.mimetype != "text/html":
+            return response
+        page = response.get_data(as_text=True)
+        if "</body>" in page:  # Locust's page, not a login form or an error text
+            tag = f'<script src="{SCRIPT_ROUTE}" defer></script>'
+            response.set_data(page.replace("</body>", tag + "</body>", 1))
+        return response
 
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

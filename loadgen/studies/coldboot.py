@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from loadgen.launchers.process import keep_failed_log
 from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
 from loadgen.load.client import make_client, send
 from loadgen.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
+from loadgen.studies.events import BootRequest, BootStarted, EngineReady, LoadEnded, Progress, no_progress
 from loadgen.studies.lifecycle import OwnedRun
 from loadgen.studies.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
 from loadgen.studies.probe import probe
@@ -109,7 +111,10 @@ def _features(run_dir: Path) -> dict[str, Features]:
     return {k: Features(**v["features"]) for k, v in read_manifest(run_dir).features.items()}
 
 
-def _send_all(boot: _Boot, scenario: Scenario, requests: int, writer: JsonlWriter) -> list[CanaryRecord]:
+def _send_all(
+    boot: _Boot, scenario: Scenario, requests: int, writer: JsonlWriter, on_request: Callable[[int, int, bool], None]
+) -> list[CanaryRecord]:
+    """Every canary ``requests`` times, one at a time; ``on_request(done, total, ok)`` after each."""
     ep = scenario.endpoint
     client = make_client(
         boot.base_url,
@@ -120,12 +125,14 @@ def _send_all(boot: _Boot, scenario: Scenario, requests: int, writer: JsonlWrite
         max_response_bytes=ep.max_response_bytes,
     )
     records = []
+    total = requests * len(scenario.canaries)
     try:
         for canary in scenario.canaries:
             for index in range(1, requests + 1):
                 record = send_canary(boot, scenario, canary, index, client)
                 writer.write(record)
                 records.append(record)
+                on_request(len(records), total, record.status == "ok")
     finally:
         client.close()
     return records
@@ -134,8 +141,17 @@ def _send_all(boot: _Boot, scenario: Scenario, requests: int, writer: JsonlWrite
 class _Study:
     """One cold-boot study in progress: the launcher, the run folder (made on boot 1), its writer and log."""
 
-    def __init__(self, scenario: Scenario, source: str, spec: LauncherSpec, size: ColdBootSpec, out_dir: Path) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        source: str,
+        spec: LauncherSpec,
+        size: ColdBootSpec,
+        out_dir: Path,
+        progress: Progress = no_progress,
+    ) -> None:
         self.scenario, self.source, self.size, self.out_dir = scenario, source, size, out_dir
+        self.progress = progress
         self.api_key = api_key_of(scenario, source)
         self.engines = Launcher(spec)
         self.tmp = Path(tempfile.mkdtemp(prefix="loadgen-coldboot-"))
@@ -159,15 +175,16 @@ class _Study:
 
     def boot(self, number: int) -> None:
         """(Re)start the engine, repeat the preamble (health, probe), send every canary N times."""
+        self.progress(BootStarted(number, self.size.boots))
         t0 = time.monotonic()
         log = self.tmp / "engine.log"
         try:
             engine = self.engines.start(log) if number == 1 else self.engines.restart(log)
         except EngineError as exc:  # the tmp folder goes at close: keep the log where the user looks
             raise keep_failed_log(exc, log, self.run_dir or self.out_dir) from None
-        self.boots.append(
-            {"boot": number, "url": engine.url, "started": now_iso(), "ready_s": round(time.monotonic() - t0, 3)}
-        )
+        ready_s = time.monotonic() - t0
+        self.progress(EngineReady(engine.url, ready_s))
+        self.boots.append({"boot": number, "url": engine.url, "started": now_iso(), "ready_s": round(ready_s, 3)})
         labels = {"engine": self.engines.spec.kind, **self.scenario.labels}
         # every request is sent at level 0: the manifest says so, and counts boots x requests there
         per_level = self.size.boots * self.size.requests
@@ -191,7 +208,11 @@ class _Study:
             )
         assert self.writer is not None
         boot = _Boot(self.run_dir.name, engine.url, self.model, self.features, self.api_key, number)
-        self.records += _send_all(boot, booted, self.size.requests, self.writer)
+
+        def on_request(done: int, total: int, ok: bool) -> None:
+            self.progress(BootRequest(number, self.size.boots, done, total, ok))
+
+        self.records += _send_all(boot, booted, self.size.requests, self.writer, on_request)
 
     def close(self, *, report: bool) -> dict[str, Any]:
         """Stop the engine, keep its log in the run folder, write the cold-boot summary and end the run,
@@ -209,6 +230,7 @@ class _Study:
             )
             write_text(self.run_dir / "coldboot.json", report_json(summary))
             write_text(self.run_dir / "coldboot.md", render_markdown(summary))
+            self.progress(LoadEnded(self.run_dir, reporting=report))
             self.owned.end(self.status, report=report)
         shutil.rmtree(self.tmp, ignore_errors=True)
         return summary
@@ -223,12 +245,14 @@ def cold_boot(
     labels: dict[str, str] | None = None,
     launcher: LauncherSpec | None = None,
     report: bool = True,
+    progress: Progress = no_progress,
 ) -> ColdBootResult:
-    """Run the cold-boot study of ``scenario_path`` into a new run folder under ``out_dir``."""
+    """Run the cold-boot study of ``scenario_path`` into a new run folder under ``out_dir``; ``progress`` hears
+    each boot, its engine's start time and each request (``loadgen.studies.events``), and must not raise."""
     source = str(scenario_path)
     scenario = with_overrides(load_scenario(scenario_path), labels=labels)
     size = study_size(scenario, boots, requests)
-    study = _Study(scenario, source, launcher_for(scenario, source, launcher), size, out_dir)
+    study = _Study(scenario, source, launcher_for(scenario, source, launcher), size, out_dir, progress)
     try:
         study.run()
     finally:

@@ -21,6 +21,7 @@ from collectors.manifest import RunStatus
 from loadgen.errors import EndpointError, EngineError, ScenarioError, UsageError
 from loadgen.scenario import LauncherSpec, MatrixCell, Scenario, load_scenario
 from loadgen.studies.coldboot import cold_boot
+from loadgen.studies.events import CellEnded, CellStarted, Progress, no_progress
 from loadgen.studies.run import run
 from reports.coldboot import matrix_table
 from reports.compare import compare_reports, write_comparison
@@ -87,7 +88,12 @@ def check_matrix(scenario: Scenario, source: str, only: list[str] | None = None)
 
 
 def _run_cell(
-    scenario_path: Path, scenario: Scenario, cell: MatrixCell, out_dir: Path, opts: dict[str, Any]
+    scenario_path: Path,
+    scenario: Scenario,
+    cell: MatrixCell,
+    out_dir: Path,
+    opts: dict[str, Any],
+    progress: Progress = no_progress,
 ) -> CellResult:
     labels = {**opts.get("labels", {}), "cell": cell.name, **cell.labels}
     launcher = cell_launcher(scenario.launcher, cell)
@@ -102,6 +108,7 @@ def _run_cell(
                 requests=opts.get("requests"),
                 labels=labels,
                 launcher=launcher,
+                progress=progress,
             )
             return CellResult(cell.name, labels, cb.run_dir, cb.status, time.monotonic() - t0, coldboot=cb.summary)
         res = run(
@@ -113,6 +120,7 @@ def _run_cell(
             labels=labels,
             launcher=launcher,
             processes=opts.get("processes", 0),
+            progress=progress,
         )
         assert res.status is not None  # a headless run always ends with a status
         return CellResult(cell.name, labels, res.run_dir, res.status, time.monotonic() - t0)
@@ -131,9 +139,11 @@ def run_matrix(
     labels: dict[str, str] | None = None,
     processes: int = 0,
     only: list[str] | None = None,
+    progress: Progress = no_progress,
 ) -> MatrixResult:
     """Run every cell of ``scenario_path``'s ``[matrix]`` (or those named in ``only``) in order, then write the
-    comparison into ``out_dir``."""
+    comparison into ``out_dir``. ``progress`` hears each cell's start and end and, in between, the cell's own
+    run or cold-boot events (``loadgen.studies.events``); it must not raise."""
     source = str(scenario_path)
     scenario = load_scenario(scenario_path)
     cells = check_matrix(scenario, source, only)
@@ -145,7 +155,12 @@ def run_matrix(
         "labels": labels or {},
         "processes": processes,
     }
-    results = [_run_cell(scenario_path, scenario, cell, out_dir, opts) for cell in cells]
+    results = []
+    for index, cell in enumerate(cells, start=1):
+        progress(CellStarted(index, len(cells), cell.name))
+        done = _run_cell(scenario_path, scenario, cell, out_dir, opts, progress)
+        progress(CellEnded(index, len(cells), cell.name, done.status, done.wall_s))
+        results.append(done)
     result = MatrixResult(out_dir, "cold_boot" if scenario.cold_boot else "sweep", results)
     write_matrix(result, scenario)
     return result

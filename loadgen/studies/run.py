@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
 from loadgen.scenario import LauncherSpec, Scenario, load_scenario, with_overrides
+from loadgen.studies.events import EngineReady, EngineStarting, LoadEnded, LoadStarted, Probing, Progress, no_progress
 from loadgen.studies.lifecycle import OwnedRun
 from loadgen.studies.prepare import api_key_of, prepare_run
 
@@ -211,17 +213,25 @@ EngineInfo = dict[str, Any]  # what the manifest records under "engine"
 
 @contextmanager
 def endpoint_for(
-    scenario: Scenario, engine_args: list[str], launcher: LauncherSpec | None = None, *, log_dir: Path | None = None
+    scenario: Scenario,
+    engine_args: list[str],
+    launcher: LauncherSpec | None = None,
+    *,
+    log_dir: Path | None = None,
+    progress: Progress = no_progress,
 ) -> Iterator[tuple[Scenario, RunningEngine | None, EngineInfo | None]]:
     """The scenario with a base URL: its own, or an engine started here and stopped on exit: ``launcher``,
     else the scenario's ``[launcher]``, else the embedded engine (``engine_args`` appended to its arguments).
 
     The engine logs into a temporary folder inside ``log_dir`` (the run folders' parent), so that
-    ``RunningEngine.move_log`` can rename the log into the run folder once it exists."""
+    ``RunningEngine.move_log`` can rename the log into the run folder once it exists. ``progress`` hears
+    when an engine starts and how long it took to answer."""
     if scenario.endpoint.base_url is not None:
         yield scenario, None, None
         return
     spec = launcher or scenario.launcher
+    progress(EngineStarting("embedded" if spec is None else spec.kind))
+    t0 = time.monotonic()
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".loadgen-engine-", dir=log_dir))
@@ -233,6 +243,7 @@ def endpoint_for(
             except EngineError as exc:
                 raise keep_failed_log(exc, tmp / "engine.log", failed_to) from None
             with embedded as engine:
+                progress(EngineReady(engine.url, time.monotonic() - t0))
                 labels = {
                     "engine": "embedded",
                     **({"engine_args": " ".join(engine_args)} if engine_args else {}),
@@ -247,6 +258,7 @@ def endpoint_for(
                     engine = started.start(tmp / "engine.log")
                 except EngineError as exc:
                     raise keep_failed_log(exc, tmp / "engine.log", failed_to) from None
+                progress(EngineReady(engine.url, time.monotonic() - t0))
                 labels = {"engine": spec.kind, **scenario.labels}
                 yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, started.describe()
     finally:
@@ -271,7 +283,10 @@ def run(
     report: bool = True,
     launcher: LauncherSpec | None = None,
     claim_max_rate: float | None = None,
+    progress: Progress = no_progress,
 ) -> RunResult:
+    """Run ``scenario_path`` headless (or open the web UI); ``progress`` hears the engine start, the probe, the
+    load's start and end (``loadgen.studies.events``), and must not raise."""
     source = str(scenario_path)
     check_options(out_dir, processes)
     scenario = with_overrides(
@@ -282,7 +297,8 @@ def run(
         labels=labels,
         claim_max_rate=claim_max_rate,
     )
-    with endpoint_for(scenario, engine_args or [], launcher, log_dir=out_dir) as (scenario, engine, engine_info):
+    started = endpoint_for(scenario, engine_args or [], launcher, log_dir=out_dir, progress=progress)
+    with started as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
         if ui:
             cmd = ui_command(
@@ -296,6 +312,7 @@ def run(
             )
             return RunResult(out_dir, None, _wait_forwarding_signals(_start_locust(cmd)))
         extra = {"engine": engine_info} if engine_info else {}
+        progress(Probing(scenario.endpoint.base_url))
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
         if engine is not None:
             engine.move_log(run_dir / "engine.log")
@@ -304,7 +321,9 @@ def run(
         try:
             with open(run_dir / "locust.log", "ab") as log:
                 cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)
+                progress(LoadStarted(run_dir, scenario))
                 code = _wait_forwarding_signals(_start_locust(cmd, stdout=log, stderr=subprocess.STDOUT))
         finally:
+            progress(LoadEnded(run_dir, reporting=report))
             status = owned.end(report=report)
     return RunResult(run_dir, status, code, owned.headline)

@@ -204,6 +204,7 @@ BAD_OPTIONS = {
     "level_of_a_billion": (lambda t: ["--levels", "0,1000000000"], "--levels", "expected at most 10000"),
     "too_many_levels": (lambda t: ["--levels", ",".join(map(str, range(101)))], "--levels", "at most 100 levels"),
     "a_million_processes": (lambda t: ["--processes", "1000000"], "--processes 1000000", "expected -1"),
+    "processes_not_a_number": (lambda t: ["--processes", "many"], "--processes", "expected an integer or 'auto'"),
 }
 
 

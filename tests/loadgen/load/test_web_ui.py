@@ -7,10 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from collectors.jsonl import read_jsonl
 from collectors.manifest import read_manifest
@@ -59,7 +63,29 @@ def test_form_start_uses_typed_options_and_reports(
         assert manifest.labels == {"from": "ui"} and manifest.status == "finished"
         rows = read_jsonl(run_dir / "canaries.jsonl").rows
         assert len(rows) == 1 + 4 + 2 * 2
+        _check_live_chart(base)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert proc.returncode == 0, log_path.read_text()[-2000:]
+
+
+def _check_live_chart(base: str) -> None:
+    """The tab's charts: the page loads their script, the charts hold a point per canary and level, and
+    another page's script may not read them."""
+    with urllib.request.urlopen(base + "/", timeout=10) as resp:
+        assert '<script src="/loadgen/live-chart.js" defer></script></body>' in resp.read().decode()
+    with urllib.request.urlopen(base + "/loadgen/live-chart.js", timeout=10) as resp:
+        assert resp.headers.get_content_type() == "text/javascript" and b"/loadgen/live-chart" in resp.read()
+    with urllib.request.urlopen(base + "/loadgen/live-chart", timeout=10) as resp:
+        assert resp.headers["Cache-Control"] == "no-store"
+        fragment = resp.read().decode()
+    assert 'data-levels="0 2"' in fragment and 'data-canaries="story"' in fragment
+    charts = ["<svg" + part.split("</svg>")[0] + "</svg>" for part in fragment.split("<svg")[1:]]
+    assert len(charts) == 3
+    unique = ET.fromstring(charts[0])
+    assert [t.text for t in unique.iter("title")] == ["story, concurrency 0: 1", "story, concurrency 2: 1"]
+    foreign = urllib.request.Request(base + "/loadgen/live-chart", headers={"Origin": "http://evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(foreign, timeout=10)
+    assert refused.value.code == 403

@@ -17,6 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,6 +79,13 @@ def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:
         # the tab fills while the run goes: the level-16 row appears with all 5 canaries counted
         row16 = table.locator("tr", has_text="story").filter(has=page.locator("td", has_text="16"))
         expect(row16.first).to_be_visible(timeout=120_000)
+        # the charts beside the table were drawn when the tab opened (no level yet) and follow the table
+        charts = page.locator("#loadgen-live-chart .lg-live")
+        expect(charts).to_have_attribute("data-levels", "0 4 16", timeout=30_000)
+        page.get_by_role("tab", name="Statistics").click()  # another tab: no charts there
+        expect(page.locator("#loadgen-live-chart")).to_have_count(0)
+        page.get_by_role("tab", name="Batch invariance").click()
+        expect(charts).to_be_visible()
         deadline = time.monotonic() + 180
         while (state := json.loads(urllib.request.urlopen(ui + "/stats/requests").read())["state"]) != "stopped":
             assert time.monotonic() < deadline, f"run did not stop: state {state}"
@@ -88,8 +96,10 @@ def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:
         page.get_by_role("tab", name="Batch invariance").click()
         cells = [c.inner_text() for c in row16.first.locator("td").all()]
         assert cells[:3] == ["story", "16", "5"]
+        expect(charts).to_have_attribute("data-levels", "0 4 16")  # placed again after the reload
+        _check_charts_match_table(page)
         if shot := os.environ.get("LOADGEN_SCREENSHOT"):
-            page.screenshot(path=shot)
+            page.screenshot(path=shot, full_page=True)
         page.get_by_role("tab", name="Download data").click()
         link = page.get_by_role("link", name="Batch-invariance report of the last finished run (HTML)")
         href = link.get_attribute("href")
@@ -100,3 +110,26 @@ def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:
         browser.close()
     (run_dir,) = [p.parent for p in tmp_path.glob("*/report.html")]  # one start, one run folder
     assert "from" in (run_dir / "manifest.json").read_text()
+
+
+def _check_charts_match_table(page: Any) -> None:
+    """Each chart has one point per level that has a figure, with the value the table shows there."""
+    from playwright.sync_api import expect
+
+    rows = page.locator("table").first.locator("tbody tr").all()
+    table: dict[int, tuple[int, int, str, str]] = {}
+    for row in rows:
+        _, level, canaries, errors, unique, diverged, earliest = [c.inner_text() for c in row.locator("td").all()]
+        if level != "baseline":
+            table[int(level)] = (int(canaries) - int(errors), int(unique), diverged, earliest)
+    assert sorted(table) == [0, 4, 16]
+    expected: dict[str, dict[int, float]] = {
+        "Unique completions vs concurrency": {lv: u for lv, (_, u, _, _) in table.items()},
+        "Divergence rate vs concurrency": {lv: int(d) / n for lv, (n, _, d, _) in table.items()},
+        "Earliest divergence vs concurrency": {lv: int(e) for lv, (_, _, _, e) in table.items() if e.isdigit()},
+    }
+    for title, points in expected.items():
+        svg = page.locator("#loadgen-live-chart svg", has_text=title)
+        expect(svg).to_be_visible()
+        hover = sorted(t.text_content() for t in svg.locator("circle title").all())
+        assert hover == sorted(f"story, concurrency {lv}: {v:.3g}" for lv, v in points.items()), title

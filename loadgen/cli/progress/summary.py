@@ -1,0 +1,35 @@
+"""The end of ``loadgen run`` on the terminal: each canary's verdict and per-level table, as report.md has them.
+
+Why: after minutes of load a user wants the answer without opening a file; the words and the table
+are report.md's own (``reports.render_md.levels_table``), so what the terminal says and what the
+report says never differ. Read from the ``report.json`` the run just wrote; no report, no summary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadgen.errors import visible
+from reports.render_md import levels_table
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """Verdict, blank line, per-level table, blank line, per canary (the id first when there are several)."""
+    entries = report.get("canaries") or []
+    lines: list[str] = []
+    for entry in entries:
+        verdict = str(entry["verdict"])
+        lines += [f"{entry['id']}: {verdict}" if len(entries) > 1 else verdict, "", *levels_table(entry["levels"]), ""]
+    return [visible(line) for line in lines]
+
+
+def read_summary(run_dir: Path) -> list[str]:
+    """The summary of ``run_dir/report.json``; nothing when it is missing or unreadable (``--no-report``)."""
+    try:
+        report = orjson.loads((run_dir / "report.json").read_bytes())
+        return summary_lines(report) if isinstance(report, dict) else []
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return []

@@ -1,0 +1,99 @@
+"""What both comparison renderers (``compare_md``, ``compare_html``) print in a cell: run letters, a
+figure with its delta against the first run, the metrics shown and the cost columns.
+
+Why a module of its own: run folder names are long (``20261130T113217Z-vllm-d3-2x2``), so tables name
+runs by a letter (A, B, ...) with a legend above, and the Markdown and HTML pages must agree on the
+letters, the metrics and how a delta reads. Pure: comparison dicts in (``reports.compare``), strings
+out; no escaping here (each renderer escapes for its own format).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports.render_md import fmt
+
+# Every figure a comparison row holds (``reports.compare.figures``), in the order the HTML shows them.
+FIGURES = (
+    "canaries",
+    "errors",
+    "unique_completions",
+    "diverged",
+    "divergence_rate",
+    "earliest_divergence",
+    "modal_share",
+    "drift_max",
+    "bitwise_equal_share",
+)
+# The figures a per-metric table shows in comparison.md, with their titles (comparison.html shows all).
+MD_METRICS = (
+    ("unique_completions", "Unique completions"),
+    ("divergence_rate", "Divergence rate (share of completions)"),
+    ("earliest_divergence", "Earliest divergence (position)"),
+    ("errors", "Errors"),
+)
+TITLES = {
+    "canaries": "Canaries",
+    "errors": "Errors",
+    "unique_completions": "Unique completions",
+    "diverged": "Diverged",
+    "divergence_rate": "Divergence rate",
+    "earliest_divergence": "Earliest divergence",
+    "modal_share": "Modal share",
+    "drift_max": "Logprob drift max",
+    "bitwise_equal_share": "Bitwise-equal share",
+}
+# (key in a cost row, Markdown header, HTML header): short Markdown headers keep a row under 100 columns.
+COST_COLUMNS = (
+    ("background_tokens_per_s", "bg tokens/s", "background tokens/s"),
+    ("canary_latency_p50", "p50 s", "canary p50 s"),
+    ("canary_latency_p99", "p99 s", "canary p99 s"),
+    ("unique_completions", "unique", "unique"),
+    ("divergence_rate", "div. rate", "divergence rate"),
+)
+COST_NOTE = (
+    "Background tokens/s: completion tokens of the level's successful background requests over the level's "
+    "wall time (first background send to last background end); overall: all levels' tokens over the sum of "
+    "their wall times. Canary latency: the canary's own p50 and p99 at that level."
+)
+
+
+def run_label(index: int) -> str:
+    """A, B, ..., Z, then R27, R28, ...: short, and never a run's own (long, often alike) folder name."""
+    return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
+
+
+def labels(cmp: dict[str, Any]) -> list[str]:
+    """Each run's letter: the one ``compare_reports`` stored, else its position's (older comparisons)."""
+    return [r.get("label") or run_label(i) for i, r in enumerate(cmp["runs"])]
+
+
+def signed(v: Any) -> str:
+    if v is None:
+        return "—"
+    return f"{v:+.3g}" if isinstance(v, float) else f"{v:+d}"
+
+
+def value(row: dict[str, Any] | None, key: str) -> str:
+    return fmt(None if row is None else row[key])
+
+
+def delta(d: dict[str, Any] | None, key: str, first: bool) -> str:
+    """The delta against the first run, "" for the first run itself."""
+    return "" if first else signed(None if d is None else d[key])
+
+
+def with_delta(row: dict[str, Any] | None, d: dict[str, Any] | None, key: str, first: bool) -> str:
+    """``0.667 (+0.667)``: a figure and, after the first run, its delta in parentheses (left out where either
+    figure is missing: a dash says that already)."""
+    change = "" if d is None or d[key] is None else delta(d, key, first)
+    return value(row, key) + (f" ({change})" if change else "")
+
+
+def level_blocks(canary: dict[str, Any]) -> list[dict[str, Any]]:
+    """A comparison canary's rows in order: ``overall`` first, then each level."""
+    return [{"concurrency": "overall", **canary["overall"]}, *canary["levels"]]
+
+
+def batch_invariance(flag: Any) -> str:
+    return {True: "on", False: "off"}.get(flag, "—")

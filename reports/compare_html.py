@@ -1,0 +1,94 @@
+"""``comparison.html``: runs side by side as a report page, the runs overlaid in each chart.
+
+Why this shape: a reader compares runs by eye first, so per canary the charts come first, one line
+per run in each (unique completions, divergence rate, earliest divergence, logprob drift, latency
+versus concurrency), then one small table per figure (a column per run, deltas against run A), then
+the cost table. Runs are named by letter, with a legend table at the top (``reports.compare_cells``).
+Pure: the comparison dict and the compared reports in, a self-contained page out (the charts are
+``reports.plots``'; every string from a run goes through ``html.escape``).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from reports import plots
+from reports.compare_cells import (
+    COST_COLUMNS,
+    COST_NOTE,
+    FIGURES,
+    TITLES,
+    batch_invariance,
+    labels,
+    level_blocks,
+    with_delta,
+)
+from reports.render_html import esc, page
+
+
+def legend(cmp: dict[str, Any]) -> str:
+    head = "<tr><th class='l'>run</th><th class='l'>name</th><th class='l'>model</th><th>batch-invariant</th>"
+    head += "<th class='l'>labels</th><th class='l'>server says</th></tr>"
+    rows = []
+    for letter, r in zip(labels(cmp), cmp["runs"], strict=True):
+        tags = ", ".join(f"{k}={v}" for k, v in sorted((r.get("labels") or {}).items()))
+        rows.append(
+            f"<tr><td class='l'><b>{escape(letter)}</b></td><td class='l'><code>{escape(r['name'])}</code></td>"
+            f"<td class='l'><code>{esc(r['model'])}</code></td><td>{batch_invariance(r.get('batch_invariant'))}</td>"
+            f"<td class='l'>{escape(tags) or '—'}</td><td class='l'>{esc(r.get('server'))}</td></tr>"
+        )
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def figure_table(canary: dict[str, Any], key: str, letters: list[str]) -> str:
+    head = "<tr><th>concurrency</th>" + "".join(f"<th>{escape(x)}</th>" for x in letters) + "</tr>"
+    rows = []
+    for b in level_blocks(canary):
+        cells = [with_delta(row, d, key, i == 0) for i, (row, d) in enumerate(zip(b["runs"], b["deltas"], strict=True))]
+        rows.append(f"<tr><td>{esc(b['concurrency'])}</td>" + "".join(f"<td>{escape(x)}</td>" for x in cells) + "</tr>")
+    return f"<table><caption>{escape(TITLES[key])}</caption>{head}{''.join(rows)}</table>"
+
+
+def cost_html(cmp: dict[str, Any], canary: dict[str, Any], letters: list[str]) -> str:
+    flags = [r.get("batch_invariant") for r in cmp["runs"]]
+    head = "<tr><th>concurrency</th><th class='l'>run</th><th>batch-invariant</th>"
+    head += "".join(f"<th>{escape(title)}</th>" for _, _, title in COST_COLUMNS) + "</tr>"
+    rows = []
+    for lv in canary.get("cost", []):
+        for letter, flag, row in zip(letters, flags, lv["runs"], strict=True):
+            cells = "".join(f"<td>{esc(None if row is None else row[k])}</td>" for k, _, _ in COST_COLUMNS)
+            lead = (
+                f"<td>{esc(lv['concurrency'])}</td><td class='l'>{escape(letter)}</td><td>{batch_invariance(flag)}</td>"
+            )
+            rows.append(f"<tr>{lead}{cells}</tr>")
+    out = f"<h3>Cost beside determinism</h3><p class='meta'>{escape(COST_NOTE)}</p>"
+    out += f"<table>{head}{''.join(rows)}</table>"
+    if cmp.get("frontier"):
+        out += f"<div class='charts'>{plots.frontier(cmp, canary)}</div>"
+    return out
+
+
+def canary_html(cmp: dict[str, Any], c: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) -> str:
+    letters = labels(cmp)
+    named = [(x, e) for x, (_, r) in zip(letters, reports, strict=True) for e in r["canaries"] if e["id"] == c["id"]]
+    unit = next((e["reference"].get("unit") for _, e in named if e["reference"].get("unit")), "token")
+    out = [f"<h2>Canary <code>{escape(c['id'])}</code></h2><ul>"]
+    out += [f"<li><b>{escape(x)}</b>: {esc(v)}</li>" for x, v in zip(letters, c["verdicts"], strict=True)]
+    out.append("</ul><div class='charts'>")
+    out += [plots.unique_vs_level(named), plots.rate_vs_level(named), plots.earliest_vs_level(named, unit)]
+    out += [plots.drift_vs_level(named), plots.latency_vs_level(named), "</div>"]
+    out.append("<h3>Figures by concurrency</h3><div class='charts'>")
+    out += [figure_table(c, key, letters) for key in FIGURES]
+    out += ["</div>", cost_html(cmp, c, letters)]
+    return "".join(out)
+
+
+def render_html(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) -> str:
+    first = labels(cmp)[0]
+    body = ["<h1>Batch-invariance comparison</h1>", legend(cmp)]
+    body.append(
+        f"<p class='meta'>Runs by letter in every chart and table; deltas in parentheses are against run {first}.</p>"
+    )
+    body += [canary_html(cmp, c, reports) for c in cmp["canaries"]]
+    return page("Batch-invariance comparison", "".join(body), cmp)

@@ -1,0 +1,89 @@
+"""``comparison.md``: runs side by side in tables that read in a terminal and on GitHub.
+
+Why this shape: one table of metric x run columns grows to 17 columns for four runs and wraps beyond
+reading. So runs are named by letter with a legend above; per canary, each metric gets a small table
+(rows: overall and each level; one column per run, the delta against run A in parentheses), and the
+cost table is long form (one row per level and run). A per-metric table that would still pass
+``WIDTH`` columns (many runs) is written long form too, so no table line is wider than ``WIDTH``.
+Pure: the comparison dict (``reports.compare``) in, Markdown out; server text through ``mdtext``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports.compare_cells import (
+    COST_COLUMNS,
+    COST_NOTE,
+    MD_METRICS,
+    batch_invariance,
+    delta,
+    labels,
+    level_blocks,
+    value,
+    with_delta,
+)
+from reports.mdtext import code, text
+from reports.render_md import fmt
+
+WIDTH = 100
+
+
+def legend(cmp: dict[str, Any]) -> list[str]:
+    out = []
+    for letter, r in zip(labels(cmp), cmp["runs"], strict=True):
+        tags = ", ".join(f"{k}={v}" for k, v in sorted((r.get("labels") or {}).items()))
+        line = f"- **{letter}**: {code(r['name'])}, model {text(r['model'])}"
+        line += f", batch-invariant {batch_invariance(r.get('batch_invariant'))}"
+        line += f", labels {text(tags)}" if tags else ""
+        line += f"; server says: {text(r['server'])}" if r.get("server") else ""
+        out.append(line)
+    return out
+
+
+def metric_table(canary: dict[str, Any], key: str, letters: list[str]) -> list[str]:
+    """One metric: a column per run when that fits ``WIDTH``, else one row per level and run."""
+    blocks = level_blocks(canary)
+    wide = ["| concurrency | " + " | ".join(letters) + " |", "|---:|" + "---:|" * len(letters)]
+    for b in blocks:
+        cells = [with_delta(row, d, key, i == 0) for i, (row, d) in enumerate(zip(b["runs"], b["deltas"], strict=True))]
+        wide.append(f"| {text(b['concurrency'])} | " + " | ".join(cells) + " |")
+    if max(len(line) for line in wide) <= WIDTH:
+        return wide
+    long = [f"| concurrency | run | value | vs {letters[0]} |", "|---:|---|---:|---:|"]
+    for b in blocks:
+        for i, (letter, row, d) in enumerate(zip(letters, b["runs"], b["deltas"], strict=True)):
+            change = delta(d, key, i == 0) or "·"
+            long.append(f"| {text(b['concurrency'])} | {letter} | {value(row, key)} | {change} |")
+    return long
+
+
+def cost_table(cmp: dict[str, Any], canary: dict[str, Any], letters: list[str]) -> list[str]:
+    flags = [r.get("batch_invariant") for r in cmp["runs"]]
+    head = "| concurrency | run | batch-inv. | " + " | ".join(md for _, md, _ in COST_COLUMNS) + " |"
+    lines = [head, "|---:|---|---|" + "---:|" * len(COST_COLUMNS)]
+    for lv in canary.get("cost", []):
+        for letter, flag, row in zip(letters, flags, lv["runs"], strict=True):
+            cells = [fmt(None if row is None else row[k]) for k, _, _ in COST_COLUMNS]
+            lines.append(
+                f"| {text(lv['concurrency'])} | {letter} | {batch_invariance(flag)} | " + " | ".join(cells) + " |"
+            )
+    return lines
+
+
+def render_markdown(cmp: dict[str, Any]) -> str:
+    letters = labels(cmp)
+    lines = [
+        "## Batch-invariance comparison",
+        "",
+        f"Runs by letter; deltas in parentheses are against run {letters[0]}.",
+        "",
+    ]
+    lines += legend(cmp)
+    for c in cmp["canaries"]:
+        lines += ["", f"### Canary {code(c['id'])}", ""]
+        lines += [f"- **{letter}**: {text(v)}" for letter, v in zip(letters, c["verdicts"], strict=True)]
+        for key, title in MD_METRICS:
+            lines += ["", f"#### {title}", "", *metric_table(c, key, letters)]
+        lines += ["", "#### Cost beside determinism", "", COST_NOTE, "", *cost_table(cmp, c, letters)]
+    return "\n".join(lines) + "\n"

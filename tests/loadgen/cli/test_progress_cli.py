@@ -1,0 +1,126 @@
+"""``loadgen run`` shows its progress for real: in place on a terminal (a pseudo-terminal here), as plain
+lines when standard error is a pipe, not at all with ``--quiet``; then the verdict and the per-level
+table in report.md's words, and the run folder last on standard output."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+SMALL = ("--levels", "0,2", "--canaries-per-level", "3")  # quickstart, 11 canaries: seconds on the embedded engine
+
+
+def loadgen_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "loadgen", "run", "quickstart", *SMALL, *args]
+
+
+def run_in_terminal(cmd: list[str], timeout_s: float = 240.0) -> tuple[int, bytes]:
+    """Run ``cmd`` with stdin, stdout and stderr on a new pseudo-terminal 140 columns wide; all it wrote."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 140, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM", "COLUMNS", "LINES")}
+    env["TERM"] = "xterm-256color"
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+    os.close(slave)
+    out = bytearray()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        return proc.wait(timeout=30), bytes(out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+def report_of(run_dir: Path) -> dict[str, Any]:
+    report: dict[str, Any] = orjson.loads((run_dir / "report.json").read_bytes())
+    return report
+
+
+def md_table(run_dir: Path) -> list[str]:
+    """The per-level table of report.md, as its lines."""
+    md = (run_dir / "report.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(md) if line.startswith("| concurrency |"))
+    end = next(i for i in range(start, len(md)) if not md[i].startswith("|"))
+    return md[start:end]
+
+
+def test_a_terminal_sees_progress_updated_in_place_then_the_summary_and_the_run_folder_last(tmp_path: Path) -> None:
+    code, raw = run_in_terminal(loadgen_cmd("--out", str(tmp_path)))
+    assert code == 0, raw.decode(errors="replace")[-3000:]
+    (run_dir,) = tmp_path.iterdir()
+    # drawn in place: the view moves the cursor up and erases its lines to draw the next frame
+    assert b"\x1b[1A\x1b[2K" in raw
+    text = ANSI.sub(b"", raw).decode()
+    frames = [m.start() for m in re.finditer(r"level 2 \(stage 4 of 4\): \d+/11 canaries", text)]
+    assert len(frames) >= 2, text[-3000:]  # the same view, redrawn while level 2 ran
+    assert re.search(r"level 2\s+3/3\s+0\s+\d+\s+\d+\s+\d/2", text)  # its row in the stage table, at the end
+    lines = [line.strip("\r") for line in text.split("\n")]
+    lines = [line for line in lines if line.strip()]
+    assert lines[-1] == str(run_dir)  # the run folder, last
+    report = report_of(run_dir)
+    verdict = lines.index(report["verdict"])
+    table = md_table(run_dir)
+    assert len(table) == 4 and lines[verdict + 1 : verdict + 5] == table  # report.md's table, word for word
+    assert verdict + 5 == len(lines) - 1
+    assert frames[-1] < text.index(report["verdict"])  # the summary comes after the progress
+    assert f"run folder {run_dir}" in text and "load done: 11/11 canaries, 0 errors in" in text
+
+
+def test_a_log_sees_plain_lines_that_agree_with_the_report(tmp_path: Path) -> None:
+    out = subprocess.run(loadgen_cmd("--out", str(tmp_path)), capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = tmp_path.iterdir()
+    assert "\x1b" not in out.stderr  # no escape codes in a log
+    err = out.stderr.splitlines()
+    assert err[0] == "starting the embedded engine ..."
+    assert re.fullmatch(r"engine ready at http://127\.0\.0\.1:\d+ in \d+\.\d s", err[1])
+    assert err[2].startswith("probing http://127.0.0.1:") and err[3] == f"run folder {run_dir}"
+    report = report_of(run_dir)
+    done = [line for line in err if " done: canaries " in line]
+    assert [line.split(" done:")[0] for line in done] == ["warm-up", "baseline", "level 0", "level 2"]
+    for line, level in zip(done[2:], report["levels"], strict=True):
+        figures = f"canaries 3/3, unique {level['unique_completions']}, diverged {level['diverged']}, errors 0"
+        assert figures in line, (line, level)
+    assert err[-2].startswith("load done: 11/11 canaries, 0 errors in ") and err[-1] == "writing the reports ..."
+    lines = out.stdout.splitlines()
+    assert lines == [report["verdict"], "", *md_table(run_dir), "", str(run_dir)]
+
+
+def test_quiet_shows_neither_progress_nor_summary(tmp_path: Path, engine_url: str) -> None:
+    out = subprocess.run(
+        loadgen_cmd("--out", str(tmp_path), "--host", engine_url, "--quiet"),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = tmp_path.iterdir()
+    assert out.stderr == "" and out.stdout == f"{run_dir}\n"
+    assert report_of(run_dir)["run"]["status"] == "finished"
