@@ -267,7 +267,7 @@ class ColumnBuilder:
         self._ids.append(ids)
         self._lens["n_ids"].append(n_ids)
         self._codes.append(self._encode([r.get("tokens") for r in rows]))
-        lps, n_lps = pad_float([_list_or_none(r.get("logprobs")) for r in rows])
+        lps, n_lps = self._logprob_matrix([_list_or_none(r.get("logprobs")) for r in rows])
         # null, NaN, infinite or absurd logprobs inside a sequence: left out (NaN) and counted per record
         within = np.arange(lps.shape[1]) < n_lps[:, None]
         with np.errstate(invalid="ignore"):
@@ -276,18 +276,28 @@ class ColumnBuilder:
         unusable = bad.sum(axis=1).astype(np.int64)
         self._lps.append(lps)
         self._lens["n_logprobs"].append(n_lps)
+        gaps, top_bad = self._gap_matrix([r.get("top_logprobs") for r in rows])
+        self._gaps.append(gaps)
+        self._unusable.append(unusable + top_bad)
+        for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
+            self._batch[key].append(values)
+
+    def _logprob_matrix(self, seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
+        """Chosen-token logprobs padded with NaN, and each record's count (``FastColumnBuilder``: one numpy call)."""
+        return pad_float(seqs)
+
+    def _gap_matrix(self, tops: list[Any]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
+        """Top-1 minus top-2 per position padded with NaN, and each record's unusable alternatives."""
         gaps: list[list[float | None] | None] = []
-        for i, t in enumerate(_list_or_none(r.get("top_logprobs")) for r in rows):
+        bad = np.zeros(len(tops), dtype=np.int64)
+        for i, t in enumerate(_list_or_none(top) for top in tops):
             if t is None:
                 gaps.append(None)
                 continue
             counted = [top_gap_counted(p) for p in t]
             gaps.append([g for g, _ in counted])
-            unusable[i] += sum(n for _, n in counted)
-        self._gaps.append(pad_float(gaps)[0])
-        self._unusable.append(unusable)
-        for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
-            self._batch[key].append(values)
+            bad[i] = sum(n for _, n in counted)
+        return pad_float(gaps)[0], bad
 
     def _encode(self, seqs: list[list[str] | None]) -> IntMatrix:
         lengths = _lengths(seqs)

@@ -28,15 +28,12 @@ import numpy.typing as npt
 
 from collectors.columns import (
     _CHUNK_ROWS,
-    BATCH_OTHERS,
     MAX_ABS_LOGPROB,
     ColumnBuilder,
     FloatMatrix,
     _list_or_none,
-    batch_others,
     pad_flat,
     pad_float,
-    pad_int,
     top_gap_counted,
 )
 
@@ -63,27 +60,11 @@ class FastColumnBuilder(ColumnBuilder):
         if not flushed:  # keep only what the chunk needs: the parsed record's other objects are freed now
             self._pending[-1] = _slim(raw)
 
-    def _flush(self) -> None:
-        rows, self._pending = self._pending, []
-        if not rows:
-            return
-        ids, n_ids = pad_int([r.get("token_ids") for r in rows])
-        self._ids.append(ids)
-        self._lens["n_ids"].append(n_ids)
-        self._codes.append(self._encode([r.get("tokens") for r in rows]))
-        lps, n_lps = logprob_matrix([_list_or_none(r.get("logprobs")) for r in rows])
-        within = np.arange(lps.shape[1]) < n_lps[:, None]
-        with np.errstate(invalid="ignore"):
-            bad = within & ~(np.abs(lps) <= MAX_ABS_LOGPROB)
-        lps[bad] = np.nan
-        unusable = bad.sum(axis=1).astype(np.int64)
-        self._lps.append(lps)
-        self._lens["n_logprobs"].append(n_lps)
-        gaps, top_bad = gap_matrix([r.get("top_logprobs") for r in rows])
-        self._gaps.append(gaps)
-        self._unusable.append(unusable + top_bad)
-        for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
-            self._batch[key].append(values)
+    def _logprob_matrix(self, seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
+        return logprob_matrix(seqs)
+
+    def _gap_matrix(self, tops: list[Any]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
+        return gap_matrix(tops)
 
 
 def logprob_matrix(seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:

@@ -25,6 +25,47 @@ from dataclasses import dataclass
 _BOM = b"\xef\xbb\xbf"
 
 
+class LineEnds:
+    """Whole lines out of chunks: LF, CRLF or CR line ends in any chunking become LF, a leading UTF-8 BOM
+    is dropped, and the unterminated rest waits for the next chunk (``SSEDecoder`` and
+    ``loadgen.wire.sse_frames.FrameReader`` share it)."""
+
+    __slots__ = ("_bom_checked", "_pending_cr", "rest")
+
+    def __init__(self) -> None:
+        self.rest = b""  # bytes of the current, unterminated line
+        self._pending_cr = False  # the previous chunk ended in CR: drop one LF opening the next
+        self._bom_checked = False
+
+    def whole(self, data: bytes) -> bytes:
+        """The whole lines completed by ``data``, each ending in LF (b"" when none); keeps the rest."""
+        if self._pending_cr:
+            self._pending_cr = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        if b"\r" in data:
+            self._pending_cr = data[-1:] == b"\r"
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if self.rest:
+            data = self.rest + data
+        if not self._bom_checked:
+            if len(data) < len(_BOM) and _BOM.startswith(data):
+                self.rest = data
+                return b""
+            self._bom_checked = True
+            if data.startswith(_BOM):
+                data = data[len(_BOM) :]
+        end = data.rfind(b"\n") + 1
+        self.rest = data[end:]
+        return data[:end]
+
+    def finish(self) -> bytes:
+        """End of stream: the unterminated last line (b"" when none), and a fresh state."""
+        line, self.rest = self.rest, b""
+        self._pending_cr = False
+        return line
+
+
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
     """One dispatched event. ``event`` is None when no ``event:`` field was sent (spec: "message")."""
@@ -42,41 +83,21 @@ class SSEDecoder:
     caller decides whether that is a truncation.
     """
 
-    __slots__ = ("_bom_checked", "_buffer", "_data", "_event", "_last_id", "_pending_cr")
+    __slots__ = ("_data", "_event", "_last_id", "_lines")
 
     def __init__(self) -> None:
-        self._buffer = b""  # bytes of the current, unterminated line
-        self._pending_cr = False  # the previous chunk ended in CR: drop one LF opening the next
-        self._bom_checked = False
+        self._lines = LineEnds()
         self._data: list[str] = []
         self._event: str | None = None
         self._last_id: str | None = None
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         """Consume one chunk; return the events it completed, in order."""
+        data = self._lines.whole(data) if data else b""
         if not data:
             return []
-        if self._pending_cr:
-            self._pending_cr = False
-            if data[:1] == b"\n":
-                data = data[1:]
-        if b"\r" in data:
-            self._pending_cr = data[-1:] == b"\r"
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if self._buffer:
-            data = self._buffer + data
-        if not self._bom_checked:
-            if len(data) < len(_BOM) and _BOM.startswith(data):
-                self._buffer = data
-                return []
-            self._bom_checked = True
-            if data.startswith(_BOM):
-                data = data[len(_BOM) :]
-        if b"\n" not in data:
-            self._buffer = data
-            return []
         lines = data.split(b"\n")
-        self._buffer = lines.pop()
+        lines.pop()  # the empty piece after the last LF
         events: list[SSEEvent] = []
         for line in lines:
             if line:
@@ -89,10 +110,9 @@ class SSEDecoder:
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: return the still-open event (if it carried data) and reset the line state."""
-        if self._buffer:
-            line, self._buffer = self._buffer, b""
+        line = self._lines.finish()
+        if line:
             self._field(line)
-        self._pending_cr = False
         if self._data:
             return [self._dispatch()]
         self._event = None

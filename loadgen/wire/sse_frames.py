@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.wire.response import StreamAccumulator
+from loadgen.wire.sse import LineEnds
 from loadgen.wire.types import Kind
 
-_BOM = b"\xef\xbb\xbf"
 _SHORT = 64  # frames shorter than this are parsed whatever they hold: ``[DONE]`` and its spellings are short
 
 
@@ -67,13 +67,11 @@ class FrameReader:
     Raises what ``StreamAccumulator.add`` raises (``StreamError``, ``MalformedResponse``) for a frame it
     parses. ``counted`` rising from 0 marks the first generated token."""
 
-    __slots__ = ("_acc", "_bom_checked", "_buffer", "_data", "_pending_cr", "counted")
+    __slots__ = ("_acc", "_data", "_ends", "counted")
 
     def __init__(self, kind: Kind) -> None:
         self._acc = StreamAccumulator(kind)  # only the frames parsed in full go in: its usage is the stream's
-        self._buffer = b""  # bytes of the current, unterminated line
-        self._pending_cr = False
-        self._bom_checked = False
+        self._ends = LineEnds()
         self._data: list[bytes] = []  # data lines of the open event
         self.counted = 0
 
@@ -84,30 +82,10 @@ class FrameReader:
 
     def feed(self, data: bytes) -> int:
         """Consume one piece of the body; return the events it completed that count (see ``FrameSummary``)."""
+        data = self._ends.whole(data) if data else b""
         if not data:
             return 0
-        if self._pending_cr:
-            self._pending_cr = False
-            if data[:1] == b"\n":
-                data = data[1:]
-        if b"\r" in data:
-            self._pending_cr = data[-1:] == b"\r"
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if self._buffer:
-            data = self._buffer + data
-        if not self._bom_checked:
-            if len(data) < len(_BOM) and _BOM.startswith(data):
-                self._buffer = data
-                return 0
-            self._bom_checked = True
-            if data.startswith(_BOM):
-                data = data[len(_BOM) :]
-        last = data.rfind(b"\n")
-        if last < 0:
-            self._buffer = data
-            return 0
-        self._buffer = data[last + 1 :]
-        end = last + 1  # data[:end] is whole lines
+        end = len(data)  # data is whole lines
         before = self.counted
         pos = 0
         if self._data or not self.counted:  # an event still open, or no token yet: line by line until settled
@@ -163,7 +141,7 @@ class FrameReader:
 
     def finish(self) -> FrameSummary:
         """End of stream: dispatch the open event (its last line may lack an end), then say what came."""
-        line, self._buffer = self._buffer, b""
+        line = self._ends.finish()
         if line[:5] == b"data:":
             self._data.append(line[6:] if line[5:6] == b" " else line[5:])
         elif line == b"data":
