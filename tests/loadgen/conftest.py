@@ -1,7 +1,9 @@
+"""Shared fixtures: the fault server and the embedded engine started for real. Also makes ``serve_app``
+(the test servers' start-up, and ``script_server`` to run one) importable under --import-mode=importlib."""
+
 from __future__ import annotations
 
 import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -10,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+from serve_app import script_server  # importable once this folder is on the path
+
 FAULT_SERVER = Path(__file__).with_name("fault_server.py")
 
 
 @pytest.fixture(scope="session")
 def fault_server() -> Iterator[str]:
     """A real local OpenAI-style server that misbehaves on request (see fault_server.py)."""
-    proc = subprocess.Popen([sys.executable, str(FAULT_SERVER)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("READY "), line
-    yield line.split()[1]
-    proc.terminate()
-    proc.wait(10)
+    with script_server(FAULT_SERVER) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,16 @@
 """Start-up shared by the test servers run as scripts (fault_server.py, concurrency_server.py,
 onset_server.py): serve an aiohttp app on a free local port, announce it with ``READY <url>`` on
-stdout (what the tests wait for), and run until stopped."""
+stdout (what the tests wait for), and run until stopped; and ``script_server``, the tests' side: start
+such a script for real and yield its URL."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from aiohttp import web
 
@@ -28,3 +32,17 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
         asyncio.run(main())  # type: ignore[arg-type]
     except KeyboardInterrupt:
         sys.exit(0)
+
+
+@contextmanager
+def script_server(script: Path, *args: str) -> Iterator[str]:
+    """Run ``script`` (one of the servers above) with ``args`` as a real process; yield its base URL."""
+    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("READY "), line
+        yield line.split()[1]
+    finally:
+        proc.terminate()
+        proc.wait(10)

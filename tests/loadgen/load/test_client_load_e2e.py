@@ -10,13 +10,12 @@ threshold and the generator-bound notice with the advice to add processes; the o
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+from serve_app import script_server
 
 from loadgen.studies.run import run
 from reports.client_load import BOUND_SHARE
@@ -45,15 +44,8 @@ if "locust" in sys.orig_argv and "-m" in sys.orig_argv:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--dialect", "legacy", "--token-s", "0.005"], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("READY "), line
-    yield line.split()[1]
-    proc.terminate()
-    proc.wait(10)
+    with script_server(SERVER, "--dialect", "legacy", "--token-s", "0.005") as url:
+        yield url
 
 
 def scenario(tmp_path: Path) -> Path:

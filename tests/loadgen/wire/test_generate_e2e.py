@@ -10,14 +10,13 @@ comparison fell back to strings and where ids would come from.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
 from collectors.record import CanaryRecord
@@ -39,17 +38,8 @@ def expected_ids(n: int) -> list[int]:
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--dialect", "sglang", "--token-s", "0.01", *request.param],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("READY "), line
-    yield line.split()[1]
-    proc.terminate()
-    proc.wait(10)
+    with script_server(SERVER, "--dialect", "sglang", "--token-s", "0.01", *request.param) as url:
+        yield url
 
 
 def scenario(tmp_path: Path, *, kind: str, stream: bool) -> Path:
