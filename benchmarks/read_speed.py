@@ -11,7 +11,7 @@ report time, peak RSS (the reading process, and its largest worker) and the rati
     python benchmarks/read_speed.py                     # 20,000 records, reference at 2,000
     python benchmarks/read_speed.py --million           # 1,000,000 records (about 14 GB of JSONL on disk)
 
-Target (issue 19): >= 50,000 records/s, the 1,000,000-record report in < 60 s end to end.
+Target: >= 50,000 records/s, the 1,000,000-record report in < 60 s end to end.
 """
 
 from __future__ import annotations

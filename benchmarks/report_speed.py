@@ -8,7 +8,7 @@ Then writes a JSONL run folder of a smaller size and times ``load_run`` plus the
     python benchmarks/report_speed.py                 # 1,000,000 x 128 in memory; 50,000-record folder
     python benchmarks/report_speed.py --records 100000 --folder-records 10000
 
-Target (issue 4): 1,000,000 x 128 analysed in under 10 s, analysis memory at most twice the token array.
+Target: 1,000,000 x 128 analysed in under 10 s, analysis memory at most twice the token array.
 """
 
 from __future__ import annotations

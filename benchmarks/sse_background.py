@@ -2,7 +2,7 @@
 
 Why: a GPU engine streams one event per token to every request in its batch; at 256 streams and tens of
 tokens a second that is more events than one core of a client that parses each of them can read, and the
-generator, not the engine, sets the level (issue 19). Background streams need only their timing, status
+generator, not the engine, sets the level. Background streams need only their timing, status
 and usage, so ``loadgen.load.client.send_payload(usage_only=True)`` reads them by their frames
 (``loadgen.wire.sse_frames``); canaries keep the full parse. This script measures, in one gevent process
 pinned to one core, against ``fastserver.py --rate R`` on another core (every stream gets its next event
@@ -13,7 +13,7 @@ every ``1/R`` s, all in step, as an engine's decode step emits them):
 - ``canary (full parse)``: ``send_payload`` building the whole ``Completion``; this is also how background
   streams were read before the frame reader (the old path), so its row is the before, the row above the after.
 
-Targets (issue 19): background >= 1.5x the bare parser, canary >= 0.7x. Events per CPU-second of this
+Targets: background >= 1.5x the bare parser, canary >= 0.7x. Events per CPU-second of this
 process (user + system), medians over reps, paths alternating within each rep.
 
 Run: ``python benchmarks/sse_background.py [--quick] [--streams 8,64,256] [--rate 50] [--tokens 64]``.

@@ -1,4 +1,4 @@
-"""Claims with a guarantee: "the divergence rate is below P, at 95% confidence" (issue 17, item 2).
+"""Claims with a guarantee: "the divergence rate is below P, at 95% confidence".
 
 Why: "no divergence in 10 canaries" says little; "rate < 5% at 95%" is a statement a reader can use.
 The maths is the exact binomial. With ``k`` divergences in ``n`` completions the claim holds when a rate

@@ -1,7 +1,7 @@
 """Samples this load process's CPU use while a run goes, so the report can say when the client was the limit.
 
-Why: one Locust process is one core. Against a fast streaming engine it can need more (issue 19: 256
-streamed users at 200 tokens/s), and then it, not the engine, sets the level: requests start late,
+Why: one Locust process is one core. Against a fast streaming engine it can need more (256 streamed
+users at 200 tokens/s each), and then it, not the engine, sets the level: requests start late,
 canaries wait, and the engine runs fewer requests than the level says. ``time.process_time`` (user +
 system CPU of every thread of this process) is read every ``SAMPLE_S`` by a greenlet and written with the
 stage the process was in (``collectors.client_cpu``), beside the time its thread waited for a core
