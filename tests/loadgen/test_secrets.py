@@ -263,7 +263,8 @@ def test_a_probe_error_that_echoes_the_key_and_terminal_escapes_is_printed_safel
     )
     assert cli.returncode == 2, cli.stderr
     err = cli.stderr.decode()
-    assert err.startswith("loadgen run: error: ") and "HTTP 503 to every probe request" in err
+    # after the progress lines ("probing URL ..."), the error is the last line
+    assert err.splitlines()[-1].startswith("loadgen run: error: ") and "HTTP 503 to every probe request" in err
     assert KEY not in err and "Bearer [redacted]" in err
     assert not any(c in cli.stderr for c in (b"\x1b", b"\x07", b"\x00")), cli.stderr
     assert "\\x1b]0;owned\\x07\\x1b[2J\\x00overloaded" in err  # shown, not obeyed

@@ -357,9 +357,11 @@ def test_progress_counts_every_generated_token_of_an_engine_stream(
     assert decoder.fed >= 3 and decoder.flushed == 0  # a token chunk, the usage chunk, [DONE] at least
     assert out.completion is not None and out.usage is not None
     # from the first event that carried a generated token (not a chat role chunk before it), once per event,
-    # counting up by one: every token (one whose text the detokenizer still holds back too), then usage, [DONE]
+    # counting up by one: every token event (one whose text the detokenizer still holds back too; an engine
+    # that falls behind its client sends several tokens in one event, as vLLM does), then usage, [DONE]
     assert calls == list(range(1, len(calls) + 1))
-    assert out.usage["completion_tokens"] <= len(calls) <= decoder.fed - (kind == "chat")
+    assert len(calls) == decoder.fed - (kind == "chat")
+    assert 3 <= len(calls) <= out.usage["completion_tokens"] + 2
     sizes = out.completion.batch_sizes  # the engine's own batch sizes ride on the finish chunk
     assert sizes is not None and len(sizes) == out.usage["completion_tokens"] and all(n >= 1 for n in sizes)
 
