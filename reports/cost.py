@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from reports.finite import finite
+
 _ON = {"1", "true", "on", "yes"}
 _OFF = {"0", "false", "off", "no"}
 
@@ -44,7 +46,7 @@ def overall_throughput(background: list[dict[str, Any]] | None) -> float | None:
     pairs = [
         (float(b["completion_tokens"]), float(b["wall_s"]))
         for b in background or []
-        if b.get("concurrency") is not None and _finite(b.get("completion_tokens")) and _finite(b.get("wall_s"))
+        if b.get("concurrency") is not None and finite(b.get("completion_tokens")) and finite(b.get("wall_s"))
     ]
     wall = sum(w for _, w in pairs if w > 0)
     return _num(sum(t for t, w in pairs if w > 0) / wall) if wall > 0 else None
@@ -78,16 +80,12 @@ def cost_row(report: dict[str, Any], block: dict[str, Any] | None, level: int | 
         tps = next((b.get("tokens_per_s") for b in bg if b.get("concurrency") == level), None)
     lat = block.get("latency_s") or {}
     return {
-        "background_tokens_per_s": tps if _finite(tps) else None,
+        "background_tokens_per_s": tps if finite(tps) else None,
         "canary_latency_p50": lat.get("p50"),
         "canary_latency_p99": lat.get("p99"),
         "unique_completions": block.get("unique_completions"),
         "divergence_rate": block.get("divergence_rate"),
     }
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _num(v: float) -> float | None:

@@ -1,4 +1,6 @@
-"""Keep NaN and infinities out of a report object: each becomes ``None`` (JSON ``null``), and is counted.
+"""Finite numbers in reports: ``finite`` says whether a value is a real, finite number (charts and
+cost skip the rest), and ``scrub`` keeps NaN and infinities out of a report object: each becomes
+``None`` (JSON ``null``), and is counted.
 
 Why: a figure computed from a broken number (an endpoint's ``NaN`` logprob, a hand-edited record)
 must not stop the report: ``json`` refuses NaN in the HTML's embedded data, a chart cannot scale to
@@ -11,6 +13,16 @@ import math
 from typing import Any
 
 import numpy as np
+
+
+def finite(v: object) -> bool:
+    """A real number that converts to a finite float (not a bool, not an int beyond float range)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def scrub(value: Any) -> tuple[Any, int]:

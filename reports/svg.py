@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from loadgen.errors import visible
+from reports.finite import finite
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04")
 W, H, L, R, T, B = 560, 260, 56, 12, 28, 40
@@ -56,16 +57,6 @@ def nice_ceiling(v: float) -> float:
     scale = 10.0 ** math.floor(math.log10(v))
     top = next(m * scale for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * scale >= v * (1 - 1e-12))
     return top if math.isfinite(top) else v
-
-
-def finite(v: object) -> bool:
-    """A real number that converts to a finite float (not a bool, not an int beyond float range)."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return False
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
 
 
 def plottable(series: list[Series]) -> tuple[list[Series], int]:

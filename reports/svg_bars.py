@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.svg import finite, lbl, not_plotted
+from reports.finite import finite
+from reports.svg import lbl, not_plotted
 
 W, L, R, T = 560, 64, 12, 28
 BAR, MARK = "#2563eb", "#dc2626"

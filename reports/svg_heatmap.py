@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from reports.svg import finite, fmt, lbl, not_plotted
+from reports.finite import finite
+from reports.svg import fmt, lbl, not_plotted
 
 W, L, R, T, B, CELL_H = 560, 64, 12, 28, 64, 18
 DECADES = 6.0

@@ -10,14 +10,14 @@ the report's measured co-residency (the server's ``/metrics``, scraped over each
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
+from concurrency_server import token_ids  # the server's rule: n requests at arrival give these ids
+from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
 from collectors.record import CanaryRecord
@@ -29,28 +29,11 @@ LEVELS = [0, 2, 5]
 CANARY_PROMPT = "canary under a held level"
 
 
-def expected_ids(n: int) -> list[int]:
-    """The server's rule (concurrency_server.token_ids), restated: what n requests at arrival give."""
-    ids = [1000 + i for i in range(MAX_TOKENS)]
-    if n >= 2:
-        ids[n - 1] = 5000 + n
-    return ids
-
-
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """The server started for real with the dialect the test asks for: (base URL, dialect)."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--dialect", request.param, "--token-s", "0.01"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("READY "), line
-    yield line.split()[1], request.param
-    proc.terminate()
-    proc.wait(10)
+    with script_server(SERVER, "--dialect", request.param, "--token-s", "0.01") as url:
+        yield url, request.param
 
 
 def scenario(tmp_path: Path, *, chat: bool, stream: bool) -> Path:
@@ -102,7 +85,7 @@ def test_every_canary_shared_at_least_its_level(server: tuple[str, str], stream:
         others = arrival["n"] - 1
         assert record.status == "ok" and record.held_at_send is True
         assert others >= record.level, f"level {record.level} canary arrived with {others} other requests"
-        assert record.token_ids == expected_ids(arrival["n"])  # recorded as the server answered it
+        assert record.token_ids == token_ids(arrival["n"], MAX_TOKENS)  # recorded as the server answered it
 
     report = orjson.loads((result.run_dir / "report.json").read_bytes())
     for level in report["levels"]:

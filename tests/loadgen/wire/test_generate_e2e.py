@@ -16,6 +16,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from concurrency_server import token_ids  # the server's rule: n requests at arrival give these ids
 from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
@@ -26,14 +27,6 @@ SERVER = Path(__file__).parents[1] / "concurrency_server.py"
 MAX_TOKENS = 12
 LEVELS = [0, 2, 4]
 PROMPT = "canary through the native route"
-
-
-def expected_ids(n: int) -> list[int]:
-    """The server's rule (concurrency_server.token_ids), restated: what n requests at arrival give."""
-    ids = [1000 + i for i in range(MAX_TOKENS)]
-    if n >= 2:
-        ids[n - 1] = 5000 + n
-    return ids
 
 
 @pytest.fixture
@@ -88,7 +81,7 @@ def test_generate_kind_compares_by_ids(server: str, stream: bool, tmp_path: Path
     assert len(seen) == len(records) == 2 + 3 * len(LEVELS)
     for record, n in zip(records, seen, strict=True):
         assert record.status == "ok" and record.endpoint == "generate"
-        assert record.token_ids == expected_ids(n)  # ids as the server sent them, streamed or whole
+        assert record.token_ids == token_ids(n, MAX_TOKENS)  # ids as the server sent them, streamed or whole
         assert record.tokens == [f" w{i}" for i in range(MAX_TOKENS)]
         assert record.logprobs == [-0.25] * MAX_TOKENS
         assert record.top_logprobs is not None and record.top_logprobs[0] == [(" w0", -0.25), (" w0x", -1.5)]
@@ -113,7 +106,7 @@ def test_generate_kind_compares_by_ids(server: str, stream: bool, tmp_path: Path
     assert canary["reference"]["identity"] == "token_ids" and not canary["reference"].get("identity_note")
     for level in report["levels"]:
         sent = [n for r, n in zip(records, seen, strict=True) if r.phase == "sweep" and r.level == level["concurrency"]]
-        assert level["unique_completions"] == len({tuple(expected_ids(n)) for n in sent})
+        assert level["unique_completions"] == len({tuple(token_ids(n, MAX_TOKENS)) for n in sent})
     assert max(lv["unique_completions"] for lv in report["levels"]) >= 2  # the load was seen
 
 
