@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -448,6 +448,8 @@ class CanaryUser(User):
             if st.mirror.finished:
                 gevent.sleep(0.2)
                 return
+            if self._state == LOCUST_STATE_STOPPING:
+                return  # a stop (the web UI's button, Ctrl-C) while no ticket is held: nothing to finish
             if burst := st.mirror.take_burst():
                 self._burst(st, burst)
                 return
@@ -477,7 +479,9 @@ class CanaryUser(User):
         busy = burst or ticket.level > 0 or st.inflight.total > 0
         action, reset = prepare_cache(http, canary, st.scenario.endpoint.cache_reset_path, busy=busy)
         kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=action == "salt")
-        held = None if burst else _wait_held(st, ticket.level)
+        held = None if burst else _wait_held(st, ticket.level, stopping=lambda: self._state == LOCUST_STATE_STOPPING)
+        if self._state == LOCUST_STATE_STOPPING and not burst:
+            return  # stopped while the level was being reached: a canary sent now would not share that level
         background_held = st.holding.held
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
@@ -516,13 +520,14 @@ class CanaryUser(User):
             raise gevent.GreenletExit
 
 
-def _wait_held(st: RunState, level: int) -> bool:
+def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> bool:
     """Wait until the level is held (docs/design.md, "held"): this process's background slots each hold a
     request the server has started and, in a distributed run, the coordinator's fresh view of every worker
     says the same; under non-streamed background the engine's own running count must reach the level too.
-    False when ``settle_timeout_s`` passed first: the canary goes anyway, flagged."""
+    False when ``settle_timeout_s`` passed first (the canary goes anyway, flagged) or when ``stopping()``
+    says the user was asked to stop (the caller then sends nothing)."""
     deadline = time.monotonic() + st.scenario.sweep.settle_timeout_s
-    while True:
+    while not stopping():
         asked_engine = False
         if _level_held(st, level):
             if st.scenario.background.stream or not level:
@@ -534,6 +539,7 @@ def _wait_held(st: RunState, level: int) -> bool:
             return False
         # a /metrics request per 5 ms poll would load the engine while it catches up: ask it every 50 ms
         gevent.sleep(_PACE_POLL_S if asked_engine else _POLL_S)
+    return False
 
 
 def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s: float) -> None:

@@ -89,3 +89,55 @@ def _check_live_chart(base: str) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(foreign, timeout=10)
     assert refused.value.code == 403
+
+
+def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
+    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    """SIGTERM while the canary waits for its level to be held (the fault server answers at once, so level 2
+    never is): the canary is not sent, every user stops at once rather than after Locust's stop timeout
+    (30 s), and the run folder is ended as interrupted, with its records and reports."""
+    log_path = tmp_path / "ui.log"
+    with open(log_path, "wb") as log:
+        cmd = ["run", "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", str(tmp_path / "runs")]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadgen", *cmd],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        base = f"http://127.0.0.1:{free_port}"
+        wait_http(base + "/")
+        form = {"levels": "0,2", "canaries_per_level": "3", "scenario": "quickstart"}
+        req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert json.loads(resp.read())["success"] is True
+        deadline = time.monotonic() + 60
+        while not _levels_done(tmp_path / "runs", {0}):
+            assert time.monotonic() < deadline and proc.poll() is None, "level 0 never finished"
+            time.sleep(0.1)
+        time.sleep(1.0)  # level 2's first canary is now waiting for its background to be held
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, log_path.read_text()[-2000:]
+    assert took < 15, f"stop took {took:.1f} s: a user waited out the stop timeout"
+    (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/manifest.json")]
+    assert read_manifest(run_dir).status == "interrupted"
+    assert (run_dir / "report.json").exists()
+    levels = [row.get("level") for row in read_jsonl(run_dir / "canaries.jsonl").rows]
+    assert 2 not in levels  # the waiting canary was never sent
+
+
+def _levels_done(runs: Path, levels: set[int]) -> bool:
+    """Whether some run folder holds all 3 canaries of each of ``levels`` (the sweep's, not the reference)."""
+    for path in runs.glob("*/canaries.jsonl"):
+        rows = read_jsonl(path).rows
+        if all(sum(r.get("level") == lv and r.get("phase") == "sweep" for r in rows) >= 3 for lv in levels):
+            return True
+    return False
