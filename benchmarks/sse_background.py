@@ -35,8 +35,10 @@ import orjson  # noqa: E402
 from harness import command_line, cores, fast_server, median, table  # noqa: E402
 
 from loadgen.load.client import EndpointClient, make_client, send_payload  # noqa: E402
+from loadgen.load.holding import Holding, Progress, Slot  # noqa: E402
 
 PATH = "/v1/completions"
+HANDOVER_S = 0.05  # background.handover_s's default
 PATHS = ("bare parser", "background (frames)", "canary (full parse)")
 
 
@@ -70,11 +72,7 @@ def bare(client: EndpointClient, payload: bytes) -> int:
 
 
 def through_client(client: EndpointClient, payload: bytes, *, usage_only: bool, tokens: int) -> int:
-    seen = [0]
-
-    def progress(n: int) -> None:
-        seen[0] = n
-
+    progress = Progress(Slot(Holding()), tokens, HANDOVER_S)  # what a background slot watches its stream with
     out = send_payload(
         client, PATH, "completions", payload, stream=True, usage_only=usage_only, progress=progress, max_tokens=tokens
     )

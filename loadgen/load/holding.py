@@ -105,6 +105,22 @@ class Progress:
         if left <= HANDOVER_TOKENS or (pace is not None and left * pace <= self.handover_s):
             self.due.set()
 
+    def read_pause(self, most_s: float) -> float:
+        """How long the stream's reader may let pass before its next read, ``most_s`` at most, without
+        seeing the hand-over point, or then the predicted end, late: 0 until the pace is known; then half
+        the time until, at that pace, the hand-over is due, and once it is (the successor has started)
+        until the last token. A stream that ends early (an end-of-sequence token) is seen up to ``most_s``
+        late. ``tests/loadgen/load/test_holding.py`` checks the hand-over is seen within one token."""
+        if self.tokens < 2:
+            return 0.0
+        pace = (time.perf_counter() - self._t_first) / (self.tokens - 1)
+        ahead = (self.max_tokens - self.tokens) * pace
+        if not self.due.is_set():
+            ahead -= max(HANDOVER_TOKENS * pace, self.handover_s)  # the test in __call__, ahead of time
+        # half of it: the pace is measured at reads, which come after the tokens they carry, so it runs slow;
+        # halving the wait each time closes in on the point in a few more reads instead of passing it
+        return min(most_s, max(0.0, ahead / 2))
+
     def done(self) -> None:
         if self.started:
             self.slot.finish()

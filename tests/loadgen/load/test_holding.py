@@ -259,3 +259,53 @@ def test_pace_hands_over_at_the_fastest_recent_pace() -> None:
     pace.update(None, 10)
     pace.update(1.0, 0)  # nothing to learn from
     assert pace.per_token_s == 0.01
+
+
+def _read_coalesced(p: Progress, clock: Clock, tokens: int, step: float, most_s: float) -> tuple[float | None, int]:
+    """A reader that waits ``p.read_pause(most_s)`` before each read and then sees every token that arrived
+    meanwhile (token k at (k - 1) * step): when it first saw ``due``, and how many reads it took."""
+    now, seen, reads, due_at = 0.0, 0, 0, None
+    while seen < tokens:
+        arrived = min(tokens, int(now / step + 1e-9) + 1)
+        if arrived == seen:  # nothing new: the next read returns with the next token
+            now = seen * step
+            arrived = seen + 1
+        clock.now = now
+        p(arrived)
+        seen, reads = arrived, reads + 1
+        if due_at is None and p.due.is_set():
+            due_at = now
+        now += p.read_pause(most_s)
+    return due_at, reads
+
+
+@given(
+    max_tokens=st.integers(min_value=HANDOVER_TOKENS + 2, max_value=300),
+    step=STEPS,
+    handover_s=HANDOVERS,
+    most_s=st.sampled_from([0.0, 0.02, 0.05, 0.25]),
+)
+def test_paced_reads_see_the_hand_over_no_later_than_reading_every_event(
+    max_tokens: int, step: float, handover_s: float, most_s: float
+) -> None:
+    """A background stream read at most every ``most_s`` (``loadgen.load.client._read_frames``) sees its
+    hand-over point within one token of a reader that takes every event as it comes, at a steady pace."""
+    clock = Clock()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(holding, "time", clock)
+        first = _first_due(max_tokens, step, handover_s, max_tokens)
+        assert first is not None
+        due_at, reads = _read_coalesced(
+            Progress(Slot(Holding(slots=1)), max_tokens, handover_s), clock, max_tokens, step, most_s
+        )
+    assert due_at is not None and due_at <= (first - 1) * step + step
+    assert reads <= max_tokens
+
+
+def test_paced_reads_take_one_read_per_several_events_mid_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 100 tokens a second and reads at most every 50 ms, a long stream takes about a fifth of the reads."""
+    clock = Clock()
+    monkeypatch.setattr(holding, "time", clock)
+    p = Progress(Slot(Holding(slots=1)), max_tokens=500, handover_s=0.05)
+    _, reads = _read_coalesced(p, clock, 500, step=0.01, most_s=0.05)
+    assert reads < 500 / 4
