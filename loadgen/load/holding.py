@@ -113,13 +113,14 @@ class Progress:
         late. ``tests/loadgen/load/test_holding.py`` checks the hand-over is seen within one token."""
         if self.tokens < 2:
             return 0.0
-        pace = (time.perf_counter() - self._t_first) / (self.tokens - 1)
+        # a floor of the pace, not __call__'s estimate: the tokens seen came before now and the next one
+        # has not, so the time since the first over the tokens seen is at most a token's time (at a steady
+        # pace), while over the gaps between them it is at least that, and would put the point too late
+        pace = (time.perf_counter() - self._t_first) / self.tokens
         ahead = (self.max_tokens - self.tokens) * pace
         if not self.due.is_set():
             ahead -= max(HANDOVER_TOKENS * pace, self.handover_s)  # the test in __call__, ahead of time
-        # half of it: the pace is measured at reads, which come after the tokens they carry, so it runs slow;
-        # halving the wait each time closes in on the point in a few more reads instead of passing it
-        return min(most_s, max(0.0, ahead / 2))
+        return min(most_s, max(0.0, ahead / 2))  # half: a pace that quickens is caught a few reads later
 
     def done(self) -> None:
         if self.started:
