@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from reports.finite import finite
 from reports.mdtext import code, text
 
 __all__ = [
@@ -39,18 +40,22 @@ def fmt(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
-def _finite(v: object) -> bool:
-    return isinstance(v, int | float) and math.isfinite(v)
+def _percent(v: object) -> float | None:
+    """``v`` as a finite percentage, or None (not a real number, a bool, too large for a float)."""
+    p = 100 * float(v) if finite(v) else math.nan  # type: ignore[arg-type]
+    return p if math.isfinite(p) else None
 
 
 def pct(v: float | None) -> str:
-    return f"{100 * v:.1f}%" if _finite(v) else "—"  # type: ignore[operator]
+    p = _percent(v)
+    return "—" if p is None else f"{p:.1f}%"
 
 
 def ci(v: list[float] | None) -> str:
-    if not v or len(v) != 2 or not all(_finite(x) for x in v):
+    bounds = [_percent(x) for x in v] if v and len(v) == 2 else [None]
+    if None in bounds:
         return "—"
-    return f"{100 * v[0]:.1f}–{100 * v[1]:.1f}%"
+    return f"{bounds[0]:.1f}–{bounds[1]:.1f}%"
 
 
 def others(co: dict[str, Any] | None) -> str:

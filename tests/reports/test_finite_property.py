@@ -18,7 +18,7 @@ from collectors.runfolder import MAX_ABS_LOGPROB, top_gap_counted
 from reports import plots
 from reports.finite import scrub
 from reports.render_html import embedded_json, render_html
-from reports.render_md import render_markdown
+from reports.render_md import ci, pct, render_markdown
 from reports.stats import median, quantiles, spread
 from reports.svg import Series, chart
 
@@ -159,3 +159,15 @@ def test_top_gap_skips_and_counts_unusable_alternatives(alts: list[Any]) -> None
     usable = [a[1] for a in alts if isinstance(a, tuple) and isinstance(a[1], float) and abs(a[1]) <= MAX_ABS_LOGPROB]
     assert bad == len(alts) - len(usable)
     assert (math.isnan(gap) and len(usable) < 2) or (len(usable) >= 2 and 0 <= gap <= 2 * MAX_ABS_LOGPROB)
+
+
+JSON_NUMBERS = MAYBE | st.booleans() | st.integers() | st.integers(min_value=10**308, max_value=10**400)
+
+
+@given(v=JSON_NUMBERS, band=st.lists(JSON_NUMBERS, max_size=3) | st.none())
+def test_table_cells_take_any_json_number(v: Any, band: Any) -> None:
+    """A report.json read back may hold any JSON number, an int beyond float range or a bool included:
+    a rate prints as a percentage only when it is a finite real number, else "—", and never raises."""
+    shown = pct(v)
+    assert shown == "—" or (not isinstance(v, bool) and shown.endswith("%") and "nan" not in shown)
+    assert ci(band) == "—" or (len(band) == 2 and not any(isinstance(x, bool) for x in band))
