@@ -42,7 +42,9 @@ def fmt(v: Any, digits: int = 3) -> str:
 
 def _percent(v: object) -> float | None:
     """``v`` as a finite percentage, or None (not a real number, a bool, too large for a float)."""
-    p = 100 * float(v) if finite(v) else math.nan  # type: ignore[arg-type]
+    if not finite(v):
+        return None
+    p = 100 * float(v)  # type: ignore[arg-type]
     return p if math.isfinite(p) else None
 
 

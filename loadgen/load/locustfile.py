@@ -427,6 +427,12 @@ def endpoint_client(st: RunState) -> Any:
     )
 
 
+def _stopping(user: User) -> bool:
+    """Locust asked ``user`` to stop and waits for its current task to return (docs/design.md, "A graceful
+    stop waits for each user's current task to return"): every loop inside a task asks this."""
+    return bool(user._state == LOCUST_STATE_STOPPING)
+
+
 class CanaryUser(User):
     """Sends the scenario's canaries one at a time, only when the current stage says so."""
 
@@ -448,7 +454,7 @@ class CanaryUser(User):
             if st.mirror.finished:
                 gevent.sleep(0.2)
                 return
-            if self._state == LOCUST_STATE_STOPPING:
+            if _stopping(self):
                 return  # a stop (the web UI's button, Ctrl-C) while no ticket is held: nothing to finish
             if burst := st.mirror.take_burst():
                 self._burst(st, burst)
@@ -479,8 +485,8 @@ class CanaryUser(User):
         busy = burst or ticket.level > 0 or st.inflight.total > 0
         action, reset = prepare_cache(http, canary, st.scenario.endpoint.cache_reset_path, busy=busy)
         kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=action == "salt")
-        held = None if burst else _wait_held(st, ticket.level, stopping=lambda: self._state == LOCUST_STATE_STOPPING)
-        if self._state == LOCUST_STATE_STOPPING and not burst:
+        held = None if burst else _wait_held(st, ticket.level, stopping=partial(_stopping, self))
+        if not burst and _stopping(self):
             return  # stopped while the level was being reached: a canary sent now would not share that level
         background_held = st.holding.held
         inflight_at_send = st.inflight.total
@@ -635,7 +641,7 @@ class BackgroundUser(User):
             if spec.wait_s:
                 gevent.sleep(spec.wait_s)
                 return
-            if self._state == LOCUST_STATE_STOPPING:
+            if _stopping(self):
                 return
 
     def _handing_over(self, st: RunState, stream: bool, handover_s: float) -> None:
@@ -649,7 +655,7 @@ class BackgroundUser(User):
                 progress.due.wait()
             else:
                 _wait_on_time(st, progress, body.max_tokens, handover_s)
-            if self._state == LOCUST_STATE_STOPPING:
+            if _stopping(self):
                 current.join()
                 return
             body = self.bodies.next()
