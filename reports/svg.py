@@ -51,11 +51,12 @@ def not_plotted(dropped: int, y: int = 16) -> str:
 
 def nice_ceiling(v: float) -> float:
     """The smallest of 1, 2, 2.5, 5 (times a power of ten) at or above ``v``: axis tops that read well.
-    ``v`` itself where that would overflow; 1 for zero, a negative or a non-finite ``v``."""
+    ``v`` itself where that would overflow, or underflow (a subnormal ``v``, whose power of ten is 0.0);
+    1 for zero, a negative or a non-finite ``v``."""
     if not math.isfinite(v) or v <= 0:
         return 1.0
     scale = 10.0 ** math.floor(math.log10(v))
-    top = next(m * scale for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * scale >= v * (1 - 1e-12))
+    top = next((m * scale for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * scale >= v * (1 - 1e-12)), v)
     return top if math.isfinite(top) else v
 
 
