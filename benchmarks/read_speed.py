@@ -2,11 +2,13 @@
 
 Writes a temporary run folder of N canary records (128 tokens, ids, token strings, logprobs and
 top-2 alternatives: one canonical record serialised once, varied cheaply: 64 distinct completions,
-256 distinct logprob vectors, a request id and send time per record), then, each in its own
-process so that peak RSS is its own, times ``load_run`` and ``load_run`` + ``build_report`` with the
-fast reader (all cores; ``--workers``) and with the reference reader (``reference=True``, one
-process; at ``--old-records`` when it is slower than that). Prints records/s, MB/s of JSONL, the end-to-end
-report time, peak RSS (the reading process, and its largest worker) and the ratios; deletes the folder.
+logprobs and alternatives distinct in every record (256 vectors, each record's first value its own:
+the worst case for a reader that parses a repeated value once), a request id and send time per
+record). Then, each in its own process so that peak RSS is its own, times ``load_run`` and
+``load_run`` + ``build_report`` with the fast reader (all cores; ``--workers``) and with the
+reference reader (``reference=True``, one process; at ``--old-records`` when it is slower than
+that). Prints records/s, MB/s of JSONL, the end-to-end report time, peak RSS (the reading process,
+and its largest worker) and the ratios; deletes the folder.
 
     python benchmarks/read_speed.py                     # 20,000 records, reference at 2,000
     python benchmarks/read_speed.py --million           # 1,000,000 records (about 14 GB of JSONL on disk)
@@ -33,7 +35,7 @@ LEVELS = (0, 1, 2, 4, 8, 16, 32, 64)
 MARK = "@@MARK@@"
 
 
-def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list[bytes]]:
+def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list[tuple[bytes, bytes, bytes, bytes]]]:
     """The record serialised once around its marks; the completion and logprob segments that fill them."""
     rng = np.random.default_rng(seed)
     ref = rng.integers(0, 150_000, T)
@@ -52,7 +54,9 @@ def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list
         lp = np.minimum(base + rng.normal(0, 1e-3, T) * (rng.random() < 0.8), 0.0)
         gaps = (rng.random(T) * 3).tolist()
         top = [[["a", v], ["b", v - g]] for v, g in zip(lp.tolist(), gaps, strict=True)]
-        logprobs.append(b',"logprobs":' + orjson.dumps(lp.tolist()) + b',"top_logprobs":' + orjson.dumps(top))
+        lp_bytes, top_bytes = orjson.dumps(lp.tolist()[1:]), orjson.dumps(top[1:])
+        top_pre, top_post = b',"top_logprobs":[[["a",', b'],["b",-2.0]],' + top_bytes[1:]
+        logprobs.append((b',"logprobs":[', b"," + lp_bytes[1:], top_pre, top_post))
     record = {
         "run_id": "bench",
         "canary_id": "c0",
@@ -97,8 +101,12 @@ def write_folder(run_dir: Path, n: int) -> int:
                 level = LEVELS[i % len(LEVELS)]
                 seq, text = completions[comp[j]]
                 scalars = b'%d,"inflight_at_send":%d,"sent_at":%.3f' % (level, level, 1.7e9 + i * 1e-3)
-                parts = (p0, b'"r%d"' % i, p1, scalars, p2, seq, logprobs[lps[j]], text, b",", p3, b"\n")
-                lines.append(b"".join(parts))
+                # every record's logprobs and alternatives distinct (a reader may reuse repeated values):
+                # the first of each is this record's own number
+                own = b"-%d.25e-9" % (i + 1)
+                lp_pre, lp_post, top_pre, top_post = logprobs[lps[j]]
+                parts = (p0, b'"r%d"' % i, p1, scalars, p2, seq, lp_pre, own, lp_post, top_pre, own, top_post, text)
+                lines.append(b"".join(parts) + b"," + p3 + b"\n")
             fh.write(b"".join(lines))
     return (run_dir / "canaries.jsonl").stat().st_size
 

@@ -231,6 +231,17 @@ class ColumnBuilder:
         return FileRead(path.name, count, len(skipped), skipped, _torn_tail(path, skipped))
 
     def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
+        self._add_scalars(raw, where=where, file=file)
+        self._add_pending(raw)
+
+    def _add_pending(self, row: dict[str, Any]) -> None:
+        """Keep what the chunk's matrices are built from (``_flush`` reads the sequence fields of ``row``)."""
+        self._pending.append(row)
+        if len(self._pending) >= _CHUNK_ROWS:
+            self._flush()
+
+    def _add_scalars(self, raw: dict[str, Any], *, where: str, file: str) -> None:
+        """Check the record's schema and required fields; append its frame values."""
         if raw.get("schema") != SCHEMA:
             raise RunFolderError(
                 f"{where}: canary record schema {raw.get('schema')!r} is not supported (expected {SCHEMA})"
@@ -255,15 +266,12 @@ class ColumnBuilder:
         self._scalars["cached_tokens"].append(cached_tokens(raw.get("usage")))
         usage = raw.get("usage")
         self._scalars["prompt_tokens"].append(usage.get("prompt_tokens") if isinstance(usage, dict) else None)
-        self._pending.append(raw)
-        if len(self._pending) >= _CHUNK_ROWS:
-            self._flush()
 
     def _flush(self) -> None:
         rows, self._pending = self._pending, []
         if not rows:
             return
-        ids, n_ids = pad_int([r.get("token_ids") for r in rows])
+        ids, n_ids = self._id_matrix([r.get("token_ids") for r in rows])
         self._ids.append(ids)
         self._lens["n_ids"].append(n_ids)
         self._codes.append(self._encode([r.get("tokens") for r in rows]))
@@ -281,6 +289,10 @@ class ColumnBuilder:
         self._unusable.append(unusable + top_bad)
         for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
             self._batch[key].append(values)
+
+    def _id_matrix(self, seqs: list[Any]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
+        """Token ids padded with -1, and each record's count (``FastColumnBuilder``: each distinct list once)."""
+        return pad_int(seqs)
 
     def _logprob_matrix(self, seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
         """Chosen-token logprobs padded with NaN, and each record's count (``FastColumnBuilder``: one numpy call)."""

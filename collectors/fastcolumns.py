@@ -21,50 +21,164 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from collectors.columns import (
-    _CHUNK_ROWS,
     MAX_ABS_LOGPROB,
     ColumnBuilder,
+    FileRead,
     FloatMatrix,
+    IntMatrix,
+    _lengths,
     _list_or_none,
+    _torn_tail,
     pad_flat,
     pad_float,
+    pad_int,
     top_gap_counted,
 )
+from collectors.linecut import Cut, alternatives, cut
+from loadgen.errors import RunFolderError
 
 _NUMBERS = frozenset((float, int))  # exactly these types convert the way ``usable_logprob`` reads them
 _LIST = frozenset((list,))
 _PAIR = frozenset((list, tuple))
 _NUMBERS_OR_NULL = frozenset((float, int, type(None)))  # ``_num``: a null is NaN, as numpy converts None
+_INT = frozenset((int,))
+_STR = frozenset((str,))
+_MISSING = object()
+_READ_BUFFER = 1 << 20  # a line is about 13 KB: the default 8 KB buffer would be filled twice per line
+_DISTINCT_KEPT = 4096  # distinct sequence values remembered (about 50 MB of 128-token values at most)
 
 
 class FastColumnBuilder(ColumnBuilder):
-    """``ColumnBuilder`` with vectorised chunk conversion and interned texts; same columns, same values."""
+    """``ColumnBuilder`` with lines cut as bytes (``collectors.linecut``), each distinct sequence parsed and
+    converted once, vectorised chunk conversion and interned texts; same columns, same values."""
 
     def __init__(self) -> None:
         super().__init__()
         self._texts: dict[str, str] = {}
+        # per sequence field: value bytes -> parsed value, so equal values are parsed once and share one object
+        self._parsed: dict[str, dict[bytes, Any]] = {k: {} for k in ("token_ids", "tokens", "logprobs", "top_logprobs")}
+
+    def add_file(self, path: Path) -> FileRead:
+        skipped: list[int] = []
+        count = 0
+        try:
+            with open(path, "rb", buffering=_READ_BUFFER) as fh:
+                for n, line in enumerate(fh, start=1):
+                    if line[:1] != b"{" and not line.strip():  # a record starts with "{": no copy of it
+                        continue
+                    if self.add_line(line, where=f"{path} record {count + 1}", file=path.name):
+                        count += 1
+                    else:
+                        skipped.append(n)
+        except OSError as exc:
+            raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        return FileRead(path.name, count, len(skipped), skipped, _torn_tail(path, skipped))
+
+    def add_line(self, line: bytes, *, where: str, file: str) -> bool:
+        """One line of a canary file; False (nothing added) when it is not a JSON object: the caller skips it."""
+        parts = cut(line)
+        row = self._sequences(parts) if parts is not None else None
+        if parts is not None and row is not None:
+            self._add_scalars(parts.head, where=where, file=file)
+            row["engine_batch_sizes"] = parts.head.get("engine_batch_sizes")
+            self._add_pending(row)
+            return True
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return False
+        if type(raw) is not dict:
+            return False
+        self.add(raw, where=where, file=file)
+        return True
 
     def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
-        flushed = len(self._pending) + 1 >= _CHUNK_ROWS
-        super().add(raw, where=where, file=file)
+        self._add_scalars(raw, where=where, file=file)
+        self._add_pending(_slim(raw))  # the parsed record's other objects are freed now
+
+    def _add_scalars(self, raw: dict[str, Any], *, where: str, file: str) -> None:
+        super()._add_scalars(raw, where=where, file=file)
         texts = self._scalars["text"]
         text = texts[-1]
         if isinstance(text, str):
             texts[-1] = self._texts.setdefault(text, text)
-        if not flushed:  # keep only what the chunk needs: the parsed record's other objects are freed now
-            self._pending[-1] = _slim(raw)
+
+    def _sequences(self, parts: Cut) -> dict[str, Any] | None:
+        """The four sequence values of a cut line, each parsed once per distinct value; None when one is not
+        one complete JSON value (the caller parses the whole line)."""
+        got: dict[str, Any] = {}
+        for name, value in (
+            ("token_ids", parts.token_ids),
+            ("tokens", parts.tokens),
+            ("logprobs", parts.logprobs),
+            ("top_logprobs", parts.top_logprobs),
+        ):
+            seen = self._parsed[name]
+            parsed = seen.get(value, _MISSING)
+            if parsed is _MISSING:
+                try:
+                    parsed = _top(value) if name == "top_logprobs" else orjson.loads(value)
+                except orjson.JSONDecodeError:
+                    return None
+                if len(seen) >= _DISTINCT_KEPT:  # many distinct values: keep memory bounded, start again
+                    seen.clear()
+                seen[value] = parsed
+            got[name] = parsed
+        return got
+
+    def _id_matrix(self, seqs: list[Any]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
+        """``columns.pad_int``, each distinct list (by identity: equal values share one) converted once."""
+        distinct = _distinct(seqs, _INT)
+        if distinct is None:
+            return pad_int(seqs)
+        arrays = {k: np.array(s, dtype=np.int64) for k, s in distinct.items()}
+        lengths = _lengths(seqs)
+        flat = np.concatenate([arrays[id(s)] for s in seqs if s]) if arrays else np.zeros(0, np.int64)
+        dtype = np.int32 if (flat.size == 0 or int(flat.max()) < 2**31 - 1) else np.int64
+        return pad_flat(flat, lengths, -1, dtype), lengths
+
+    def _encode(self, seqs: list[Any]) -> IntMatrix:
+        """``ColumnBuilder._encode`` (codes in first-seen order), each distinct list of strings coded once."""
+        distinct = _distinct(seqs, _STR)
+        if distinct is None:
+            return super()._encode(seqs)
+        vocab = self._vocab
+        codes = {k: np.array([vocab.setdefault(t, len(vocab)) for t in s], dtype=np.int32) for k, s in distinct.items()}
+        lengths = _lengths(seqs)
+        self._lens["n_tokens"].append(lengths)
+        flat = np.concatenate([codes[id(s)] for s in seqs if s]) if codes else np.zeros(0, np.int32)
+        mat: IntMatrix = pad_flat(flat, lengths, -1, np.int32)
+        return mat
 
     def _logprob_matrix(self, seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
         return logprob_matrix(seqs)
 
     def _gap_matrix(self, tops: list[Any]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
         return gap_matrix(tops)
+
+
+def _distinct(seqs: list[Any], types: frozenset[type]) -> dict[int, list[Any]] | None:
+    """Each distinct non-empty list by identity, when every value is None or a list of exactly ``types``."""
+    if not all(s is None or type(s) is list for s in seqs):
+        return None
+    distinct = {id(s): s for s in seqs if s}
+    return distinct if all(set(map(type, s)) <= types for s in distinct.values()) else None
+
+
+def _top(value: bytes) -> _Alternatives | None:
+    """A ``top_logprobs`` value's bytes reduced as ``_alternatives`` reduces the parsed value."""
+    numbers = alternatives(value)
+    if numbers is not None:
+        return _Alternatives(numbers.positions, numbers.values, numbers.widths)
+    return _alternatives(_list_or_none(orjson.loads(value)))
 
 
 def logprob_matrix(seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:

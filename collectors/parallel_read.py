@@ -26,7 +26,6 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-import orjson
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.columns import CanaryColumns, ColumnBuilder, FileRead, _torn_tail, _widen
@@ -112,7 +111,7 @@ def _read_range(path: Path, start: int, end: int) -> RangeRead:
     lines = 0
     count = 0
     try:
-        with open(path, "rb") as fh:
+        with open(path, "rb", buffering=1 << 20) as fh:
             fh.seek(start)
             pos = start
             for line in fh:
@@ -120,18 +119,12 @@ def _read_range(path: Path, start: int, end: int) -> RangeRead:
                     break
                 pos += len(line)
                 lines += 1
-                if not line.strip():
+                if line[:1] != b"{" and not line.strip():
                     continue
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError:
+                if builder.add_line(line, where=f"{path} record {count + 1}", file=path.name):
+                    count += 1
+                else:
                     skipped.append(lines)
-                    continue
-                if not isinstance(obj, dict):
-                    skipped.append(lines)
-                    continue
-                count += 1
-                builder.add(obj, where=f"{path} record {count}", file=path.name)
     except OSError as exc:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     except RunFolderError:

@@ -3,12 +3,15 @@
 Random run folders, written as JSONL files: records with and without sequences, errors, logprobs and
 alternatives that are null, NaN or infinite (written as null, as orjson writes them), beyond
 ``MAX_ABS_LOGPROB``, bools, strings, ints, alternatives that are not pairs, positions that are not
-lists, plus torn, corrupt and non-object lines. The fast reader, in one process and in two, must give
-the reference builder's frame, matrices, vocabulary and per-file counts, or the same error.
+lists, plus torn, corrupt and non-object lines, lines with one byte changed, repeated lines, lines in
+another key order or with spaces, and requests that hold the sequence keys too. The fast reader, in
+one process and in two, must give the reference builder's frame, matrices, vocabulary and per-file
+counts, or the same error.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +86,8 @@ def records(draw: Any, i: int) -> dict[str, Any]:
     rec["top_logprobs"] = draw(st.one_of(st.none(), plain, plain, st.lists(position, max_size=n + 1), token))
     if draw(st.integers(0, 9)) == 0:
         del rec[draw(st.sampled_from(["top_logprobs", "logprobs", "tokens", "text", "usage"]))]
+    if draw(st.integers(0, 9)) == 0:  # the sequence keys inside the request too, in the record's order
+        rec["request"].update(token_ids=[1], tokens=["a"], logprobs=2, top_logprobs=[[["a", -1.0]]], text="x")
     return rec
 
 
@@ -90,7 +95,8 @@ def records(draw: Any, i: int) -> dict[str, Any]:
 def files(draw: Any) -> list[bytes]:
     lines: list[bytes] = []
     for i in range(draw(st.integers(1, 14))):
-        line = orjson.dumps(draw(records(i)))
+        rec = draw(records(i))
+        line = orjson.dumps(rec)
         kind = draw(st.integers(0, 19))
         if kind == 0:
             line = line[: draw(st.integers(1, len(line) - 1))]  # corrupt: cut mid-line
@@ -98,6 +104,16 @@ def files(draw: Any) -> list[bytes]:
             line = b"[1, 2]"  # JSON, not an object
         elif kind == 2:
             line = b""  # a blank line
+        elif kind == 3 and lines:
+            line = lines[-1].rstrip(b"\n")  # the same bytes again: a value parsed once, used twice
+        elif kind in (4, 5):  # one byte changed, often one that matters to JSON
+            at = draw(st.integers(0, len(line) - 1))
+            byte = draw(st.sampled_from([b'"', b"\\", b"[", b"]", b",", b"0", b"n", b"{", b"\x01", b" ", b"\xff"]))
+            line = line[:at] + byte + line[at + 1 :]
+        elif kind == 6:  # hand-edited: other key order, or spaces between tokens
+            line = orjson.dumps(dict(reversed(rec.items())))
+        elif kind == 7:
+            line = json.dumps(rec).encode()
         lines.append(line + b"\n")
     if draw(st.booleans()):
         lines[-1] = lines[-1][: max(1, len(lines[-1]) // 2)]  # a torn tail, without its newline
