@@ -17,6 +17,12 @@
 #             the vLLM launcher, two cells per GPU in parallel (--cells, CUDA_VISIBLE_DEVICES)
 #   collect   `loadgen compare` of the four cells, results into $OUT/results.tar.gz
 #
+# The client at 512 streamed requests (one GPU is enough):
+#   serve-default   one `vllm serve` on GPU 0, default settings (as in serve)
+#   streams         benchmarks/vllm/stream-512.toml with one load process, then with --processes auto
+#                   (PROCS to choose other counts), each a real `loadgen run`
+#   collect-streams those run folders (background rows left out) into $OUT/streams.tar.gz
+#
 # Usage: bash benchmarks/vllm_h200.sh STAGE [STAGE...]; `start-runs`/`start-matrix` run those stages
 # detached (setsid) so that they outlive one device call, `wait-runs`/`wait-matrix` wait for them.
 set -u
@@ -67,6 +73,32 @@ serve() {
         for _ in $(seq 150); do curl -sf "127.0.0.1:$port/health" >/dev/null && break; sleep 2; done
         curl -sf "127.0.0.1:$port/health" >/dev/null && log "port $port healthy" || { log "port $port not healthy"; tail -30 "$R"/vllm-*.log; }
     done
+}
+
+serve_default() {
+    env_up
+    log "serve: default on GPU 0 (port 8000)"
+    echo "CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=0 vllm serve $MODEL ${SERVE_ARGS[*]} --port 8000 --gpu-memory-utilization 0.85" >>"$R/commands.txt"
+    CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=0 setsid vllm serve "$MODEL" "${SERVE_ARGS[@]}" \
+        --port 8000 --gpu-memory-utilization 0.85 >"$R/vllm-default.log" 2>&1 < /dev/null &
+    for _ in $(seq 150); do curl -sf "127.0.0.1:8000/health" >/dev/null && break; sleep 2; done
+    curl -sf "127.0.0.1:8000/health" >/dev/null && log "port 8000 healthy" || { log "port 8000 not healthy"; tail -30 "$R/vllm-default.log"; }
+}
+
+streams() {
+    env_up
+    for procs in ${PROCS:-0 auto}; do
+        log "streams: --processes $procs"
+        cmd timeout 1200 python3 -m loadgen run benchmarks/vllm/stream-512.toml --host http://127.0.0.1:8000 \
+            --out "$R/streams/processes-$procs" --processes "$procs" --label "processes=$procs" >"$R/streams-$procs.out" 2>&1
+        log "streams: --processes $procs exit $?"
+    done
+}
+
+collect_streams() {
+    tar -czf "$OUT/streams.tar.gz" -C "$R" --exclude='background*.jsonl' streams commands.txt timeline.txt \
+        versions.txt $(cd "$R" && ls streams-*.out vllm-default.log 2>/dev/null)
+    ls -la "$OUT"
 }
 
 fixtures() {
@@ -163,7 +195,11 @@ wait_for() {  # STAGE SECONDS
 
 for stage in "$@"; do
     case $stage in
-        install | serve | fixtures | runs | matrix | collect) $stage ;;
+        install | serve | fixtures | runs | matrix | collect | streams) $stage ;;
+        serve-default) serve_default ;;
+        collect-streams) collect_streams ;;
+        start-streams) detached streams ;;
+        wait-streams) wait_for streams "${WAIT_S:-540}" ;;
         start-runs) detached runs ;;
         start-matrix) detached matrix ;;
         wait-runs) wait_for runs "${WAIT_S:-540}" ;;
