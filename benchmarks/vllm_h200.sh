@@ -22,6 +22,9 @@
 #   streams         benchmarks/vllm/stream-512.toml with one load process, then with --processes auto
 #                   (PROCS to choose other counts), each a real `loadgen run`
 #   collect-streams those run folders (background rows left out) into $OUT/streams.tar.gz
+#   (start-streams / wait-streams / stop-streams: detached, as the other start- stages)
+# Send a call's output to a file and print the file after: piped into `tail`, a device call that ran
+# `install serve-default start-streams` printed nothing and waited out its time limit.
 #
 # Usage: bash benchmarks/vllm_h200.sh STAGE [STAGE...]; `start-runs`/`start-matrix` run those stages
 # detached (setsid) so that they outlive one device call, `wait-runs`/`wait-matrix` wait for them.
@@ -186,6 +189,12 @@ detached() {  # STAGE: run it in its own session, so it outlives this device cal
     sleep 1
 }
 
+stop() {  # STAGE: end a detached stage and everything it started, by its session (setsid made one):
+    # a process group would miss children that made their own, as `timeout` does
+    pkill -TERM -s "$(cat "$R/$1.pid")"
+    wait_for "$1" 60
+}
+
 wait_for() {  # STAGE SECONDS
     local pid
     pid=$(cat "$R/$1.pid")
@@ -200,6 +209,7 @@ for stage in "$@"; do
         collect-streams) collect_streams ;;
         start-streams) detached streams ;;
         wait-streams) wait_for streams "${WAIT_S:-540}" ;;
+        stop-streams) stop streams ;;
         start-runs) detached runs ;;
         start-matrix) detached matrix ;;
         wait-runs) wait_for runs "${WAIT_S:-540}" ;;
