@@ -12,9 +12,11 @@ number (a bool, a string, a nested object, a position that is not a list of pair
 (or that chunk's logprobs) through the reference code in ``collectors.columns`` instead, so NaN,
 infinite, absurd and malformed numbers are left out and counted exactly as there.
 ``tests/collectors/test_fastcolumns_property.py`` checks both builders agree on random records.
-Texts are interned (identical completions share one string), so a million records of a few
-distinct completions do not hold a million copies of the text. Must not do I/O beyond what the base
-class does, and must not print.
+Lines are read as bytes and cut (``collectors.linecut``): each of the four sequence values is parsed
+once per distinct value and shared by the records that repeat it, and each distinct token list or id
+list is converted once per chunk; a line that cannot be cut is parsed whole. Texts are interned
+(identical completions share one string), so a million records of a few distinct completions do not
+hold a million copies of the text. Reads only the file it is given, and must not print.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from collectors.columns import (
     pad_int,
     top_gap_counted,
 )
-from collectors.linecut import Cut, alternatives, cut
+from collectors.linecut import Cut, cut
 from loadgen.errors import RunFolderError
 
 _NUMBERS = frozenset((float, int))  # exactly these types convert the way ``usable_logprob`` reads them
@@ -54,6 +56,8 @@ _STR = frozenset((str,))
 _MISSING = object()
 _READ_BUFFER = 1 << 20  # a line is about 13 KB: the default 8 KB buffer would be filled twice per line
 _DISTINCT_KEPT = 4096  # distinct sequence values remembered (about 50 MB of 128-token values at most)
+_TRIAL_RECORDS = 1024  # after this many records, a field repeated in fewer than a quarter stops being remembered
+_FIELDS = ("token_ids", "tokens", "logprobs", "top_logprobs")
 
 
 class FastColumnBuilder(ColumnBuilder):
@@ -64,7 +68,10 @@ class FastColumnBuilder(ColumnBuilder):
         super().__init__()
         self._texts: dict[str, str] = {}
         # per sequence field: value bytes -> parsed value, so equal values are parsed once and share one object
-        self._parsed: dict[str, dict[bytes, Any]] = {k: {} for k in ("token_ids", "tokens", "logprobs", "top_logprobs")}
+        # (None once a field's values were seen not to repeat: each is then parsed as it comes)
+        self._parsed: dict[str, dict[bytes, Any] | None] = {k: {} for k in _FIELDS}
+        self._repeats = dict.fromkeys(_FIELDS, 0)
+        self._cut_records = 0
 
     def add_file(self, path: Path) -> FileRead:
         skipped: list[int] = []
@@ -122,16 +129,24 @@ class FastColumnBuilder(ColumnBuilder):
             ("top_logprobs", parts.top_logprobs),
         ):
             seen = self._parsed[name]
-            parsed = seen.get(value, _MISSING)
+            parsed = _MISSING if seen is None else seen.get(value, _MISSING)
             if parsed is _MISSING:
                 try:
                     parsed = _top(value) if name == "top_logprobs" else orjson.loads(value)
                 except orjson.JSONDecodeError:
                     return None
-                if len(seen) >= _DISTINCT_KEPT:  # many distinct values: keep memory bounded, start again
-                    seen.clear()
-                seen[value] = parsed
+                if seen is not None:
+                    if len(seen) >= _DISTINCT_KEPT:  # many distinct values: keep memory bounded, start again
+                        seen.clear()
+                    seen[value] = parsed
+            else:
+                self._repeats[name] += 1
             got[name] = parsed
+        self._cut_records += 1
+        if self._cut_records == _TRIAL_RECORDS:  # values that rarely repeat are not worth hashing and keeping
+            for name, repeats in self._repeats.items():
+                if repeats < _TRIAL_RECORDS // 4:
+                    self._parsed[name] = None
         return got
 
     def _id_matrix(self, seqs: list[Any]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
@@ -174,10 +189,7 @@ def _distinct(seqs: list[Any], types: frozenset[type]) -> dict[int, list[Any]] |
 
 
 def _top(value: bytes) -> _Alternatives | None:
-    """A ``top_logprobs`` value's bytes reduced as ``_alternatives`` reduces the parsed value."""
-    numbers = alternatives(value)
-    if numbers is not None:
-        return _Alternatives(numbers.positions, numbers.values, numbers.widths)
+    """A ``top_logprobs`` value's bytes, parsed and reduced by ``_alternatives``."""
     return _alternatives(_list_or_none(orjson.loads(value)))
 
 

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collectors.fastcolumns import _TRIAL_RECORDS, FastColumnBuilder
 from collectors.record import CanaryRecord
 from collectors.runfolder import RunData, load_run
 from loadgen.errors import RunFolderError
@@ -191,3 +192,34 @@ def test_parallel_read_keeps_line_numbers_and_order_across_ranges(tmp_path: Path
     want = read(run_dir, reference=True)
     assert_same(many, want)
     assert isinstance(many, RunData) and many.files[0].skipped_lines == [i + 1 for i in range(0, 400, 37)]
+
+
+def test_values_that_stop_repeating_are_read_as_the_reference_reads_them(tmp_path: Path) -> None:
+    """Past the reader's trial (``_TRIAL_RECORDS``), a field whose values rarely repeated is parsed as it
+    comes, one that repeated is still remembered: both give the reference columns, and a value met again
+    after the trial is read the same as before it."""
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(_TRIAL_RECORDS + 600):
+        lp = (-rng.random(4)).tolist()  # never repeats
+        rec = CanaryRecord(
+            run_id="r",
+            canary_id="c0",
+            request_id=f"q{i}",
+            phase="sweep",
+            level=1,
+            inflight_at_send=1,
+            sent_at=1.7e9 + i,
+            status="ok",
+            token_ids=[i % 3, 7, 8, 9],  # three completions, repeated
+            tokens=[f"t{i % 3}", "a", "b", "c"],
+            logprobs=lp if i % 500 else [-0.5, -0.25, -0.125, None],  # one value met again after the trial
+            top_logprobs=[[("x", v), ("y", v - 1.0)] for v in lp],
+        ).to_dict()
+        lines.append(orjson.dumps(rec) + b"\n")
+    run_dir = write(tmp_path / "run", [lines])
+    assert_same(read(run_dir, workers=1), read(run_dir, reference=True))
+    builder = FastColumnBuilder()
+    builder.add_file(run_dir / "canaries-w0.jsonl")
+    assert builder._parsed["logprobs"] is None and builder._parsed["top_logprobs"] is None  # the trial ran
+    assert builder._parsed["token_ids"] and builder._parsed["tokens"]
