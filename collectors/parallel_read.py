@@ -24,11 +24,12 @@ from dataclasses import dataclass
 from itertools import pairwise
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.columns import CanaryColumns, ColumnBuilder, FileRead, _torn_tail, _widen
+from collectors.columns import CanaryColumns, ColumnBuilder, FileRead, _torn_tail
 from collectors.fastcolumns import FastColumnBuilder
 from loadgen.errors import RunFolderError
 
@@ -151,25 +152,44 @@ def line_ranges(path: Path, size: int, parts: int) -> list[tuple[int, int]]:
 
 
 def merge_columns(parts: list[CanaryColumns]) -> CanaryColumns:
-    """Columns read in parts, joined in order, token codes re-coded into one first-seen vocabulary."""
+    """Columns read in parts, joined in order, token codes re-coded into one first-seen vocabulary.
+
+    Consumes the parts: each part's matrix is let go once it is copied, so joining a big run needs the
+    parts plus one joined matrix at a time, not twice the whole."""
     parts = [p for p in parts if p.n] or parts[:1]
     vocab: dict[str, int] = {}
-    codes = []
-    for p in parts:
-        remap = np.array([vocab.setdefault(str(t), len(vocab)) for t in p.vocab.tolist()], dtype=np.int32)
-        c = p.token_codes
-        codes.append(np.where(c >= 0, remap[np.maximum(c, 0)], -1).astype(np.int32) if remap.size else c)
+    remaps = [np.array([vocab.setdefault(str(t), len(vocab)) for t in p.vocab.tolist()], dtype=np.int32) for p in parts]
     words = np.empty(len(vocab), dtype=object)
     words[:] = list(vocab)
     frame = pd.concat([p.frame for p in parts], ignore_index=True) if len(parts) > 1 else parts[0].frame
     return CanaryColumns(
         frame=frame,
-        token_ids=_widen([p.token_ids for p in parts], -1),
-        token_codes=_widen(codes, -1),
+        token_ids=_join(parts, "token_ids", -1),
+        token_codes=_join(parts, "token_codes", -1, remaps),
         vocab=words,
-        logprobs=_widen([p.logprobs for p in parts], np.nan),
-        top_gap=_widen([p.top_gap for p in parts], np.nan),
+        logprobs=_join(parts, "logprobs", np.nan),
+        top_gap=_join(parts, "top_gap", np.nan),
     )
+
+
+def _join(parts: list[CanaryColumns], name: str, fill: float, remaps: list[Any] | None = None) -> Any:
+    """The parts' ``name`` matrices stacked (padded with ``fill`` to the widest), each part's own let go as
+    it is copied; ``remaps``: token codes of each part re-coded (``remap[code]``, -1 kept)."""
+    mats = [getattr(p, name) for p in parts]
+    for p in parts:
+        setattr(p, name, _GONE)
+    out = np.full((sum(m.shape[0] for m in mats), max(m.shape[1] for m in mats)), fill, dtype=np.result_type(*mats))
+    row = 0
+    for k in range(len(mats)):
+        m, mats[k] = mats[k], _GONE
+        if remaps is not None and remaps[k].size:
+            m = np.where(m >= 0, remaps[k][np.maximum(m, 0)], -1)
+        out[row : row + m.shape[0], : m.shape[1]] = m
+        row += m.shape[0]
+    return out
+
+
+_GONE = np.zeros((0, 0), np.int32)  # stands for a matrix already copied into the joined one
 
 
 def _size(path: Path) -> int:
