@@ -20,7 +20,8 @@ itself counted) tells what the server saw: request count, Authorization values, 
 Under ``/echo`` (a base URL of ``http://host:port/echo``) ``/v1/models`` and ``/version`` echo the
 Authorization header back; under ``/hostile`` every completion is a 503 whose body echoes it among
 terminal escapes (ESC, an OSC title, BEL, NUL). Under ``/evil`` the one model's id is Markdown and
-HTML (a code span's end, an image, a heading on a new line) with terminal escapes. Under
+HTML (a code span's end, an image, a heading on a new line) with terminal escapes. Under ``/tokenless``
+a completion request without logprobs (background traffic) is answered at once with no token. Under
 ``/dying/<key>/<n>`` the first ``n`` completion requests (counted per key) are answered, every later
 one is cut before any byte: an endpoint that dies mid-run. ``/metrics`` answers only a request with an
 Authorization header: once (per header value) with a vLLM gauge, then with a 503 whose reason phrase
@@ -210,6 +211,21 @@ async def completions(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def tokenless(request: web.Request) -> web.StreamResponse:
+    """Under ``/tokenless``: a request without logprobs (background traffic) is answered at once with no
+    token, so a background slot is never seen started and a level is never held; any other as usual."""
+    body = await request.json()
+    if body.get("logprobs"):
+        return await completions(request)
+    if not body.get("stream"):
+        return web.json_response(whole([]))
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
 def _prompt_of(body: object) -> str | None:
     if not isinstance(body, dict):
         return None
@@ -303,6 +319,8 @@ async def main() -> None:
     app.router.add_post("/evil/v1/completions", completions)
     app.router.add_get("/dying/{key}/{n}/v1/models", models)
     app.router.add_post("/dying/{key}/{n}/v1/completions", dying)
+    app.router.add_get("/tokenless/v1/models", models)
+    app.router.add_post("/tokenless/v1/completions", tokenless)
     app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/html/{tail:.*}", html)
     app.router.add_route("*", r"/to/{port:\d+}/{tail:.*}", redirect)

@@ -94,12 +94,15 @@ def _check_live_chart(base: str) -> None:
 def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
     fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
 ) -> None:
-    """SIGTERM while the canary waits for its level to be held (the fault server answers at once, so level 2
-    never is): the canary is not sent, every user stops at once rather than after Locust's stop timeout
-    (30 s), and the run folder is ended as interrupted, with its records and reports."""
+    """SIGTERM while level 2 is being reached (under ``/tokenless`` the background is answered at once with no
+    token, so no slot is ever seen started, the level is never held and the canary user waits for its
+    ticket): no level-2 canary is sent, every user stops at once rather than after Locust's stop timeout
+    (30 s), and the run folder is ended as interrupted, with its records and reports. Against a server whose
+    background answers had tokens, level 2 was sometimes held within seconds and the run simply finished."""
     log_path = tmp_path / "ui.log"
+    host = fault_server + "/tokenless"
     with open(log_path, "wb") as log:
-        cmd = ["run", "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", str(tmp_path / "runs")]
+        cmd = ["run", "--ui", "--host", host, "--web-port", str(free_port), "--out", str(tmp_path / "runs")]
         proc = subprocess.Popen(
             [sys.executable, "-m", "loadgen", *cmd],
             stdout=log,
