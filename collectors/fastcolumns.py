@@ -54,7 +54,7 @@ _NUMBERS_OR_NULL = frozenset((float, int, type(None)))  # ``_num``: a null is Na
 _INT = frozenset((int,))
 _STR = frozenset((str,))
 _MISSING = object()
-_READ_BUFFER = 1 << 20  # a line is about 13 KB: the default 8 KB buffer would be filled twice per line
+READ_BUFFER = 1 << 20  # a line is about 13 KB: the default 8 KB buffer would be filled twice per line
 _DISTINCT_KEPT = 4096  # distinct sequence values remembered (about 50 MB of 128-token values at most)
 _TRIAL_RECORDS = 1024  # after this many records, a field repeated in fewer than a quarter stops being remembered
 _FIELDS = ("token_ids", "tokens", "logprobs", "top_logprobs")
@@ -77,7 +77,7 @@ class FastColumnBuilder(ColumnBuilder):
         skipped: list[int] = []
         count = 0
         try:
-            with open(path, "rb", buffering=_READ_BUFFER) as fh:
+            with open(path, "rb", buffering=READ_BUFFER) as fh:
                 for n, line in enumerate(fh, start=1):
                     if line[:1] != b"{" and not line.strip():  # a record starts with "{": no copy of it
                         continue
@@ -122,12 +122,8 @@ class FastColumnBuilder(ColumnBuilder):
         """The four sequence values of a cut line, each parsed once per distinct value; None when one is not
         one complete JSON value (the caller parses the whole line)."""
         got: dict[str, Any] = {}
-        for name, value in (
-            ("token_ids", parts.token_ids),
-            ("tokens", parts.tokens),
-            ("logprobs", parts.logprobs),
-            ("top_logprobs", parts.top_logprobs),
-        ):
+        for name in _FIELDS:
+            value = getattr(parts, name)
             seen = self._parsed[name]
             parsed = _MISSING if seen is None else seen.get(value, _MISSING)
             if parsed is _MISSING:

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.columns import CanaryColumns, ColumnBuilder, FileRead, _torn_tail
-from collectors.fastcolumns import FastColumnBuilder
+from collectors.fastcolumns import READ_BUFFER, FastColumnBuilder
 from loadgen.errors import RunFolderError
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this much canary JSONL per worker, one process reads it all
@@ -112,7 +112,7 @@ def _read_range(path: Path, start: int, end: int) -> RangeRead:
     lines = 0
     count = 0
     try:
-        with open(path, "rb", buffering=1 << 20) as fh:
+        with open(path, "rb", buffering=READ_BUFFER) as fh:
             fh.seek(start)
             pos = start
             for line in fh:
