@@ -63,29 +63,34 @@ print("vllm", vllm.__version__); print("transformers", transformers.__version__)
     cat "$R/versions.txt"
 }
 
-serve() {
-    env_up
-    log "serve: default on GPU 0 (port 8000), VLLM_BATCH_INVARIANT=1 on GPU 1 (port 8001)"
-    echo "CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=0 vllm serve $MODEL ${SERVE_ARGS[*]} --port 8000 --gpu-memory-utilization 0.85" >>"$R/commands.txt"
-    CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=0 setsid vllm serve "$MODEL" "${SERVE_ARGS[@]}" \
-        --port 8000 --gpu-memory-utilization 0.85 >"$R/vllm-default.log" 2>&1 < /dev/null &
-    echo "CUDA_VISIBLE_DEVICES=1 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=1 vllm serve $MODEL ${SERVE_ARGS[*]} --port 8001 --gpu-memory-utilization 0.85 --enable-prompt-tokens-details" >>"$R/commands.txt"
-    CUDA_VISIBLE_DEVICES=1 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=1 setsid vllm serve "$MODEL" "${SERVE_ARGS[@]}" \
-        --port 8001 --gpu-memory-utilization 0.85 --enable-prompt-tokens-details >"$R/vllm-invariant.log" 2>&1 < /dev/null &
-    for port in 8000 8001; do
+start_vllm() {  # GPU PORT VLLM_BATCH_INVARIANT LOG_NAME [more `vllm serve` flags]: one server, in its own session
+    local gpu=$1 port=$2 invariant=$3 name=$4
+    shift 4
+    echo "CUDA_VISIBLE_DEVICES=$gpu VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=$invariant vllm serve $MODEL ${SERVE_ARGS[*]} --port $port --gpu-memory-utilization 0.85${*:+ $*}" >>"$R/commands.txt"
+    CUDA_VISIBLE_DEVICES=$gpu VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=$invariant setsid vllm serve "$MODEL" "${SERVE_ARGS[@]}" \
+        --port "$port" --gpu-memory-utilization 0.85 "$@" >"$R/vllm-$name.log" 2>&1 < /dev/null &
+}
+
+wait_healthy() {  # PORT...
+    for port in "$@"; do
         for _ in $(seq 150); do curl -sf "127.0.0.1:$port/health" >/dev/null && break; sleep 2; done
         curl -sf "127.0.0.1:$port/health" >/dev/null && log "port $port healthy" || { log "port $port not healthy"; tail -30 "$R"/vllm-*.log; }
     done
 }
 
+serve() {
+    env_up
+    log "serve: default on GPU 0 (port 8000), VLLM_BATCH_INVARIANT=1 on GPU 1 (port 8001)"
+    start_vllm 0 8000 0 default
+    start_vllm 1 8001 1 invariant --enable-prompt-tokens-details
+    wait_healthy 8000 8001
+}
+
 serve_default() {
     env_up
     log "serve: default on GPU 0 (port 8000)"
-    echo "CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=0 vllm serve $MODEL ${SERVE_ARGS[*]} --port 8000 --gpu-memory-utilization 0.85" >>"$R/commands.txt"
-    CUDA_VISIBLE_DEVICES=0 VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=0 setsid vllm serve "$MODEL" "${SERVE_ARGS[@]}" \
-        --port 8000 --gpu-memory-utilization 0.85 >"$R/vllm-default.log" 2>&1 < /dev/null &
-    for _ in $(seq 150); do curl -sf "127.0.0.1:8000/health" >/dev/null && break; sleep 2; done
-    curl -sf "127.0.0.1:8000/health" >/dev/null && log "port 8000 healthy" || { log "port 8000 not healthy"; tail -30 "$R/vllm-default.log"; }
+    start_vllm 0 8000 0 default
+    wait_healthy 8000
 }
 
 streams() {

@@ -21,6 +21,7 @@ hold a million copies of the text. Reads only the file it is given, and must not
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -74,20 +75,26 @@ class FastColumnBuilder(ColumnBuilder):
         self._cut_records = 0
 
     def add_file(self, path: Path) -> FileRead:
-        skipped: list[int] = []
-        count = 0
         try:
             with open(path, "rb", buffering=READ_BUFFER) as fh:
-                for n, line in enumerate(fh, start=1):
-                    if line[:1] != b"{" and not line.strip():  # a record starts with "{": no copy of it
-                        continue
-                    if self.add_line(line, where=f"{path} record {count + 1}", file=path.name):
-                        count += 1
-                    else:
-                        skipped.append(n)
+                count, _, skipped = self.add_lines(fh, path)
         except OSError as exc:
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
         return FileRead(path.name, count, len(skipped), skipped, _torn_tail(path, skipped))
+
+    def add_lines(self, lines: Iterable[bytes], path: Path) -> tuple[int, int, list[int]]:
+        """Every line of ``lines`` (of ``path``, numbered from 1) that is a record: how many were, how many
+        lines there were, and the numbers of those skipped as not a JSON object (blank lines are neither)."""
+        skipped: list[int] = []
+        count = n = 0
+        for n, line in enumerate(lines, start=1):
+            if line[:1] != b"{" and not line.strip():  # a record starts with "{": no copy of it
+                continue
+            if self.add_line(line, where=f"{path} record {count + 1}", file=path.name):
+                count += 1
+            else:
+                skipped.append(n)
+        return count, n, skipped
 
     def add_line(self, line: bytes, *, where: str, file: str) -> bool:
         """One line of a canary file; False (nothing added) when it is not a JSON object: the caller skips it."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
@@ -108,29 +108,25 @@ def read_range(path: Path, start: int, end: int) -> RangeRead:
 
 def _read_range(path: Path, start: int, end: int) -> RangeRead:
     builder = FastColumnBuilder()
-    skipped: list[int] = []
-    lines = 0
-    count = 0
     try:
         with open(path, "rb", buffering=READ_BUFFER) as fh:
             fh.seek(start)
-            pos = start
-            for line in fh:
-                if pos >= end:
-                    break
-                pos += len(line)
-                lines += 1
-                if line[:1] != b"{" and not line.strip():
-                    continue
-                if builder.add_line(line, where=f"{path} record {count + 1}", file=path.name):
-                    count += 1
-                else:
-                    skipped.append(lines)
+            _, lines, skipped = builder.add_lines(_lines_before(fh, end), path)
     except OSError as exc:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    except RunFolderError:
-        return RangeRead(FastColumnBuilder().finish(), lines, skipped, failed=True)
+    except RunFolderError:  # the caller reads the file sequentially to report it
+        return RangeRead(FastColumnBuilder().finish(), 0, [], failed=True)
     return RangeRead(builder.finish(), lines, skipped, failed=False)
+
+
+def _lines_before(fh: BinaryIO, end: int) -> Iterator[bytes]:
+    """The lines of ``fh`` from where it stands that start before byte ``end``."""
+    pos = fh.tell()
+    for line in fh:
+        if pos >= end:
+            return
+        pos += len(line)
+        yield line
 
 
 def line_ranges(path: Path, size: int, parts: int) -> list[tuple[int, int]]:
