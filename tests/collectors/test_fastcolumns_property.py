@@ -165,24 +165,32 @@ def test_two_processes_agree_with_the_reference(tmp_path_factory: pytest.TempPat
     assert_same(read(run_dir, workers=2), read(run_dir, reference=True))
 
 
+def sweep_record(i: int, **sequences: Any) -> dict[str, Any]:
+    """The ``i``-th ok sweep record of canary c0 at level 1, with the given sequence fields."""
+    return CanaryRecord(
+        run_id="r",
+        canary_id="c0",
+        request_id=f"q{i}",
+        phase="sweep",
+        level=1,
+        inflight_at_send=1,
+        sent_at=1.7e9 + i,
+        status="ok",
+        **sequences,
+    ).to_dict()
+
+
 def test_parallel_read_keeps_line_numbers_and_order_across_ranges(tmp_path: Path) -> None:
     """Many ranges over one file: skipped line numbers stay file-wide, rows keep file order."""
     good = [
         orjson.dumps(
-            CanaryRecord(
-                run_id="r",
-                canary_id="c0",
-                request_id=f"q{i}",
-                phase="sweep",
-                level=1,
-                inflight_at_send=1,
-                sent_at=1.7e9 + i,
-                status="ok",
+            sweep_record(
+                i,
                 token_ids=[i % 7, 3],
                 tokens=[f"t{i % 5}", "x"],
                 logprobs=[-0.5, -0.25],
                 top_logprobs=[[("a", -0.5), ("b", -1.0)], [("x", -0.25), ("y", -3.0)]],
-            ).to_dict()
+            )
         )
         for i in range(400)
     ]
@@ -202,20 +210,13 @@ def test_values_that_stop_repeating_are_read_as_the_reference_reads_them(tmp_pat
     lines = []
     for i in range(_TRIAL_RECORDS + 600):
         lp = (-rng.random(4)).tolist()  # never repeats
-        rec = CanaryRecord(
-            run_id="r",
-            canary_id="c0",
-            request_id=f"q{i}",
-            phase="sweep",
-            level=1,
-            inflight_at_send=1,
-            sent_at=1.7e9 + i,
-            status="ok",
+        rec = sweep_record(
+            i,
             token_ids=[i % 3, 7, 8, 9],  # three completions, repeated
             tokens=[f"t{i % 3}", "a", "b", "c"],
             logprobs=lp if i % 500 else [-0.5, -0.25, -0.125, None],  # one value met again after the trial
             top_logprobs=[[("x", v), ("y", v - 1.0)] for v in lp],
-        ).to_dict()
+        )
         lines.append(orjson.dumps(rec) + b"\n")
     run_dir = write(tmp_path / "run", [lines])
     assert_same(read(run_dir, workers=1), read(run_dir, reference=True))
