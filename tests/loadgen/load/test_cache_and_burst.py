@@ -102,5 +102,8 @@ def test_a_burst_reports_the_batch_its_copies_shared(engine_url: str, tmp_path: 
     assert co["source"] == "engine_batch_sizes" and co["unmeasured"] == 0 and co["median"] >= 12
     run_data = load_run(result.run_dir)
     scraped = join_engine(run_data.canaries.frame, run_data.engine_t, run_data.engine_running)
-    medians = scraped[scraped["level"] == 24]["engine_others_median"].dropna()
-    assert len(medians) >= 12 and medians.median() >= 12  # the scraped gauge agrees
+    # the scraped gauge saw the burst within each copy's life too; its median is not asserted: the engine
+    # admits a burst over several steps (seen here: 9 of the 24 for 0.55 s of a 1.03 s life), so the
+    # median is a fact about the engine's speed on the machine, not about the join
+    maxima = scraped[scraped["level"] == 24]["engine_others_max"].dropna()
+    assert len(maxima) >= 12 and maxima.median() >= 12
