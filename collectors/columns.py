@@ -171,9 +171,19 @@ def pad_flat(flat: npt.NDArray[Any], lengths: npt.NDArray[np.int64], fill: float
 def pad_int(seqs: list[list[int] | None]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
     """Padded int matrix (-1 past each length) and lengths (-1 for a missing sequence)."""
     lengths = _lengths(seqs)
-    flat = np.fromiter(chain.from_iterable(s for s in seqs if s), dtype=np.int64, count=int(lengths.clip(0).sum()))
+    return pad_ids(flat_ints(seqs, lengths), lengths), lengths
+
+
+def flat_ints(seqs: list[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The sequences' values concatenated (``lengths``: theirs, -1 for a missing one)."""
+    return np.fromiter(chain.from_iterable(s for s in seqs if s), dtype=np.int64, count=int(lengths.clip(0).sum()))
+
+
+def pad_ids(flat: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> IntMatrix:
+    """``flat`` scattered into a matrix padded with -1: int32 unless a value needs int64."""
     dtype = np.int32 if (flat.size == 0 or int(flat.max()) < 2**31 - 1) else np.int64
-    return pad_flat(flat, lengths, -1, dtype), lengths
+    mat: IntMatrix = pad_flat(flat, lengths, -1, dtype)
+    return mat
 
 
 def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
@@ -271,8 +281,9 @@ class ColumnBuilder:
         rows, self._pending = self._pending, []
         if not rows:
             return
-        ids, n_ids = self._id_matrix([r.get("token_ids") for r in rows])
-        self._ids.append(ids)
+        id_seqs = [r.get("token_ids") for r in rows]
+        n_ids = _lengths(id_seqs)
+        self._ids.append(pad_ids(self._flat_ids(id_seqs, n_ids), n_ids))
         self._lens["n_ids"].append(n_ids)
         self._codes.append(self._encode([r.get("tokens") for r in rows]))
         lps, n_lps = self._logprob_matrix([_list_or_none(r.get("logprobs")) for r in rows])
@@ -290,9 +301,9 @@ class ColumnBuilder:
         for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
             self._batch[key].append(values)
 
-    def _id_matrix(self, seqs: list[Any]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
-        """Token ids padded with -1, and each record's count (``FastColumnBuilder``: each distinct list once)."""
-        return pad_int(seqs)
+    def _flat_ids(self, seqs: list[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The chunk's token ids concatenated (``FastColumnBuilder``: each distinct list converted once)."""
+        return flat_ints(seqs, lengths)
 
     def _logprob_matrix(self, seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
         """Chosen-token logprobs padded with NaN, and each record's count (``FastColumnBuilder``: one numpy call)."""
@@ -314,14 +325,19 @@ class ColumnBuilder:
     def _encode(self, seqs: list[list[str] | None]) -> IntMatrix:
         lengths = _lengths(seqs)
         self._lens["n_tokens"].append(lengths)
-        flat = np.array(list(chain.from_iterable(s for s in seqs if s)), dtype=object)
-        codes = np.zeros(0, dtype=np.int32)
-        if flat.size:
-            local_codes, uniques = pd.factorize(flat)
-            remap = np.array([self._vocab.setdefault(str(u), len(self._vocab)) for u in uniques], dtype=np.int32)
-            codes = remap[local_codes]
-        mat: IntMatrix = pad_flat(codes, lengths, -1, np.int32)
+        mat: IntMatrix = pad_flat(self._token_codes(seqs), lengths, -1, np.int32)
         return mat
+
+    def _token_codes(self, seqs: list[Any]) -> npt.NDArray[np.int32]:
+        """The chunk's tokens concatenated as codes into the vocabulary, new strings coded in first-seen order
+        (``FastColumnBuilder``: each distinct list coded once)."""
+        flat = np.array(list(chain.from_iterable(s for s in seqs if s)), dtype=object)
+        if not flat.size:
+            return np.zeros(0, dtype=np.int32)
+        local_codes, uniques = pd.factorize(flat)
+        remap = np.array([self._vocab.setdefault(str(u), len(self._vocab)) for u in uniques], dtype=np.int32)
+        codes: npt.NDArray[np.int32] = remap[local_codes]
+        return codes
 
     def finish(self) -> CanaryColumns:
         self._flush()

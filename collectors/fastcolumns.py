@@ -36,13 +36,10 @@ from collectors.columns import (
     ColumnBuilder,
     FileRead,
     FloatMatrix,
-    IntMatrix,
-    _lengths,
     _list_or_none,
     _torn_tail,
     pad_flat,
     pad_float,
-    pad_int,
     top_gap_counted,
 )
 from collectors.linecut import Cut, cut
@@ -99,8 +96,7 @@ class FastColumnBuilder(ColumnBuilder):
     def add_line(self, line: bytes, *, where: str, file: str) -> bool:
         """One line of a canary file; False (nothing added) when it is not a JSON object: the caller skips it."""
         parts = cut(line)
-        row = self._sequences(parts) if parts is not None else None
-        if parts is not None and row is not None:
+        if parts is not None and (row := self._sequences(parts)) is not None:
             self._add_scalars(parts.head, where=where, file=file)
             row["engine_batch_sizes"] = parts.head.get("engine_batch_sizes")
             self._add_pending(row)
@@ -152,29 +148,20 @@ class FastColumnBuilder(ColumnBuilder):
                     self._parsed[name] = None
         return got
 
-    def _id_matrix(self, seqs: list[Any]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
-        """``columns.pad_int``, each distinct list (by identity: equal values share one) converted once."""
+    def _flat_ids(self, seqs: list[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         distinct = _distinct(seqs, _INT)
         if distinct is None:
-            return pad_int(seqs)
+            return super()._flat_ids(seqs, lengths)
         arrays = {k: np.array(s, dtype=np.int64) for k, s in distinct.items()}
-        lengths = _lengths(seqs)
-        flat = np.concatenate([arrays[id(s)] for s in seqs if s]) if arrays else np.zeros(0, np.int64)
-        dtype = np.int32 if (flat.size == 0 or int(flat.max()) < 2**31 - 1) else np.int64
-        return pad_flat(flat, lengths, -1, dtype), lengths
+        return np.concatenate([arrays[id(s)] for s in seqs if s]) if arrays else np.zeros(0, np.int64)
 
-    def _encode(self, seqs: list[Any]) -> IntMatrix:
-        """``ColumnBuilder._encode`` (codes in first-seen order), each distinct list of strings coded once."""
+    def _token_codes(self, seqs: list[Any]) -> npt.NDArray[np.int32]:
         distinct = _distinct(seqs, _STR)
         if distinct is None:
-            return super()._encode(seqs)
+            return super()._token_codes(seqs)
         vocab = self._vocab
         codes = {k: np.array([vocab.setdefault(t, len(vocab)) for t in s], dtype=np.int32) for k, s in distinct.items()}
-        lengths = _lengths(seqs)
-        self._lens["n_tokens"].append(lengths)
-        flat = np.concatenate([codes[id(s)] for s in seqs if s]) if codes else np.zeros(0, np.int32)
-        mat: IntMatrix = pad_flat(flat, lengths, -1, np.int32)
-        return mat
+        return np.concatenate([codes[id(s)] for s in seqs if s]) if codes else np.zeros(0, np.int32)
 
     def _logprob_matrix(self, seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
         return logprob_matrix(seqs)
