@@ -20,7 +20,8 @@
 # The client at 512 streamed requests (one GPU is enough):
 #   serve-default   one `vllm serve` on GPU 0, default settings (as in serve)
 #   streams         benchmarks/vllm/stream-512.toml with one load process, then with --processes auto
-#                   (PROCS to choose other counts), each a real `loadgen run`
+#                   (PROCS to choose other counts, STREAMS_SCENARIO another file: stream-512-ab takes
+#                   turns at level 512 alone, PROCS="0 auto 0"), each a real `loadgen run`
 #   collect-streams those run folders (background rows left out) into $OUT/streams.tar.gz
 #   (start-streams / wait-streams / stop-streams: detached, as the other start- stages)
 # Send a call's output to a file and print the file after: piped into `tail`, a device call that ran
@@ -95,10 +96,11 @@ serve_default() {
 
 streams() {
     env_up
-    for procs in ${PROCS:-0 auto}; do
-        log "streams: --processes $procs"
-        cmd timeout 1200 python3 -m loadgen run benchmarks/vllm/stream-512.toml --host http://127.0.0.1:8000 \
-            --out "$R/streams/processes-$procs" --processes "$procs" --label "processes=$procs" >"$R/streams-$procs.out" 2>&1
+    local scenario=${STREAMS_SCENARIO:-stream-512}
+    for procs in ${PROCS:-0 auto}; do  # a count may repeat: each run gets its own folder under processes-N
+        log "streams: $scenario --processes $procs"
+        cmd timeout 1200 python3 -m loadgen run "benchmarks/vllm/$scenario.toml" --host http://127.0.0.1:8000 \
+            --out "$R/streams/processes-$procs" --processes "$procs" --label "processes=$procs" >>"$R/streams-$procs.out" 2>&1
         log "streams: --processes $procs exit $?"
     done
 }
