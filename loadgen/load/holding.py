@@ -91,6 +91,11 @@ class Progress:
         self._t_first = 0.0
         self.due = Event()
 
+    @property
+    def started_at(self) -> float:
+        """``time.perf_counter()`` when the request started: its first token, or when it was sent (non-streamed)."""
+        return self._t_first
+
     def __call__(self, tokens: int) -> None:
         """Called with the number of tokens seen so far (a non-streamed request: with 0 when sent)."""
         if not self.started:

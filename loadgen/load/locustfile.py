@@ -550,11 +550,17 @@ def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> boo
 
 def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s: float) -> None:
     """A non-streamed request's hand-over point: when, at the pace this process's requests run at, it is
-    about to end (re-read every few tens of ms: the pace is learnt, and changes with the level)."""
-    sent = time.monotonic()
+    about to end (re-read every few tens of ms: the pace is learnt, and changes with the level).
+
+    Counted from when the request was sent (``progress.started_at``), never from this call: the slot's
+    loop gets here only once the request before has ended, a hand-over after this one was sent, and
+    counting from then put every second hand-over at the end of its request, with the slot empty."""
     while not progress.due.is_set():
+        if not progress.started:  # spawned, not yet sent: its greenlet runs once this one waits
+            progress.due.wait(_POLL_S)
+            continue
         after = st.pace.handover_after(max_tokens, handover_s)
-        left = _PACE_POLL_S if after is None else sent + after - time.monotonic()
+        left = _PACE_POLL_S if after is None else progress.started_at + after - time.perf_counter()
         if left <= 0:
             return
         progress.due.wait(min(left, _PACE_POLL_S))
