@@ -198,14 +198,20 @@ def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.N
 
 
 def _widen(mats: list[Any], fill: float) -> Any:
+    """The matrices stacked, padded with ``fill`` to the widest. Consumes ``mats``: each entry is let go
+    once it is copied, so stacking needs the pieces plus the result, not twice the whole."""
     w = max((m.shape[1] for m in mats), default=0)
     dtype = np.result_type(*mats) if mats else np.int32
     out = np.full((sum(m.shape[0] for m in mats), w), fill, dtype=dtype)
     r = 0
-    for m in mats:
+    for k in range(len(mats)):
+        m, mats[k] = mats[k], _GONE
         out[r : r + m.shape[0], : m.shape[1]] = m
         r += m.shape[0]
     return out
+
+
+_GONE = np.zeros((0, 0), np.int32)  # stands for a matrix already copied into a stacked one
 
 
 def cached_tokens(usage: Any) -> int | None:

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.columns import CanaryColumns, ColumnBuilder, FileRead, _torn_tail
+from collectors.columns import _GONE, CanaryColumns, ColumnBuilder, FileRead, _torn_tail, _widen
 from collectors.fastcolumns import READ_BUFFER, FastColumnBuilder
 from loadgen.errors import RunFolderError
 
@@ -154,38 +154,32 @@ def merge_columns(parts: list[CanaryColumns]) -> CanaryColumns:
     parts plus one joined matrix at a time, not twice the whole."""
     parts = [p for p in parts if p.n] or parts[:1]
     vocab: dict[str, int] = {}
-    remaps = [np.array([vocab.setdefault(str(t), len(vocab)) for t in p.vocab.tolist()], dtype=np.int32) for p in parts]
+    for p in parts:  # re-coded in place: the parts are consumed
+        remap = np.array([vocab.setdefault(str(t), len(vocab)) for t in p.vocab.tolist()], dtype=np.int32)
+        codes = p.token_codes
+        if remap.size:
+            coded = codes >= 0
+            codes[coded] = remap[codes[coded]]
     words = np.empty(len(vocab), dtype=object)
     words[:] = list(vocab)
     frame = pd.concat([p.frame for p in parts], ignore_index=True) if len(parts) > 1 else parts[0].frame
     return CanaryColumns(
         frame=frame,
         token_ids=_join(parts, "token_ids", -1),
-        token_codes=_join(parts, "token_codes", -1, remaps),
+        token_codes=_join(parts, "token_codes", -1),
         vocab=words,
         logprobs=_join(parts, "logprobs", np.nan),
         top_gap=_join(parts, "top_gap", np.nan),
     )
 
 
-def _join(parts: list[CanaryColumns], name: str, fill: float, remaps: list[Any] | None = None) -> Any:
-    """The parts' ``name`` matrices stacked (padded with ``fill`` to the widest), each part's own let go as
-    it is copied; ``remaps``: token codes of each part re-coded (``remap[code]``, -1 kept)."""
+def _join(parts: list[CanaryColumns], name: str, fill: float) -> Any:
+    """The parts' ``name`` matrices stacked by ``columns._widen``, which lets each go as it is copied
+    (the parts let go of theirs first)."""
     mats = [getattr(p, name) for p in parts]
     for p in parts:
         setattr(p, name, _GONE)
-    out = np.full((sum(m.shape[0] for m in mats), max(m.shape[1] for m in mats)), fill, dtype=np.result_type(*mats))
-    row = 0
-    for k in range(len(mats)):
-        m, mats[k] = mats[k], _GONE
-        if remaps is not None and remaps[k].size:
-            m = np.where(m >= 0, remaps[k][np.maximum(m, 0)], -1)
-        out[row : row + m.shape[0], : m.shape[1]] = m
-        row += m.shape[0]
-    return out
-
-
-_GONE = np.zeros((0, 0), np.int32)  # stands for a matrix already copied into the joined one
+    return _widen(mats, fill)
 
 
 def _size(path: Path) -> int:
