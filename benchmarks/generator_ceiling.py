@@ -35,8 +35,8 @@ from pathlib import Path
 import orjson
 from harness import REPO, Sampler, checkout, command_line, cores, fast_server, median, table, tool_env
 
+from loadgen.core.scenario import load_scenario
 from loadgen.load.background import BackgroundBodies
-from loadgen.scenario import load_scenario
 
 RAMP_S = 1.0  # left out at the start of the tool's window: users spawning, first connections
 SCENARIO = """\

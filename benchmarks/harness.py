@@ -25,8 +25,8 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]  # no stubs in the venv (types-psutil)
 
-from collectors.record import CanaryRecord
-from loadgen.wire import Completion
+from loadgen.core.record import CanaryRecord
+from loadgen.core.wire import Completion
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

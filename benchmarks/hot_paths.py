@@ -20,9 +20,9 @@ import orjson
 from canned import completion_body
 from harness import canary_record, command_line, median, table
 
+from loadgen.core.scenario import Background
+from loadgen.core.wire import Features, build_body, parse_body, parse_usage
 from loadgen.load.background import _WORDS, BackgroundBodies, prompt_of
-from loadgen.scenario import Background
-from loadgen.wire import Features, build_body, parse_body, parse_usage
 
 NO_FEATURES = Features()
 

@@ -29,12 +29,12 @@ from harness import command_line, cores, fast_server, median, pct, table
 from locust.env import Environment
 from locust.event import EventHook
 
+from loadgen.core.scenario import parse_scenario
 from loadgen.load.client import make_client
 from loadgen.load.locustfile import CanaryUser
 from loadgen.load.runstate import Plan, RunState, state_from_plan
 from loadgen.load.stages import Ticket
-from loadgen.scenario import parse_scenario
-from loadgen.studies.prepare import prepare_run
+from loadgen.runs.prepare import prepare_run
 
 WARMUP_S = 0.5
 SCENARIO: dict[str, Any] = {

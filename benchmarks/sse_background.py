@@ -4,7 +4,7 @@ Why: a GPU engine streams one event per token to every request in its batch; at 
 tokens a second that is more events than one core of a client that parses each of them can read, and the
 generator, not the engine, sets the level. Background streams need only their timing, status
 and usage, so ``loadgen.load.client.send_payload(usage_only=True)`` reads them by their frames
-(``loadgen.wire.sse_frames``); canaries keep the full parse. This script measures, in one gevent process
+(``loadgen.core.wire.sse_frames``); canaries keep the full parse. This script measures, in one gevent process
 pinned to one core, against ``fastserver.py --rate R`` on another core (every stream gets its next event
 every ``1/R`` s, all in step, as an engine's decode step emits them):
 

@@ -3,7 +3,7 @@
 Why it exists: the decoder and accumulator run inside every Locust user on the hot path; a
 generator that spends its CPU parsing would itself slow the endpoint's clients down. The stream
 is a 256-token vLLM ``/v1/completions`` stream in the shape of
-``tests/loadgen/wire/fixtures/vllm_completions_stream.sse`` (one token per chunk, nulls present), in
+``tests/loadgen/core/wire/fixtures/vllm_completions_stream.sse`` (one token per chunk, nulls present), in
 two variants: text only, and with ``return_token_ids`` plus logprobs with 5 alternatives (the
 canary configuration). Two chunkings: one network read per event (servers flush per event) and
 1460-byte reads (one TCP segment each, cutting events and UTF-8 characters anywhere).
@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import orjson
 
-from loadgen.wire import StreamAccumulator
-from loadgen.wire.sse import SSEDecoder
+from loadgen.core.wire import StreamAccumulator
+from loadgen.core.wire.sse import SSEDecoder
 
 N_TOKENS = 256
 WORDS = [" the", " café", " is", " open", " —", " 🎉", "\n", " yes", " and", " naïve", " 数据", " model"]

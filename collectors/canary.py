@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from collectors.jsonl import JsonlWriter
-from collectors.record import CanaryRecord
+from loadgen.core.record import CanaryRecord
 
 BACKGROUND_FLUSH_S = 0.5
 

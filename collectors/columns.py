@@ -29,8 +29,8 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.coresidency import segment_stats
 from collectors.jsonl import iter_objects
-from collectors.record import SCHEMA, CanaryRecord
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
+from loadgen.core.record import SCHEMA, CanaryRecord
 
 _CHUNK_ROWS = 8192
 _REQUIRED = frozenset(

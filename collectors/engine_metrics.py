@@ -45,7 +45,7 @@ from collectors.metric_names import (
     WAITING,
     WANTED,
 )
-from loadgen.errors import EndpointError, RunFolderError, UsageError, redact
+from loadgen.core.errors import EndpointError, RunFolderError, UsageError, redact
 
 ENGINE_METRICS_FILE = "engine_metrics.jsonl"
 _MAX_BODY_BYTES = 16 * 1024 * 1024

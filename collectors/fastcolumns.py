@@ -43,7 +43,7 @@ from collectors.columns import (
     top_gap_counted,
 )
 from collectors.linecut import Cut, cut
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
 
 _NUMBERS = frozenset((float, int))  # exactly these types convert the way ``usable_logprob`` reads them
 _LIST = frozenset((list,))

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
 
 _LINE = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 

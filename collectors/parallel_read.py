@@ -31,7 +31,7 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.columns import _GONE, CanaryColumns, ColumnBuilder, FileRead, _torn_tail, _widen
 from collectors.fastcolumns import READ_BUFFER, FastColumnBuilder
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this much canary JSONL per worker, one process reads it all
 

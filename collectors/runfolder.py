@@ -42,9 +42,9 @@ from collectors.columns import (
 )
 from collectors.jsonl import iter_objects
 from collectors.losses import write_failures
-from collectors.manifest import Manifest, read_manifest
 from collectors.parallel_read import read_canaries
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
+from loadgen.core.manifest import Manifest, read_manifest
 
 __all__ = [
     "BATCH_OTHERS",

@@ -14,10 +14,10 @@ import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.runfolder import CanaryColumns
+from loadgen.core.stats import histogram, median, num, quantiles, ratio, spread, wilson
 from reports import coresidency, forks, heatmap
 from reports import identity as ident
 from reports.kernels import Rows, drift, group_rows
-from reports.stats import histogram, median, num, quantiles, ratio, spread, wilson
 
 
 def canonical_order(cols: CanaryColumns, rows: Rows) -> Rows:

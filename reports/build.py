@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from collectors.manifest import Manifest, RunStatus
 from collectors.runfolder import CanaryColumns, RunData
-from loadgen.wire.server_config import describe
+from loadgen.core.claims import DEFAULT_MAX_RATE, level_claim
+from loadgen.core.manifest import Manifest, RunStatus
+from loadgen.core.stats import quantiles
+from loadgen.core.wire.server_config import describe
 from reports import client_load, coresidency, cost
 from reports.analysis import analyse
 from reports.cache_checks import cache_expectations, cache_notices
-from reports.claims import DEFAULT_MAX_RATE, level_claim
 from reports.finite import scrub
 from reports.health import figures_notice, run_health
-from reports.stats import quantiles
 
 REPORT_SCHEMA = 1
 ACTIVE = (RunStatus.PREPARED, RunStatus.RUNNING)  # a manifest still saying so when read: nobody ended it
@@ -98,7 +98,7 @@ def claim_rate(m: Manifest) -> float | None:
 
 
 def add_claims(entry: dict[str, Any], m: Manifest) -> None:
-    """Each level's ``claim`` (``reports.claims.level_claim``): at the run's P, else at ``DEFAULT_MAX_RATE``
+    """Each level's ``claim`` (``loadgen.core.claims.level_claim``): at the run's P, else at ``DEFAULT_MAX_RATE``
     to say what a claim would have needed."""
     asked = claim_rate(m)
     p = asked if asked is not None else DEFAULT_MAX_RATE
@@ -161,7 +161,7 @@ def run_section(m: Manifest) -> dict[str, Any]:
 
 
 def server_config(m: Manifest) -> dict[str, Any]:
-    """The settings the server stated about itself at the probe (``loadgen.wire.server_config``), and a line
+    """The settings the server stated about itself at the probe (``loadgen.core.wire.server_config``), and a line
     saying them; empty settings for runs that predate it."""
     config = m.server.get("config")
     settings = config.get("settings") if isinstance(config, dict) else None

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from loadgen.errors import UsageError
-from reports.claims import describe, level_claim
+from loadgen.core.claims import describe, level_claim
+from loadgen.core.errors import UsageError
 
 # option name -> (figure key in report.json, "max" or "min")
 METRICS = {
@@ -193,7 +193,7 @@ def integrity(report: dict[str, Any], max_error_rate: float = DEFAULT_MAX_ERROR_
 
 def claim_outcomes(report: dict[str, Any], max_rate: float) -> list[Outcome]:
     """``--claim-max-rate P``: per canary and planned level, "divergence rate < P at 95%" holds
-    (``reports.claims.supports`` on the level's diverged and completions; a level ended early by the claim
+    (``loadgen.core.claims.supports`` on the level's diverged and completions; a level ended early by the claim
     rule is judged on what it has). A planned level the report lacks, or without a reference, fails."""
     planned = sorted(set((report.get("run") or {}).get("levels") or []))
     name_of = f"claim rate < {max_rate:g} at 95%"

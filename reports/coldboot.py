@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from collectors.record import CanaryRecord
 from collectors.runfolder import cached_tokens
-from reports.identity import Completion, IdentityKind, choose_kind, first_divergence, identities
+from loadgen.core.identity import Completion, IdentityKind, choose_kind, first_divergence, identities
+from loadgen.core.record import CanaryRecord
 
 SUMMARY_SCHEMA = 1
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
 from reports import cost
 from reports.compare_cells import FIGURES, run_label
 from reports.compare_html import render_html

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from collectors.coresidency import window_running
 from collectors.runfolder import BATCH_OTHERS
-from reports.stats import median, num
+from loadgen.core.stats import median, num
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]

@@ -22,7 +22,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from collectors.runfolder import SCALARS, CanaryColumns
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
 
 # every scalar the reader keeps, and which file each record came from
 EXPORTED = (*SCALARS, "file")

@@ -6,7 +6,7 @@ torn last line; a hostile endpoint sends ``NaN`` logprobs. None of that may pass
 module says it first (``headline``, shown above every figure), in plain words with counts
 (``notices``), and as facts the CI gate reads (``reports.check.integrity``). Pure: ``RunData`` and
 the per-canary analysis in, a JSON-ready dict out. ``endpoint_failed`` is the one rule, used here
-and by the run's owner when it settles the status (``loadgen/studies/lifecycle.py``).
+and by the run's owner when it settles the status (``loadgen/runs/lifecycle.py``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from collectors.losses import lost_records
-from collectors.manifest import RunStatus
 from collectors.runfolder import RunData
+from loadgen.core.manifest import RunStatus
 
 MIN_TRAILING = 3  # failures in a row at the end that say "the endpoint died", whatever the level size
 DEAD_LEVELS = 2  # ... and at least this many levels' worth: one level lost to bad luck is not a death

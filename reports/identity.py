@@ -6,68 +6,24 @@ compared by token strings, and the report says how many had each. With text iden
 characters (Unicode code points). The first divergence of two completions is the first position
 where they differ, the shorter length when one is a strict prefix of the other, none when equal.
 
-Two forms of the same rules: per completion (``choose_kind``, ``identities``, ``first_divergence``)
-for code that sees records one at a time, and over a padded matrix (``choose``,
-``first_divergence_rows``) for the report's columns. Pure: no I/O. Imports numpy only (pandas is
-not loaded), so the Locust process can use it for the live table.
+The rules over a padded matrix (``choose``, ``first_divergence_rows``) for the report's columns; the
+per-completion form (``choose_kind``, ``identities``, ``first_divergence``) is ``loadgen.core.identity``,
+which this module builds on. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 
+from loadgen.core.identity import END, IdentityKind, choose_kind
 from reports.kernels import Rows, chunks
 
 if TYPE_CHECKING:
     from collectors.runfolder import CanaryColumns
-
-IdentityKind = Literal["token_ids", "tokens", "text"]
-KINDS: tuple[IdentityKind, ...] = ("token_ids", "tokens", "text")  # strongest first
-Completion = tuple[Any, ...]  # one completion under one identity kind
-
-END = None  # a fork "token" where the sequence had already ended
-
-
-def choose_kind(completions: int, with_ids: int, with_tokens: int) -> IdentityKind:
-    """The strongest identity every one of ``completions`` carried (the rule, in one place)."""
-    if completions and with_ids == completions:
-        return "token_ids"
-    if completions and with_tokens == completions:
-        return "tokens"
-    return "text"
-
-
-def identities(
-    token_ids: Sequence[int] | None, tokens: Sequence[str] | None, text: str | None
-) -> dict[IdentityKind, Completion]:
-    """One completion under every identity it carries (text always: a missing text is the empty one)."""
-    out: dict[IdentityKind, Completion] = {}
-    if token_ids is not None:
-        out["token_ids"] = tuple(token_ids)
-    if tokens is not None:
-        out["tokens"] = tuple(tokens)
-    out["text"] = tuple(text or "")
-    return out
-
-
-def identity_hash(seq: Completion) -> str:
-    """A short stable digest of one completion under one kind (for messages between processes)."""
-    return hashlib.blake2b(orjson.dumps(list(seq)), digest_size=8).hexdigest()
-
-
-def first_divergence(a: Completion, b: Completion) -> int | None:
-    """The first index where they differ; the shorter length for a strict prefix; None if equal."""
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 @dataclass

@@ -5,14 +5,14 @@ be hostile. Put raw into Markdown, such a string can open raw HTML, start a head
 image or link, break a table, or carry terminal escapes (ESC, an OSC title, BEL, NUL) to whoever
 ``cat``s the file. ``text`` escapes a string for prose, ``code`` for a code span (tokens, whose
 whitespace matters); both write control characters as visible escapes (``\\x1b``) with the same rule
-the CLI prints by (``loadgen.errors.visible``), line breaks included, so nothing starts a new line.
+the CLI prints by (``loadgen.core.errors.visible``), line breaks included, so nothing starts a new line.
 """
 
 from __future__ import annotations
 
 import re
 
-from loadgen.errors import visible
+from loadgen.core.errors import visible
 
 # Backslash-escaped wherever they appear: everything that opens markup inline (raw HTML, entities,
 # links and images, emphasis, strikethrough, code spans) or splits a table cell. ``_`` only where it can

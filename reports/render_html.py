@@ -199,7 +199,7 @@ def canary_html(entry: dict[str, Any]) -> str:
 
 
 def claim_html(entry: dict[str, Any]) -> str:
-    """The claim "divergence rate < P at 95%" per level (``reports.claims``), as ``report.md`` has it."""
+    """The claim "divergence rate < P at 95%" per level (``loadgen.core.claims``), as ``report.md`` has it."""
     head = claim_heading(entry)
     if head is None:
         return ""

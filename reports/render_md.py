@@ -135,7 +135,7 @@ def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
 
 
 def claim_heading(entry: dict[str, Any]) -> str | None:
-    """The claim's one-line summary (``reports.claims``); None for a report from before claims."""
+    """The claim's one-line summary (``loadgen.core.claims``); None for a report from before claims."""
     claims = [lv["claim"] for lv in entry.get("levels") or [] if lv.get("claim")]
     if not claims:
         return None

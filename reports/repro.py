@@ -28,14 +28,15 @@ import numpy as np
 import orjson
 
 from collectors.runfolder import RunData, top_gap
-from loadgen.errors import UsageError
-from loadgen.wire.server_config import describe
-from loadgen.wire.urls import api_path, origin
+from loadgen.core.errors import UsageError
+from loadgen.core.identity import first_divergence, identities
+from loadgen.core.stats import num
+from loadgen.core.wire.server_config import describe
+from loadgen.core.wire.urls import api_path, origin
 from reports import coresidency, mdtext
 from reports import identity as ident
 from reports.analysis import CanaryView, canonical_order
 from reports.build import with_engine_join
-from reports.stats import num
 
 EMBEDDED_PREFIX = ["-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0"]
 CONTEXT = 5  # positions shown on each side of the first divergence in the README
@@ -167,11 +168,11 @@ def resolved_divergence(choice: Choice, record: dict[str, Any], reference: dict[
     if choice.compared or reference is None or record.get("status") != "ok":
         return choice.first_divergence
     kind = choice.reference["identity"]
-    mine = ident.identities(record.get("token_ids"), record.get("tokens"), record.get("text"))
-    theirs = ident.identities(reference.get("token_ids"), reference.get("tokens"), reference.get("text"))
+    mine = identities(record.get("token_ids"), record.get("tokens"), record.get("text"))
+    theirs = identities(reference.get("token_ids"), reference.get("tokens"), reference.get("text"))
     if kind not in mine or kind not in theirs:
         return None
-    return ident.first_divergence(mine[kind], theirs[kind])
+    return first_divergence(mine[kind], theirs[kind])
 
 
 # ---- the load in flight -------------------------------------------------------------------------------

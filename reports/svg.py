@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from html import escape
 
-from loadgen.errors import visible
+from loadgen.core.errors import visible
 from reports.finite import finite
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04")

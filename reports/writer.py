@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from collectors.runfolder import load_run
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
 from reports.build import REPORT_SCHEMA, build_report
 from reports.render_html import render_html
 from reports.render_md import render_markdown

@@ -105,11 +105,94 @@ def test_the_import_graph_has_no_cycles() -> None:
     assert cycles == []
 
 
-def test_reports_and_collectors_stay_out_of_the_load_path() -> None:
+# The floors of the house, ground first (docs/design.md, "The house"). A module may import its own
+# package and any package on a lower floor; never a package beside it or above it.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("loadgen.core",),  # the shared vocabulary: imports nothing else of the project
+    ("collectors", "loadgen.engine", "scenarios"),
+    ("reports",),
+    ("loadgen.launchers",),
+    ("loadgen.runs",),  # a run folder's birth and end: below both the Locust side and the studies
+    ("loadgen.load",),
+    ("loadgen.studies",),
+    ("loadgen.cli",),
+    ("loadgen.__main__", "tools"),  # entry points: ``python -m loadgen``, CI's own tooling
+)
+ROOT_MODULE = "loadgen"  # the package's own __init__: the version, importable from anywhere but the ground
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to, as ``FLOORS`` names them."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "loadgen" and len(parts) > 1 else parts[0]
+
+
+def floor_of(package: str) -> int:
+    for i, floor in enumerate(FLOORS):
+        if package in floor:
+            return i
+    raise AssertionError(f"{package}: on no floor of tests/test_layout.py's FLOORS; give it one")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that reaches beside or above its own floor, as ``module -> module``."""
+    bad = []
+    for name, deps in sorted(graph.items()):
+        if name == ROOT_MODULE:
+            continue
+        mine = package_of(name)
+        for dep in sorted(deps):
+            if dep == ROOT_MODULE:
+                if floor_of(mine) == 0:
+                    bad.append(f"{name} -> {dep}")
+                continue
+            theirs = package_of(dep)
+            if theirs != mine and floor_of(theirs) >= floor_of(mine):
+                bad.append(f"{name} -> {dep}")
+    return bad
+
+
+def test_every_package_stands_on_a_floor() -> None:
+    for name in first_party():
+        if name != ROOT_MODULE:
+            floor_of(package_of(name))
+
+
+def test_nothing_imports_upward_or_sideways() -> None:
+    assert upward_imports(first_party()) == []
+
+
+def test_the_ground_floor_imports_nothing_else_of_the_project() -> None:
     graph = first_party()
+    ground = {n: d for n, d in graph.items() if package_of(n) == "loadgen.core"}
+    assert ground, "loadgen.core is missing"
+    assert {n: sorted(d) for n, d in ground.items() if any(not x.startswith("loadgen.core") for x in d)} == {}
+
+
+def test_the_layout_test_catches_an_upward_import() -> None:
+    graph = {name: set(deps) for name, deps in first_party().items()}
+    graph["loadgen.core.scenario.schema"].add("reports.claims")
+    graph["loadgen.load.client"].add("loadgen.studies.run")
+    assert upward_imports(graph) == [
+        "loadgen.core.scenario.schema -> reports.claims",
+        "loadgen.load.client -> loadgen.studies.run",
+    ]
+
+
+def test_no_package_cycle() -> None:
+    graph = first_party()
+    edges: dict[str, set[str]] = {}
     for name, deps in graph.items():
-        if name.split(".")[0] in ("reports", "collectors"):
-            assert not {d for d in deps if d.startswith(("loadgen.load", "loadgen.studies", "loadgen.cli"))}, name
+        edges.setdefault(package_of(name), set()).update(package_of(d) for d in deps if d != ROOT_MODULE)
+    for pkg in edges:
+        edges[pkg].discard(pkg)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(
+            nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})) for nxt in edges.get(start, ())
+        )
+
+    assert sorted(p for p in edges if reaches(p, p, {p})) == []
 
 
 def test_the_installed_package_does_not_ship_ci_tooling() -> None:

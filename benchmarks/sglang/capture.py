@@ -1,6 +1,6 @@
 """Capture what a served SGLang answers, for the tests' fixtures: run on the GPU machine by sglang_h200.sh.
 
-Why: the ``generate`` dialect (loadgen/wire/generate.py) and the cache checks must be tested on the bytes the
+Why: the ``generate`` dialect (loadgen/core/wire/generate.py) and the cache checks must be tested on the bytes the
 real server sends. Writes into OUTDIR: /generate whole and streamed (with logprobs and two alternatives),
 /v1/completions (token strings, no ids), /metrics idle and busy, /get_server_info, /v1/models, and the
 /flush_cache answer idle and while requests run. Stdlib only (it runs beside the server, nothing installed).

@@ -6,7 +6,7 @@ or ``N@each`` (every level); a value outside its range (a rate above 1, a negati
 (exit 2). Every check also fails a run that did not finish, a planned level without completions, lost
 records, and more than ``--max-error-rate`` (default 0.05) failed canaries (``reports.check.integrity``).
 ``--junit FILE`` writes JUnit XML, one test case per threshold and per integrity check.
-``--claim-max-rate P`` (``reports.claims``) fails unless every planned level supports "divergence rate < P
+``--claim-max-rate P`` (``loadgen.core.claims``) fails unless every planned level supports "divergence rate < P
 at 95%"; it may be the only option given.
 """
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from loadgen.errors import RunFolderError, UsageError
+from loadgen.core.claims import validate_rate
+from loadgen.core.errors import RunFolderError, UsageError
 from reports.check import (
     DEFAULT_MAX_ERROR_RATE,
     METRICS,
@@ -27,7 +28,6 @@ from reports.check import (
     junit_xml,
     limit_of,
 )
-from reports.claims import validate_rate
 from reports.writer import load_report, write_text
 
 HELP = {

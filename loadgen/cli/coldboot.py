@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from collectors.manifest import RunStatus
-from loadgen.load.options import parse_labels
+from loadgen.core.manifest import RunStatus
+from loadgen.core.options import parse_labels
 from scenarios import names, path_of
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from loadgen.errors import UsageError
+from loadgen.core.errors import UsageError
 from reports.compare import compare_reports, write_comparison
 from reports.writer import load_report
 

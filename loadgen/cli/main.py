@@ -3,7 +3,7 @@
 The only place that prints errors: library code raises ``LoadgenError`` subclasses, rendered here as
 one message and exit code 2 (unusable input); a command returns its own code otherwise. Messages
 quote what endpoints and engines sent (error bodies, log tails), so every control character in them
-is printed as an escape (``\x1b``, ``loadgen.errors.visible``): a hostile server must not retitle,
+is printed as an escape (``\x1b``, ``loadgen.core.errors.visible``): a hostile server must not retitle,
 clear or drive the terminal.
 """
 
@@ -14,7 +14,7 @@ import sys
 
 from loadgen import __version__
 from loadgen.cli import serve
-from loadgen.errors import LoadgenError, visible
+from loadgen.core.errors import LoadgenError, visible
 
 
 def build_parser() -> argparse.ArgumentParser:

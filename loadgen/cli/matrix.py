@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from loadgen.load.options import parse_labels, parse_levels
+from loadgen.core.options import parse_labels, parse_levels
 from scenarios import names, path_of
 
 

@@ -9,8 +9,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from loadgen.errors import visible
-from loadgen.load.options import parse_labels
+from loadgen.core.errors import visible
+from loadgen.core.options import parse_labels
 from scenarios import names, path_of
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from collectors.runfolder import load_run
 from loadgen.cli.progress.printer import open_display
-from loadgen.errors import visible
+from loadgen.core.errors import visible
 from reports.build import build_report
 from reports.writer import write_report_files
 

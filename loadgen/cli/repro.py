@@ -20,8 +20,8 @@ from typing import Any
 
 from collectors.jsonl import iter_objects
 from collectors.runfolder import load_run
-from loadgen.errors import RunFolderError, UsageError, redact
-from loadgen.scenario.schema import parse_scenario
+from loadgen.core.errors import RunFolderError, UsageError, redact
+from loadgen.core.scenario.schema import parse_scenario
 from reports.repro import build_folder, lifetime, overlaps, select
 
 

@@ -12,11 +12,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from collectors.manifest import RunStatus
 from loadgen.cli.progress.printer import progress_shown
 from loadgen.cli.progress.summary import read_summary
-from loadgen.errors import UsageError, visible
-from loadgen.load.options import (
+from loadgen.core.claims import validate_rate
+from loadgen.core.errors import UsageError, visible
+from loadgen.core.manifest import RunStatus
+from loadgen.core.options import (
     WEB_PASSWORD_ENV,
     WEB_USER_ENV,
     parse_labels,
@@ -25,7 +26,6 @@ from loadgen.load.options import (
     web_credentials,
 )
 from loadgen.studies.run import run as run_scenario
-from reports.claims import validate_rate
 from scenarios import names, path_of
 
 

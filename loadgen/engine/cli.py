@@ -16,11 +16,11 @@ from typing import cast
 
 from aiohttp import web
 
+from loadgen.core.errors import EngineError, UsageError
 from loadgen.engine.faults import FaultPlan, add_fault_arguments
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
 from loadgen.engine.scheduler import Scheduler
 from loadgen.engine.server import Served, build_app
-from loadgen.errors import EngineError, UsageError
 
 # The engine thread and the HTTP loop share the GIL; a short switch interval keeps token
 # delivery from waiting behind a whole step.

@@ -25,7 +25,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from loadgen.errors import UsageError
+from loadgen.core.errors import UsageError
 
 # Order matters: it fixes which slice of [0, 1) each rate owns, so results stay stable as flags are added.
 FAULT_KINDS = ("status", "reset", "no_done", "malformed", "missing_ids", "missing_logprobs", "slow_first_token")

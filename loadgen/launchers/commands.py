@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import Literal
 
-from loadgen.scenario import PORT_PLACEHOLDER, LauncherSpec
+from loadgen.core.scenario import PORT_PLACEHOLDER, LauncherSpec
 
 ReadyBy = Literal["line", "health"]  # "line": the process prints READY <url>; "health": poll health_url for 200
 

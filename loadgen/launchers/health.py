@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
 from loadgen.launchers.commands import LaunchPlan
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.process import RunningEngine, log_tail

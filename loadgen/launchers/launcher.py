@@ -12,12 +12,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from collectors.manifest import now_iso
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
+from loadgen.core.manifest import now_iso
+from loadgen.core.scenario import LauncherSpec
 from loadgen.launchers.commands import LaunchPlan, plan_launch
 from loadgen.launchers.health import free_port, start_health_checked
 from loadgen.launchers.process import RunningEngine, start_process
-from loadgen.scenario import LauncherSpec
 
 
 class Launcher:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
 from loadgen.launchers.guard import spawn
 
 _TAIL_LINES = 30

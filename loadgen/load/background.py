@@ -26,8 +26,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from loadgen.scenario import Background
-from loadgen.wire import Features, Kind, build_body
+from loadgen.core.scenario import Background
+from loadgen.core.wire import Features, Kind, build_body
 
 _WORD_TEXT = """
 time year people way day man thing woman life child world school state family student group country

@@ -11,10 +11,10 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from collectors.record import CanaryRecord, Phase
+from loadgen.core.record import CanaryRecord, Phase
+from loadgen.core.scenario import Canary, Scenario
+from loadgen.core.wire import Features, Kind, build_body
 from loadgen.load.client import EndpointClient, Outcome, ResetAnswer, reset_cache
-from loadgen.scenario import Canary, Scenario
-from loadgen.wire import Features, Kind, build_body
 
 CacheAction = Literal["reset", "salt"] | None  # None: the cache was kept
 

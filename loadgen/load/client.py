@@ -27,10 +27,9 @@ import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-from loadgen.errors import REDACTED, redact, redact_json
-from loadgen.load.holding import Progress
-from loadgen.scenario.schema import MAX_RESPONSE_BYTES
-from loadgen.wire import (
+from loadgen.core.errors import REDACTED, redact, redact_json
+from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
+from loadgen.core.wire import (
     Completion,
     Kind,
     MalformedResponse,
@@ -39,8 +38,9 @@ from loadgen.wire import (
     parse_body,
     parse_usage,
 )
-from loadgen.wire.sse import SSEDecoder
-from loadgen.wire.sse_frames import FrameReader
+from loadgen.core.wire.sse import SSEDecoder
+from loadgen.core.wire.sse_frames import FrameReader
+from loadgen.load.holding import Progress
 
 _MAX_ERROR_BODY = 500
 _CLOSE = {"Connection": "close"}
@@ -199,7 +199,7 @@ def send_payload(
 
     ``usage_only``: a whole body is checked for the same faults but only its usage is kept (no
     ``completion``): background traffic, where building one would be wasted work on the hot path. A
-    stream is then read by its frames (``loadgen.wire.sse_frames``): timing, status, usage and errors as
+    stream is then read by its frames (``loadgen.core.wire.sse_frames``): timing, status, usage and errors as
     the canary's full parse finds them, without parsing every token's chunk.
     ``progress``: a streamed response calls it with the number of generated tokens seen so far: from
     the first event that carried a token, once per event (with ``usage_only``: once per piece of the body

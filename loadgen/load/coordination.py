@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from collectors.record import Phase
+from loadgen.core.claims import supports
+from loadgen.core.record import Phase
 from loadgen.load.stages import EarlyEnd, StageTracker, Ticket
-from reports.claims import supports
 
 REPORT_STALE_S = 2.0  # a worker whose last in-flight report is older than this is not counted
 

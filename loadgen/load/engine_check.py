@@ -10,7 +10,7 @@ not again: the check is skipped and the report's measured co-residency is the on
 from __future__ import annotations
 
 from collectors.engine_metrics import fetch_metrics_text, metrics_url, parse_metrics
-from loadgen.errors import EndpointError
+from loadgen.core.errors import EndpointError
 
 _TIMEOUT_S = 1.0
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reports.identity import KINDS, IdentityKind, choose_kind, first_divergence, identities, identity_hash
+from loadgen.core.identity import KINDS, IdentityKind, choose_kind, first_divergence, identities, identity_hash
 
 References = dict[str, dict[IdentityKind, list[Any]]]  # canary -> kind -> reference completion (msgpack-safe)
 

@@ -4,7 +4,7 @@ Run it through ``loadgen run`` (headless, ``--processes N`` or ``--ui``) or as `
 file (also ``--master`` / ``--worker``). Importing it imports Locust and so gevent's monkey-patching:
 nothing in ``reports`` may import it. Users are thin: stage arithmetic lives in ``loadgen.load.stages``
 and ``loadgen.load.coordination``, request/timing/fault handling in ``loadgen.load.client``, dialects in
-``loadgen.wire``, writing in ``collectors``.
+``loadgen.core.wire``, writing in ``collectors``.
 
 Two sides, one code path: the coordinator side (master, or the local process) prepares the run
 folder, owns the stage tracker and finishes the manifest; the user side (workers, or the local
@@ -36,9 +36,12 @@ from locust.runners import MasterRunner, WorkerRunner
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from collectors.client_cpu import ClientCpuWriter, client_cpu_path
-from collectors.manifest import read_manifest, update_manifest
-from collectors.record import CanaryRecord
-from loadgen.errors import LoadgenError, UsageError
+from loadgen.core.errors import LoadgenError, UsageError
+from loadgen.core.manifest import read_manifest, update_manifest
+from loadgen.core.options import web_credentials
+from loadgen.core.record import CanaryRecord
+from loadgen.core.scenario import Scenario, load_scenario, parse_scenario, with_overrides
+from loadgen.core.wire.urls import api_path
 from loadgen.load.background import BackgroundBodies, BackgroundBody
 from loadgen.load.bulk_stats import BulkStats
 from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
@@ -47,14 +50,12 @@ from loadgen.load.coordination import Coordinator, StageSnapshot, claim_stop
 from loadgen.load.cpu_sampler import CpuSampler
 from loadgen.load.holding import Progress, Slot, spawn_delay
 from loadgen.load.live import LiveTable, summarise
-from loadgen.load.options import Launch, RunOptions, add_arguments, normalise, web_credentials
+from loadgen.load.options import Launch, RunOptions, add_arguments, normalise
 from loadgen.load.runstate import Plan, RunState, state_from_plan
 from loadgen.load.stages import StageTracker, Ticket, build_stages, users_for
 from loadgen.load.webui import install_login, install_tab, protect
-from loadgen.scenario import Scenario, load_scenario, parse_scenario, with_overrides
-from loadgen.studies.lifecycle import OwnedRun
-from loadgen.studies.prepare import api_key_of, prepare_run
-from loadgen.wire.urls import api_path
+from loadgen.runs.lifecycle import OwnedRun
+from loadgen.runs.prepare import api_key_of, prepare_run
 from scenarios import path_of
 
 log = logging.getLogger("loadgen")

@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from collectors.canary import BackgroundCollector, CanaryCollector
-from collectors.manifest import read_manifest
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
+from loadgen.core.manifest import read_manifest
+from loadgen.core.scenario import Scenario, parse_scenario
+from loadgen.core.wire import Features
 from loadgen.load.client import Inflight
 from loadgen.load.coordination import Mirror
 from loadgen.load.engine_check import EngineCheck
 from loadgen.load.holding import Holding, Pace
 from loadgen.load.live import References
-from loadgen.scenario import Scenario, parse_scenario
-from loadgen.studies.prepare import api_key_of, canary_features
-from loadgen.wire import Features
+from loadgen.runs.prepare import api_key_of, canary_features
 
 
 @dataclass

@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.record import Phase
-from loadgen.scenario import Sweep
+from loadgen.core.record import Phase
+from loadgen.core.scenario import Sweep
 
 
 @dataclass(frozen=True, slots=True)

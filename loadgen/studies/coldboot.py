@@ -23,20 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from collectors.jsonl import JsonlWriter
-from collectors.manifest import RunStatus, now_iso, read_manifest, update_manifest
-from collectors.record import CanaryRecord
-from loadgen.errors import EngineError, LoadgenError, ScenarioError, UsageError
+from loadgen.core.errors import EngineError, LoadgenError, ScenarioError, UsageError
+from loadgen.core.manifest import RunStatus, now_iso, read_manifest, update_manifest
+from loadgen.core.record import CanaryRecord
+from loadgen.core.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
+from loadgen.core.wire import Features
+from loadgen.core.wire.urls import api_path
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import keep_failed_log
 from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
 from loadgen.load.client import make_client, send
-from loadgen.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
+from loadgen.runs.lifecycle import OwnedRun
+from loadgen.runs.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
+from loadgen.runs.probe import probe
 from loadgen.studies.events import BootRequest, BootStarted, EngineReady, LoadEnded, Progress, no_progress
-from loadgen.studies.lifecycle import OwnedRun
-from loadgen.studies.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
-from loadgen.studies.probe import probe
-from loadgen.wire import Features
-from loadgen.wire.urls import api_path
 from reports.coldboot import render_markdown, summarise
 from reports.writer import report_json, write_text
 

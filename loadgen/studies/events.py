@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.manifest import RunStatus
-from loadgen.scenario import Scenario
+from loadgen.core.manifest import RunStatus
+from loadgen.core.scenario import Scenario
 
 
 @dataclass(frozen=True)

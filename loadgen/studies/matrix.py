@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors.manifest import RunStatus
-from loadgen.errors import EndpointError, EngineError, ScenarioError, UsageError
-from loadgen.scenario import LauncherSpec, MatrixCell, Scenario, load_scenario
+from loadgen.core.errors import EndpointError, EngineError, ScenarioError, UsageError
+from loadgen.core.manifest import RunStatus
+from loadgen.core.scenario import LauncherSpec, MatrixCell, Scenario, load_scenario
 from loadgen.studies.coldboot import cold_boot
 from loadgen.studies.events import CellEnded, CellStarted, Progress, no_progress
 from loadgen.studies.run import run

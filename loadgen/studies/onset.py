@@ -35,13 +35,13 @@ from typing import Any
 import orjson
 
 from collectors.jsonl import read_jsonl
-from collectors.manifest import RunStatus, create_run_dir, now_iso
-from loadgen.errors import RunFolderError, ScenarioError, UsageError
-from loadgen.scenario import load_scenario, with_overrides
-from loadgen.scenario.schema import MAX_LEVEL
+from loadgen.core.errors import RunFolderError, ScenarioError, UsageError
+from loadgen.core.manifest import RunStatus, create_run_dir, now_iso
+from loadgen.core.scenario import load_scenario, with_overrides
+from loadgen.core.scenario.schema import MAX_LEVEL
+from loadgen.core.stats import wilson
 from loadgen.studies.onset_search import bracket, next_level
 from loadgen.studies.run import check_options, endpoint_for, run
-from reports.stats import wilson
 from reports.writer import report_json, write_text
 
 SCHEMA = 1

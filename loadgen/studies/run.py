@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.manifest import RunStatus
-from loadgen.errors import EngineError, UsageError
+from loadgen.core.errors import EngineError, UsageError
+from loadgen.core.manifest import RunStatus
+from loadgen.core.scenario import LauncherSpec, Scenario, load_scenario, with_overrides
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
-from loadgen.scenario import LauncherSpec, Scenario, load_scenario, with_overrides
+from loadgen.runs.lifecycle import OwnedRun
+from loadgen.runs.prepare import api_key_of, prepare_run
 from loadgen.studies.events import EngineReady, EngineStarting, LoadEnded, LoadStarted, Probing, Progress, no_progress
-from loadgen.studies.lifecycle import OwnedRun
-from loadgen.studies.prepare import api_key_of, prepare_run
 
 LOCUSTFILE = Path(__file__).parents[1] / "load" / "locustfile.py"
 STOP_TIMEOUT_S = 30.0  # background requests in flight at the end get this long to finish, then are cut

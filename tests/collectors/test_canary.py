@@ -6,7 +6,7 @@ from locust.event import EventHook
 
 from collectors.canary import BackgroundCollector, CanaryCollector
 from collectors.jsonl import read_jsonl
-from collectors.record import CanaryRecord
+from loadgen.core.record import CanaryRecord
 
 
 def rec(i: int, status: str = "ok") -> CanaryRecord:

@@ -32,7 +32,7 @@ from collectors.engine_metrics import (
     parse_metrics,
 )
 from collectors.jsonl import read_jsonl
-from loadgen.errors import EndpointError, RunFolderError, UsageError
+from loadgen.core.errors import EndpointError, RunFolderError, UsageError
 from loadgen.launchers.process import start_embedded
 
 FIXTURES = Path(__file__).with_name("fixtures")

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collectors.fastcolumns import _TRIAL_RECORDS, FastColumnBuilder
-from collectors.record import CanaryRecord
 from collectors.runfolder import RunData, load_run
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
+from loadgen.core.record import CanaryRecord
 
 MANIFEST = {"schema": 1, "run_id": "r", "levels": [0, 1, 4], "status": "finished"}
 

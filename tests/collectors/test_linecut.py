@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from collectors.linecut import cut
-from collectors.record import CanaryRecord
+from loadgen.core.record import CanaryRecord
 
 token = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=5)
 logprob = st.one_of(

@@ -10,9 +10,9 @@ import numpy as np
 import orjson
 import pytest
 
-from collectors.record import CanaryRecord
 from collectors.runfolder import load_run, top_gap
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
+from loadgen.core.record import CanaryRecord
 
 MANIFEST = {"schema": 1, "run_id": "r", "levels": [1, 2], "status": "finished"}
 

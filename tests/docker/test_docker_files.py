@@ -29,8 +29,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from loadgen.cli.main import build_parser
-from loadgen.load.options import parse_processes
-from loadgen.scenario import load_scenario
+from loadgen.core.options import parse_processes
+from loadgen.core.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"

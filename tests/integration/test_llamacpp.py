@@ -27,9 +27,9 @@ import orjson
 import pytest
 
 from collectors.jsonl import read_jsonl
-from collectors.manifest import read_manifest
-from collectors.record import CanaryRecord
-from loadgen.scenario import LauncherSpec
+from loadgen.core.manifest import read_manifest
+from loadgen.core.record import CanaryRecord
+from loadgen.core.scenario import LauncherSpec
 from loadgen.studies.run import run
 from tools.llamacpp.build import built_server, cache_for, cache_home
 from tools.llamacpp.tiny_model import DEFAULT_VOCAB, TinyModelSpec, write_tiny_model

@@ -34,8 +34,8 @@ from typing import Any
 
 import pytest
 
-from loadgen.errors import EndpointError, LoadgenError, ScenarioError
-from loadgen.studies.probe import PROBE_PROMPT
+from loadgen.core.errors import EndpointError, LoadgenError, ScenarioError
+from loadgen.runs.probe import PROBE_PROMPT
 from loadgen.studies.run import run
 
 CORPUS = Path(__file__).with_name("bad_scenarios")

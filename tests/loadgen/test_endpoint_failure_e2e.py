@@ -21,7 +21,7 @@ from pathlib import Path
 
 import orjson
 
-from collectors.manifest import read_manifest
+from loadgen.core.manifest import read_manifest
 
 DYING = """
 name = "dying"

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from collectors.manifest import read_manifest
+from loadgen.core.manifest import read_manifest
 
 SCENARIO = """
 name = "killed"

@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collectors.manifest import read_manifest
-from loadgen.errors import EndpointError, ScenarioError
-from loadgen.scenario import parse_scenario
+from loadgen.core.errors import EndpointError, ScenarioError
+from loadgen.core.manifest import read_manifest
+from loadgen.core.scenario import parse_scenario
 from loadgen.studies.run import run
 
 FAULT_SERVER = Path(__file__).with_name("fault_server.py")

@@ -9,7 +9,7 @@ import pytest
 from runkit import rec
 
 from collectors.runfolder import ColumnBuilder
-from loadgen.errors import UsageError
+from loadgen.core.errors import UsageError
 from reports.analysis import analyse
 from reports.check import Threshold, check_report, junit_xml
 

@@ -13,7 +13,7 @@ import pytest
 from runkit import rec, write_run
 
 from loadgen.cli import check, compare, export, report
-from loadgen.errors import RunFolderError, UsageError
+from loadgen.core.errors import RunFolderError, UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collectors.record import CanaryRecord
+from loadgen.core.identity import first_divergence
+from loadgen.core.record import CanaryRecord
 from reports.coldboot import matrix_table, render_markdown, summarise
-from reports.identity import first_divergence
 
 COLD = [5, 9, 9, 1]
 WARM = [5, 9, 4, 2]

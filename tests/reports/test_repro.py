@@ -14,8 +14,8 @@ import pytest
 from runkit import rec, write_run
 
 from collectors.runfolder import load_run
-from loadgen.errors import UsageError
-from loadgen.scenario import parse_scenario
+from loadgen.core.errors import UsageError
+from loadgen.core.scenario import parse_scenario
 from reports import repro
 from reports.analysis import analyse
 

@@ -16,7 +16,7 @@ from contextlib import closing
 from pathlib import Path
 
 from loadgen.cli.progress.printer import open_display
-from loadgen.errors import LoadgenError
+from loadgen.core.errors import LoadgenError
 from tools.llamacpp.build import LLAMA_CPP_PYTHON_VERSION, cache_for, cache_home, ensure_server
 from tools.llamacpp.tiny_model import DEFAULT_VOCAB, TinyModelSpec, write_tiny_model
 

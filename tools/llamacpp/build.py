@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
 from loadgen.launchers.process import log_tail
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # pinned: the cache key, and what CI builds

@@ -18,7 +18,7 @@ import gguf
 import numpy as np
 import numpy.typing as npt
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
 
 ARCH = "llama"
 DEFAULT_VOCAB = "llama-spm"  # 32,000 tokens: the smallest llama tokenizer llama.cpp ships

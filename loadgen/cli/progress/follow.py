@@ -17,9 +17,9 @@ from pathlib import Path
 
 import orjson
 
-from collectors.record import CanaryRecord
 from loadgen.cli.progress.model import RunProgress, Snapshot
-from loadgen.errors import RunFolderError
+from loadgen.core.errors import RunFolderError
+from loadgen.core.record import CanaryRecord
 
 POLL_S = 0.25  # how often the folder is read: progress needs no more, and each read is one small system call per file
 

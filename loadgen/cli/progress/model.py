@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from collectors.record import CanaryRecord, Phase
+from loadgen.core.record import CanaryRecord, Phase
+from loadgen.core.scenario import Scenario
 from loadgen.load.live import LiveTable, summarise
 from loadgen.load.stages import Stage, build_stages
-from loadgen.scenario import Scenario
 
 _PHASE_ORDER = {"warmup": 0, "baseline": 1, "sweep": 2}
 

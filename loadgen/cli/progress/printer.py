@@ -21,7 +21,7 @@ from loadgen.cli.progress.display import Display, LiveDisplay, PlainDisplay, Qui
 from loadgen.cli.progress.follow import Follower
 from loadgen.cli.progress.model import RunProgress, Snapshot
 from loadgen.cli.progress.text import clock
-from loadgen.errors import visible
+from loadgen.core.errors import visible
 from loadgen.studies.events import (
     BootRequest,
     BootStarted,

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from loadgen.errors import visible
+from loadgen.core.errors import visible
 from reports.render_md import levels_table
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import torch
 
+from loadgen.core.errors import EngineError
 from loadgen.engine.gpu.model import GpuModel, GpuModelConfig, build_model
 from loadgen.engine.gpu.scheduler import GpuScheduler
 from loadgen.engine.runner import EngineOptions
 from loadgen.engine.tokenizer import load_tokenizer
-from loadgen.errors import EngineError
 
 
 def build_gpu_scheduler(opts: EngineOptions, checkpoint: Path | None = None) -> GpuScheduler:

@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 
 from collectors.jsonl import JsonlWriter
-from collectors.record import CanaryRecord
 from loadgen.cli.progress.follow import CanaryTail, Follower
 from loadgen.cli.progress.model import RunProgress, Snapshot
-from loadgen.scenario import parse_scenario
+from loadgen.core.record import CanaryRecord
+from loadgen.core.scenario import parse_scenario
 
 
 def record(n: int, phase: str = "sweep", level: int = 0) -> CanaryRecord:

@@ -10,11 +10,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.record import CanaryRecord
 from loadgen.cli.progress.model import RunProgress, Snapshot
 from loadgen.cli.progress.text import progress_line, stage_figures
+from loadgen.core.record import CanaryRecord
+from loadgen.core.scenario import Scenario, parse_scenario
 from loadgen.load.stages import Stage, build_stages
-from loadgen.scenario import Scenario, parse_scenario
 
 COMPLETIONS = [(1, 2, 3), (1, 2, 4), (1, 5, 3), (7,)]
 

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from collectors.jsonl import read_jsonl
-from loadgen.scenario import load_scenario
+from loadgen.core.scenario import load_scenario
 from reports.repro import FILES
 
 KEY_ENV = "LOADGEN_REPRO_TEST_KEY"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadgen.core.errors import UsageError
 from loadgen.engine.cli import build_parser
 from loadgen.engine.faults import FAULT_KINDS, FaultPlan, malformed, strip_identity, unit_draw
-from loadgen.errors import UsageError
 
 N = 20_000
 

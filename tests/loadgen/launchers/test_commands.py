@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadgen.core.scenario import LauncherSpec
 from loadgen.launchers.commands import plan_launch
-from loadgen.scenario import LauncherSpec
 
 
 def test_vllm_serve_with_dev_mode_and_the_cell_flags() -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
+from loadgen.core.scenario import LauncherSpec
 from loadgen.launchers.launcher import Launcher
-from loadgen.scenario import LauncherSpec
 
 FAKE = Path(__file__).with_name("fake_engine.py")
 FAKE_CMD = f"{sys.executable} {FAKE} --port {{port}}"

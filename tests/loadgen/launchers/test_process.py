@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
 from loadgen.launchers import process as launch
 
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadgen.core.scenario import Background
+from loadgen.core.wire import Features, Kind, build_body
 from loadgen.load.background import _WORDS, CORPUS_MIN_WORDS, BackgroundBodies, corpus, prompt_of
-from loadgen.scenario import Background
-from loadgen.wire import Features, Kind, build_body
 
 
 def bodies(spec: Background, user: int = 0, kind: Kind = "completions", model: str = "m") -> BackgroundBodies:

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from collectors.jsonl import read_jsonl
-from collectors.manifest import read_manifest
+from loadgen.core.manifest import read_manifest
 from loadgen.launchers.process import start_embedded
 from loadgen.studies.run import run
 

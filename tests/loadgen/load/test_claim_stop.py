@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from loadgen.errors import ScenarioError
+from loadgen.core.errors import ScenarioError
+from loadgen.core.scenario import load_scenario, with_overrides
 from loadgen.load.coordination import Coordinator, claim_stop
 from loadgen.load.stages import EarlyEnd, Stage, StageTracker
-from loadgen.scenario import load_scenario, with_overrides
 from scenarios import path_of
 
 
@@ -54,7 +54,7 @@ def test_claim_override_raises_canaries_per_level() -> None:
         with_overrides(base, claim_max_rate=1.5)
     data = base.model_dump(mode="python")
     data["sweep"].update(claim_max_rate=0.05, canaries_per_level=10)
-    from loadgen.scenario import parse_scenario
+    from loadgen.core.scenario import parse_scenario
 
     with pytest.raises(ScenarioError, match="needs 59 canaries per level"):
         parse_scenario(data, "s.toml")

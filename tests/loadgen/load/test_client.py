@@ -8,14 +8,14 @@ from typing import ClassVar
 import orjson
 import pytest
 
+from loadgen.core.scenario import parse_scenario
+from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
+from loadgen.core.wire import Features, Kind, build_body
+from loadgen.core.wire.sse import SSEDecoder, SSEEvent
+from loadgen.core.wire.urls import api_path, v1_path
 from loadgen.load import client as client_module
 from loadgen.load.canary_request import canary_body, canary_record
 from loadgen.load.client import Outcome, make_client, max_tokens_in, send, send_payload
-from loadgen.scenario import parse_scenario
-from loadgen.scenario.schema import MAX_RESPONSE_BYTES
-from loadgen.wire import Features, Kind, build_body
-from loadgen.wire.sse import SSEDecoder, SSEEvent
-from loadgen.wire.urls import api_path, v1_path
 
 FEATURES = Features(return_token_ids=True, logprobs=True, top_logprobs=1)
 
@@ -86,7 +86,7 @@ def test_usage_only_keeps_the_usage_of_a_whole_body(server: str) -> None:
     assert light.ok and light.completion is None
     assert light.usage == full.usage == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
     streamed, whole = call(server, "ok", True, usage_only=True), call(server, "ok", True)
-    assert streamed.ok and streamed.completion is None  # read by its frames (loadgen.wire.sse_frames)
+    assert streamed.ok and streamed.completion is None  # read by its frames (loadgen.core.wire.sse_frames)
     assert streamed.usage == whole.usage and streamed.ttft_s is not None
 
 

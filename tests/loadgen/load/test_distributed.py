@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 
 from collectors.jsonl import read_jsonl
-from collectors.manifest import read_manifest
+from loadgen.core.manifest import read_manifest
 from scenarios import path_of
 
 LEVELS = [0, 2, 4]

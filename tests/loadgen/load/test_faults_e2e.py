@@ -23,11 +23,11 @@ import orjson
 import pytest
 
 from collectors.jsonl import read_jsonl
+from loadgen.core.wire import Features, build_body
+from loadgen.core.wire.urls import api_path
 from loadgen.launchers.process import start_embedded
 from loadgen.load.client import make_client, send
 from loadgen.studies.run import RunResult, run
-from loadgen.wire import Features, build_body
-from loadgen.wire.urls import api_path
 
 SCENARIO = """
 name = "faults-{name}"

@@ -20,7 +20,7 @@ from concurrency_server import token_ids  # the server's rule: n requests at arr
 from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
-from collectors.record import CanaryRecord
+from loadgen.core.record import CanaryRecord
 from loadgen.studies.run import run
 
 SERVER = Path(__file__).parents[1] / "concurrency_server.py"

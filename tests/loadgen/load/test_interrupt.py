@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from collectors.jsonl import read_jsonl
-from collectors.manifest import read_manifest
+from loadgen.core.manifest import read_manifest
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loadgen.errors import UsageError
-from loadgen.load.options import auto_processes, normalise, parse_labels, parse_levels, parse_processes
+from loadgen.core.errors import UsageError
+from loadgen.core.options import auto_processes, parse_labels, parse_levels, parse_processes
+from loadgen.load.options import normalise
 
 
 def test_web_ui_strings_are_normalised_to_real_types() -> None:

@@ -1,8 +1,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadgen.core.scenario import Sweep
 from loadgen.load.stages import Stage, StageTracker, build_stages, users_for
-from loadgen.scenario import Sweep
 
 
 def test_build_stages_orders_warmup_baseline_then_levels() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from collectors.jsonl import read_jsonl
-from collectors.manifest import read_manifest
+from loadgen.core.manifest import read_manifest
 
 
 def test_form_start_uses_typed_options_and_reports(

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from collectors.manifest import read_manifest
+from loadgen.core.manifest import read_manifest
 
 FAULT_SERVER = Path(__file__).parents[1] / "fault_server.py"
 KEY = f"lgtest-{uuid.uuid4().hex}"

@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from collectors.jsonl import read_jsonl
-from collectors.manifest import read_manifest
-from collectors.record import CanaryRecord
 from loadgen.cli.main import main
-from loadgen.errors import EngineError, ScenarioError, UsageError
-from loadgen.scenario import LauncherSpec
+from loadgen.core.errors import EngineError, ScenarioError, UsageError
+from loadgen.core.manifest import read_manifest
+from loadgen.core.record import CanaryRecord
+from loadgen.core.scenario import LauncherSpec
 from loadgen.studies.coldboot import cold_boot
 from scenarios import path_of
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from collectors.manifest import read_manifest
+from loadgen.core.errors import ScenarioError
+from loadgen.core.manifest import read_manifest
+from loadgen.core.scenario import LauncherSpec, MatrixCell, load_scenario
 from loadgen.engine.prompts import D3_LONG_PROMPT, D3_MAX_TOKENS, D3_SHORT_PROMPT
-from loadgen.errors import ScenarioError
-from loadgen.scenario import LauncherSpec, MatrixCell, load_scenario
 from loadgen.studies.matrix import cell_launcher, run_matrix
 from scenarios import path_of
 

@@ -134,6 +134,6 @@ def test_cold_boot_events_count_every_request_of_every_boot(tmp_path: Path) -> N
 
 
 def result_boots(run_dir: Path) -> list[dict[str, float]]:
-    from collectors.manifest import read_manifest
+    from loadgen.core.manifest import read_manifest
 
     return list(read_manifest(run_dir).boots or [])

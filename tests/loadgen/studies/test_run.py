@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 
 from collectors.jsonl import read_jsonl
-from collectors.manifest import read_manifest
-from collectors.record import CanaryRecord
+from loadgen.core.manifest import read_manifest
+from loadgen.core.record import CanaryRecord
 from loadgen.studies.run import run
 from scenarios import path_of
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
 from tools.llamacpp.build import (
     LLAMA_CPP_PYTHON_VERSION,
     LlamaCppCache,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
 from tools.llamacpp.build import build_progress, cache_for, ensure_server
 
 NINJA_BUILD = """if [ "$1" = --build ]; then

@@ -13,7 +13,7 @@ import gguf
 import numpy as np
 import pytest
 
-from loadgen.errors import EngineError
+from loadgen.core.errors import EngineError
 from tools.llamacpp.tiny_model import TinyModelSpec, vocab_name, write_tiny_model
 
 TOKENS = ["<unk>", "<s>", "</s>", *(f"tok{i}" for i in range(97))]

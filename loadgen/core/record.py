@@ -1,0 +1,102 @@
+"""The canary record: one line of ``canaries*.jsonl`` per canary request, written and read through one type.
+
+Pure data and (de)serialisation; no file I/O here. The on-disk keys are a contract (docs/design.md):
+add fields freely, rename none without bumping ``SCHEMA``. ``tests/collectors/test_record.py``
+pins them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from loadgen.core.errors import RunFolderError
+
+SCHEMA = 1
+
+Phase = Literal["warmup", "baseline", "sweep"]
+Status = Literal["ok", "error"]
+
+# Error kinds a failed request is recorded with. Faults are data: every kind is counted in reports.
+ERROR_KINDS = (
+    "connection",  # refused, reset before a response, DNS failure
+    "timeout",  # connect or read timeout, or the request's total deadline
+    "http_status",  # a non-2xx answer; ``http_status`` holds the code
+    "truncated_stream",  # the stream ended without ``[DONE]`` or the connection dropped mid-body
+    "malformed_body",  # a body or SSE chunk that is not the JSON an OpenAI-style server sends
+    "stream_error",  # the server reported an error inside a 200 stream (``{"error": ...}``)
+    "cancelled",  # cut off by a scale-down or the end of the run
+    "response_too_large",  # more bytes than ``endpoint.max_response_bytes``: cut there
+)
+
+# (token, logprob) alternatives at one position, most likely first.
+TopLogprobs = list[list[tuple[str, float]]]
+
+
+@dataclass(slots=True)
+class CanaryRecord:
+    """One canary request and what came back. ``None`` means "not available", never zero."""
+
+    run_id: str
+    canary_id: str
+    request_id: str
+    phase: Phase
+    level: int  # background users the shape held when this canary was sent (0 for warm-up/baseline)
+    inflight_at_send: int  # requests in flight from this generator process at send time, this one excluded
+    sent_at: float  # epoch seconds
+    status: Status
+    latency_s: float | None = None  # own clock: send to last byte
+    ttft_s: float | None = None  # own clock: send to first generated token (streaming only)
+    error_kind: str | None = None
+    error_message: str | None = None
+    http_status: int | None = None
+    endpoint: str = "completions"  # "completions" or "chat"
+    stream: bool = False
+    request: dict[str, Any] = field(default_factory=dict)  # the JSON body sent (never headers)
+    token_ids: list[int] | None = None
+    tokens: list[str] | None = None
+    logprobs: list[float] | None = None
+    top_logprobs: TopLogprobs | None = None
+    text: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    engine_running: float | None = None  # legacy: the running gauge nearest sent_at (reports now join a window)
+    worker: str = ""  # which generator process wrote the record
+    cache_action: str | None = None  # "reset" (cache reset just before) or "salt" (fresh cache_salt); None: kept
+    cache_reset_status: int | None = None  # HTTP status of the reset, or None where it failed to connect
+    cache_reset_ok: bool | None = None  # the engine said it dropped the cache (vLLM: 200 {"success": false} = no)
+    schema: int = SCHEMA
+    boot: int | None = None  # cold-boot studies: which engine start (1-based) this request was sent to
+    boot_index: int | None = None  # cold-boot studies: this canary's request number within its boot (1-based)
+    # the level as the engine saw it (docs/design.md, "held"); None where a run predates them or nothing was measured
+    burst: bool = False  # one of a burst's copies: ``level`` counts the copies in flight, this one included
+    held_at_send: bool | None = None  # every background slot of the level had a request the server had started
+    background_held_at_send: int | None = None  # background slots held in this generator process at send
+    engine_batch_sizes: list[int] | None = None  # the engine's own batch size at every step of this request
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], *, where: str = "record") -> CanaryRecord:
+        """Build a record from a decoded JSON object; ignores unknown keys, rejects unknown schemas."""
+        schema = raw.get("schema")
+        if schema != SCHEMA:
+            raise RunFolderError(f"{where}: canary record schema {schema!r} is not supported (expected {SCHEMA})")
+        known = {k: v for k, v in raw.items() if k in _FIELD_NAMES}
+        missing = _REQUIRED - known.keys()
+        if missing:
+            raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
+        top = known.get("top_logprobs")
+        if top is not None:
+            known["top_logprobs"] = [[(str(t), float(lp)) for t, lp in pos] for pos in top]
+        return cls(**known)
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(CanaryRecord))
+_REQUIRED = frozenset(
+    f.name
+    for f in dataclasses.fields(CanaryRecord)
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+)

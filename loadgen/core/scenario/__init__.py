@@ -1,0 +1,32 @@
+"""The scenario schema, all of it: what one run, study or engine matrix is, validated before any traffic.
+
+``schema`` holds the run itself (endpoint, canaries, background, sweep) and reads TOML files;
+``engines`` holds the sections that say how engines are started and compared (``[launcher]``,
+``[cold_boot]``, ``[matrix]``). Pydantic only: nothing here sends a request or starts a process.
+"""
+
+from loadgen.core.scenario.engines import PORT_PLACEHOLDER, ColdBootSpec, LauncherSpec, MatrixCell, MatrixSpec
+from loadgen.core.scenario.schema import (
+    Background,
+    Canary,
+    Scenario,
+    Sweep,
+    load_scenario,
+    parse_scenario,
+    with_overrides,
+)
+
+__all__ = [
+    "PORT_PLACEHOLDER",
+    "Background",
+    "Canary",
+    "ColdBootSpec",
+    "LauncherSpec",
+    "MatrixCell",
+    "MatrixSpec",
+    "Scenario",
+    "Sweep",
+    "load_scenario",
+    "parse_scenario",
+    "with_overrides",
+]

@@ -1,0 +1,112 @@
+"""The scenario sections that say how engines are started and compared: ``[launcher]``, ``[cold_boot]``,
+``[matrix]``.
+
+Why: a study that restarts an engine, or runs one scenario over several engine configurations, must
+be validated data like the rest of the scenario (a typo fails before any process starts). This
+module holds only the pydantic models; it starts nothing and imports nothing from ``loadgen`` but
+errors-free pydantic, so ``loadgen.core.scenario`` can import it without a cycle.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+LauncherKind = Literal["embedded", "vllm", "sglang", "llamacpp", "command"]
+PORT_PLACEHOLDER = "{port}"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# names whose value is a secret: it must come from the environment, never from a scenario file (which is
+# copied into every run folder)
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+_NEEDS_MODEL = ("vllm", "sglang", "llamacpp")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+def check_env(v: dict[str, str]) -> dict[str, str]:
+    for name in v:
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
+        if _SECRET_NAME.search(name):
+            raise ValueError(
+                f"{name} looks like a secret; scenario files are copied into run folders: export it in "
+                "the environment instead (the engine inherits this process's environment)"
+            )
+    return v
+
+
+EnvVars = Annotated[dict[str, str], AfterValidator(check_env)]
+
+
+class LauncherSpec(_Strict):
+    """How to start (and restart) the engine under test as a local process."""
+
+    kind: LauncherKind = "embedded"
+    model: str | None = Field(default=None, min_length=1)  # vllm/sglang/llamacpp: a path or a hub name
+    args: list[str] = []  # appended to the command line this kind builds
+    env: EnvVars = {}  # added to the environment the engine inherits
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 0  # 0: a free port picked at each start
+    health_path: str = Field(default="/health", pattern=r"^/")
+    ready_timeout_s: float = Field(default=900.0, gt=0)  # model loading and compilation can take minutes
+    stop_timeout_s: float = Field(default=30.0, gt=0)  # SIGTERM, then SIGKILL to the whole process group
+    # kind "command": a shell command that runs the server in the foreground; {port} is replaced by the port
+    command: str | None = Field(default=None, min_length=1)
+    # the program to run: vllm -> "vllm", sglang -> a Python with sglang installed, llamacpp -> "llama-server"
+    executable: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LauncherSpec:
+        if self.kind == "command":
+            if self.command is None:
+                raise ValueError("kind 'command' needs 'command', a shell command that runs the server")
+            if self.port == 0 and PORT_PLACEHOLDER not in self.command:
+                raise ValueError("put {port} in 'command' (a free port is picked per start) or set a fixed 'port'")
+        elif self.command is not None:
+            raise ValueError(f"'command' is only for kind 'command', not {self.kind!r}")
+        if self.kind in _NEEDS_MODEL and self.model is None:
+            raise ValueError(f"kind {self.kind!r} needs 'model' (a path or a model name)")
+        if self.kind in ("embedded", "command") and self.model is not None:
+            raise ValueError(f"kind {self.kind!r} takes no 'model' (the engine or the command decides it)")
+        if self.kind == "embedded" and self.executable is not None:
+            raise ValueError("kind 'embedded' takes no 'executable' (it runs this Python)")
+        return self
+
+
+class ColdBootSpec(_Strict):
+    """Restart the engine ``boots`` times; after each start send every canary ``requests`` times, one at a time."""
+
+    boots: Annotated[int, Field(ge=1)] = 6
+    requests: Annotated[int, Field(ge=2)] = 6  # request 1 is compared with requests 2..N
+
+
+class MatrixCell(_Strict):
+    """One engine configuration: launcher overrides, or an external endpoint."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.=+-]+$")
+    args: list[str] = []  # appended to [launcher].args
+    env: EnvVars = {}  # merged over [launcher].env
+    labels: dict[str, str] = {}  # recorded in the cell's manifest (and shown by compare)
+    base_url: str | None = None  # an endpoint already running: no launcher for this cell
+
+    @model_validator(mode="after")
+    def _external_takes_no_overrides(self) -> MatrixCell:
+        if self.base_url is not None and (self.args or self.env):
+            raise ValueError("a cell with 'base_url' starts no engine: drop 'args' and 'env'")
+        return self
+
+
+class MatrixSpec(_Strict):
+    cells: list[MatrixCell] = Field(min_length=2)
+
+    @field_validator("cells")
+    @classmethod
+    def _distinct(cls, v: list[MatrixCell]) -> list[MatrixCell]:
+        names = [c.name for c in v]
+        if len(set(names)) != len(names):
+            raise ValueError(f"cell names must be distinct (each names a run folder), got {names}")
+        return v

@@ -1,0 +1,359 @@
+"""Scenario files: validated data describing one run, loaded before any traffic is sent.
+
+Why: a typo in a scenario must fail at once with the file and the field named, not after an hour of
+load. This module reads TOML and validates; it sends nothing and imports nothing from Locust.
+Its messages never echo a value that may be a secret (``api_key_env``, credentials in a URL).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from loadgen.core.claims import MAX_CLAIM_CANARIES, canaries_needed
+from loadgen.core.errors import ScenarioError
+from loadgen.core.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
+
+EndpointKind = Literal["completions", "chat", "generate"]  # "generate": SGLang's native /generate
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEY_PREFIXES = ("sk-", "sk_", "hf_", "gsk_", "xai-", "nvapi-", "ghp_", "gho_", "github_pat_", "glpat-", "AIza")
+_KEY_RUN = re.compile(r"[A-Za-z0-9]{16,}")  # a long unbroken run with digits: a token, not a variable name
+_SECRET_FIELDS = {"api_key", "apikey", "key", "token", "api_token", "authorization", "bearer", "password", "secret"}
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+MAX_PROMPT_WORDS = 100_000  # about 130k tokens: beyond any served context; bounds the background word corpus
+PromptWords = Annotated[int, Field(ge=1, le=MAX_PROMPT_WORDS)]
+# A level is that many background users, each a greenlet with two connections: far beyond any engine's
+# batch (vLLM and SGLang run at most a few thousand requests at once; the rest only queue) and near what
+# a generator host can hold open. More than this is a typo (--levels 1000000000), refused before any traffic.
+MAX_LEVEL = 10_000
+MAX_LEVELS = 100  # levels in one sweep: each is a stage of its own
+Level = Annotated[int, Field(ge=0, le=MAX_LEVEL)]
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # default cap on one response: a 128k-token answer with logprobs fits
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+def _looks_like_key(value: str) -> bool:
+    return value.startswith(_KEY_PREFIXES) or any(any(c.isdigit() for c in m) for m in _KEY_RUN.findall(value))
+
+
+class Endpoint(_Strict):
+    """Where to send requests. No ``base_url`` means: start the embedded engine."""
+
+    base_url: str | None = None
+    kind: EndpointKind = "completions"
+    model: str | None = Field(default=None, min_length=1)  # read from /v1/models when omitted
+    api_key_env: str | None = None  # the NAME of an environment variable; its value is never stored
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    read_timeout_s: float = Field(default=600.0, gt=0)  # long generations: not Locust's 60 s
+    # the whole request, send to last byte; None: read_timeout_s + 2 s per max_tokens (loadgen.load.client.Limits)
+    request_timeout_s: float | None = Field(default=None, gt=0)
+    # a response larger than this is cut and recorded as "response_too_large" (a runaway or hostile server)
+    max_response_bytes: int = Field(default=MAX_RESPONSE_BYTES, ge=1024)
+    # POSTed before a canary with cache = "reset": vLLM and the embedded engine "/reset_prefix_cache"
+    # (vLLM needs VLLM_SERVER_DEV_MODE=1), SGLang "/flush_cache"
+    cache_reset_path: str = Field(default="/reset_prefix_cache", pattern=r"^/")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = urlsplit(v)
+        if parts.username is not None or parts.password is not None:  # never echoed: it may hold a secret
+            raise ValueError(
+                "credentials in the URL would be recorded in the run folder; remove them and name "
+                "an environment variable holding the key in endpoint.api_key_env"
+            )
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"expected an http(s) URL such as http://127.0.0.1:8000, got {v!r}")
+        if parts.query or parts.fragment:
+            raise ValueError(
+                "expected a base URL without '?query' or '#fragment' (not shown: it may hold a key; "
+                "name the key's environment variable in endpoint.api_key_env)"
+            )
+        try:
+            parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+        except ValueError:
+            raise ValueError(f"expected a port between 0 and 65535, got {v!r}") from None
+        return v.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        # the value is never echoed: a key pasted here must not reach a terminal, a log or a CI page
+        if v is None:
+            return v
+        if _looks_like_key(v):
+            raise ValueError(
+                "this looks like an API key, not the NAME of an environment variable: put the key in "
+                "the environment (export OPENAI_API_KEY=...) and write only the variable's name here "
+                "(the value is not shown)"
+            )
+        if not _ENV_NAME.fullmatch(v):
+            raise ValueError(
+                "expected the NAME of an environment variable (letters, digits and _, not starting "
+                "with a digit) such as OPENAI_API_KEY (the value is not shown)"
+            )
+        return v
+
+
+class Message(_Strict):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Canary(_Strict):
+    """One fixed request. Sampling is always greedy: temperature 0, top_p 1, sent explicitly."""
+
+    id: str = Field(default="canary", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    prompt: str | None = Field(default=None, min_length=1)
+    messages: list[Message] | None = None
+    kind: EndpointKind | None = None  # defaults to the endpoint's kind
+    max_tokens: PositiveInt = 64
+    seed: int | None = 0
+    logprobs: bool = True
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] = 2
+    stream: bool = False
+    # prefix cache before this canary (docs/design.md, "Cache actions"): "keep" it; "miss": a guaranteed miss by
+    # what works where it is sent (a reset when nothing else runs, else a fresh cache_salt: vLLM refuses to reset
+    # its cache while requests run); or force one mechanism: "reset" (POST endpoint.cache_reset_path, effect
+    # checked in the report) or "salt" (a fresh per-request cache_salt, vLLM and the embedded engine)
+    cache: Literal["keep", "miss", "reset", "salt"] = "keep"
+    # what usage.prompt_tokens_details.cached_tokens should show; the report flags canaries that disagree
+    expect_cache: Literal["hit", "miss"] | None = None
+
+    @field_validator("messages")
+    @classmethod
+    def _some_messages(cls, v: list[Message] | None) -> list[Message] | None:
+        if v is not None and not v:
+            raise ValueError("must not be empty: give at least one {role, content} message")
+        return v
+
+    @model_validator(mode="after")
+    def _one_input(self) -> Canary:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'prompt' or 'messages'")
+        if self.kind in ("completions", "generate") and self.messages is not None:
+            raise ValueError(f"a {self.kind} canary needs 'prompt', not 'messages'")
+        return self
+
+
+class Background(_Strict):
+    """Traffic that exists to shape the engine's batch; never analysed for determinism."""
+
+    seed: int = 1
+    prompt_words: tuple[PromptWords, PromptWords] = (8, 200)
+    max_tokens: tuple[PositiveInt, PositiveInt] = (16, 128)
+    shared_prefix_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    shared_prefix_words: NonNegInt = 48
+    stream: bool = True
+    kind: EndpointKind | None = None
+    wait_s: float = Field(default=0.0, ge=0.0)  # pause between a user's requests; 0 keeps one in flight
+    # holding the level (docs/design.md, "held"): a seeded delay before each user's first request, so users
+    # never move as a wave; a streamed request starts its successor 3 tokens, or this long, before its expected end
+    spawn_jitter_s: float = Field(default=0.25, ge=0.0)
+    handover_s: float = Field(default=0.05, ge=0.0)  # 0: no hand-over (a slot is empty between requests)
+
+    @field_validator("prompt_words", "max_tokens", mode="before")
+    @classmethod
+    def _pair(cls, v: Any) -> Any:
+        if isinstance(v, list | tuple) and len(v) != 2:
+            raise ValueError(f"expected [low, high], two whole numbers, got {len(v)} value(s)")
+        return v
+
+    @field_validator("prompt_words", "max_tokens")
+    @classmethod
+    def _ordered(cls, v: tuple[int, int]) -> tuple[int, int]:
+        if v[0] > v[1]:
+            raise ValueError(f"expected [low, high] with low <= high, got {list(v)}")
+        return v
+
+
+class Sweep(_Strict):
+    levels: list[Level] = Field(default=[0, 1, 2, 4, 8], min_length=1, max_length=MAX_LEVELS)
+    canaries_per_level: PositiveInt = 10
+    warmup: NonNegInt = 1
+    baseline: NonNegInt = 5
+    canary_pace_s: float = Field(default=0.0, ge=0.0)  # 0: back to back
+    spawn_rate: float = Field(default=100.0, gt=0)
+    settle_timeout_s: float = Field(default=10.0, gt=0)  # longest wait for a level's users to be in flight
+    # after the levels: this many copies of each canary fired at once, no background (the original
+    # "1,000 identical requests" experiment); recorded at level = burst
+    burst: Level = 0
+    # "the divergence rate is below this at 95% confidence" (loadgen.core.claims): every level must send at least the
+    # canaries the claim needs; a level ends early once a divergence makes the claim impossible there
+    claim_max_rate: float | None = Field(default=None, gt=0, lt=1)
+
+    @field_validator("levels")
+    @classmethod
+    def _unique(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"levels must be distinct, got {v}")
+        return v
+
+    @field_validator("burst")
+    @classmethod
+    def _burst_apart(cls, v: int, info: ValidationInfo) -> int:
+        if v and v in info.data.get("levels", []):
+            raise ValueError(f"burst {v} equals a level: the two would be reported as one; pick another size")
+        return v
+
+    @field_validator("claim_max_rate")
+    @classmethod
+    def _claim_canaries(cls, v: float | None, info: ValidationInfo) -> float | None:
+        if v is None:
+            return v
+        need, have = canaries_needed(v), info.data.get("canaries_per_level")
+        if need > MAX_CLAIM_CANARIES:
+            raise ValueError(f"a claim at {v:g} needs {need} canaries per level, more than {MAX_CLAIM_CANARIES}")
+        if isinstance(have, int) and have < need:
+            raise ValueError(
+                f"a claim at {v:g} needs {need} canaries per level (canaries_per_level is {have}): raise it"
+            )
+        return v
+
+
+class Scenario(_Strict):
+    # the run folder is named after it: no path separators, no control characters, no leading dot
+    name: str = Field(default="scenario", min_length=1, pattern=r"^[^./\\\x00-\x1f][^/\\\x00-\x1f]*$")
+    description: str = ""
+    endpoint: Endpoint = Endpoint()
+    canaries: list[Canary] = Field(min_length=1)
+    background: Background = Background()
+    sweep: Sweep = Sweep()
+    labels: dict[str, str] = {}
+    launcher: LauncherSpec | None = None  # how to start the engine when endpoint.base_url is not set
+    cold_boot: ColdBootSpec | None = None  # `loadgen coldboot`: restart the engine between trials
+    matrix: MatrixSpec | None = None  # `loadgen matrix`: the same study over several engine configurations
+
+    @field_validator("canaries")
+    @classmethod
+    def _distinct_ids(cls, v: list[Canary]) -> list[Canary]:
+        ids = [c.id for c in v]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"canary ids must be distinct (give each [[canaries]] its own id), got {ids}")
+        return v
+
+    def canary_kind(self, canary: Canary) -> EndpointKind:
+        if canary.kind is not None:
+            return canary.kind
+        return "chat" if canary.messages is not None else self.endpoint.kind
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+# where each command-line override lands: an error there names the option, not only the field
+_OPTION_OF = {
+    ("endpoint", "base_url"): "--host",
+    ("sweep", "levels"): "--levels",
+    ("sweep", "burst"): "--levels",  # a burst size the new levels now collide with
+    ("sweep", "canaries_per_level"): "--canaries-per-level",
+    ("sweep", "claim_max_rate"): "--claim-max-rate",
+    ("labels",): "--label",
+}
+
+
+def _describe(exc: ValidationError, source: str, *, options: bool = False) -> str:
+    """One line per problem; with ``options`` (command-line overrides) each line also names its option."""
+    lines = [f"{source}: invalid scenario"]
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        option = next((o for prefix, o in _OPTION_OF.items() if loc[: len(prefix)] == prefix), None)
+        named = f"{option}: " if options and option else ""
+        lines.append(f"  {named}field {_field_path(loc)}: {_message(err['type'], loc, err['msg'])}")
+    return "\n".join(lines)
+
+
+def _message(kind: str, loc: tuple[int | str, ...], msg: str) -> str:
+    """Pydantic's message, with a hint where a common mistake is likely; never the input value."""
+    msg = msg.removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        if str(loc[-1]).lower() in _SECRET_FIELDS:
+            return (
+                "unknown field; keys are never read from a scenario file: put the key in an environment "
+                "variable and name that variable in endpoint.api_key_env"
+            )
+        return "unknown field (check the spelling)"
+    if loc == ("canaries",) and kind == "missing":
+        return "required: add at least one [[canaries]] table"
+    if loc == ("canaries",) and kind == "list_type":
+        return f"{msg}: write each canary as an array of tables, [[canaries]], with double brackets"
+    if kind == "string_pattern_mismatch" and loc[-1] == "id":
+        return "expected letters, digits, '_', '.' or '-' only (the id names the canary in records and reports)"
+    if kind == "less_than_equal" and loc[:2] in (("sweep", "levels"), ("sweep", "burst")):
+        return (
+            f"expected at most {MAX_LEVEL} background users: no engine batches more requests than that, "
+            "and each user holds two connections open"
+        )
+    if kind == "too_long" and loc == ("sweep", "levels"):
+        return f"expected at most {MAX_LEVELS} levels (each is a stage of the run)"
+    if kind == "string_pattern_mismatch" and loc == ("name",):
+        return "expected a name usable as a folder name (no '/', '\\', control characters or leading '.')"
+    return msg
+
+
+def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_describe(exc, source)) from None
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate a TOML scenario; every failure names ``path`` (and the field where one is at fault)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read scenario file ({exc.strerror or exc})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not UTF-8 text; expected a TOML scenario") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
+    return parse_scenario(data, str(path))
+
+
+def with_overrides(
+    scenario: Scenario,
+    *,
+    base_url: str | None = None,
+    levels: list[int] | None = None,
+    canaries_per_level: int | None = None,
+    labels: dict[str, str] | None = None,
+    claim_max_rate: float | None = None,
+) -> Scenario:
+    """Apply command-line overrides, re-validating so an override gets the same checks as the file.
+    ``claim_max_rate`` also raises ``canaries_per_level`` to the canaries the claim needs, where fewer."""
+    data = scenario.model_dump(mode="python")
+    if base_url is not None:
+        data["endpoint"]["base_url"] = base_url
+    if levels is not None:
+        data["sweep"]["levels"] = levels
+    if canaries_per_level is not None:
+        data["sweep"]["canaries_per_level"] = canaries_per_level
+    if labels:
+        data["labels"] = {**data["labels"], **labels}
+    if claim_max_rate is not None:
+        data["sweep"]["claim_max_rate"] = claim_max_rate
+        if 0 < claim_max_rate < 1:
+            need = canaries_needed(claim_max_rate)
+            data["sweep"]["canaries_per_level"] = max(data["sweep"]["canaries_per_level"], need)
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(_describe(exc, "command line", options=True)) from None

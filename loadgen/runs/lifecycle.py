@@ -1,0 +1,98 @@
+"""The beginning and the end of a run, owned in one place: status, the engine-metrics scraper, the reports.
+
+Why: a run is begun by whoever prepared its folder (``loadgen run`` headless, or the Locust process
+itself for each start in the web UI) and must be ended by that same code, once: the scraper stopped
+and summarised, the final status settled, the reports written. The load side (Locust's
+coordinator) never sets a final status; it records facts (``stages_finished``, counts, workers) and
+this module decides the status from them (``settle``): ``interrupted`` when the stages did not all
+complete, ``endpoint_failed`` when the run ended with two levels' worth of failures or nearly every
+canary failed (``reports.health.endpoint_failed``), ``finished_with_losses`` when records could not be written
+(the ``process-*.json`` counts, the scraper's), else ``finished``. The scraper lives in the process that
+owns the run but never in a user process: parsing must not steal time from the load.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collectors.engine_metrics import MetricsScraper
+from collectors.losses import lost_records, write_failures
+from loadgen.core.manifest import Manifest, RunStatus, now_iso, read_manifest, update_manifest
+from loadgen.launchers.process import RunningEngine
+from reports.health import endpoint_failed, level_quota
+from reports.writer import write_reports
+
+
+def settle(manifest: Manifest, failures: dict[str, int], engine_metrics: dict[str, Any] | None) -> RunStatus:
+    """The final status from the facts: the load side's (``stages_finished``, canary counts) and the
+    write failures counted by every process (``collectors.losses``)."""
+    if not manifest.stages_finished:
+        return RunStatus.INTERRUPTED
+    errors, sent = manifest.canary_errors or 0, manifest.canaries_reported or 0
+    quota = level_quota(manifest.canaries_per_level, manifest.scenario)
+    if endpoint_failed(errors, sent, manifest.canary_errors_trailing or 0, quota):
+        return RunStatus.ENDPOINT_FAILED
+    if lost_records(failures, engine_metrics) or failures.get("unreadable"):
+        return RunStatus.FINISHED_WITH_LOSSES
+    return RunStatus.FINISHED
+
+
+@dataclass
+class OwnedRun:
+    """A run folder this process began and will end; ``end`` is safe to call once, from any path out."""
+
+    run_dir: Path
+    scraper: MetricsScraper | None = None
+    engine: RunningEngine | None = None  # an engine started for this run: stopped at its end, its log kept
+    status: RunStatus | None = None  # set by ``end``
+    headline: list[str] = field(default_factory=list)  # set by ``end``: what to say before any figure
+
+    @classmethod
+    def begin(
+        cls, run_dir: Path, *, base_url: str | None, api_key: str | None, engine: RunningEngine | None = None
+    ) -> OwnedRun:
+        """Mark the run running and, when there is an endpoint to watch, start scraping its ``/metrics``."""
+        scraper = None
+        if base_url is not None:
+            scraper = MetricsScraper(base_url, run_dir, api_key=api_key)
+            scraper.start()
+        update_manifest(run_dir, status=RunStatus.RUNNING)
+        return cls(run_dir, scraper, engine)
+
+    def end(self, outcome: RunStatus | None = None, *, report: bool = True) -> RunStatus:
+        """Stop the scraper, then the engine (its log kept in the run folder), settle the status, write the reports.
+
+        ``outcome`` forces a status (a study that failed); otherwise ``settle`` decides: the run finished
+        only if the load side recorded ``stages_finished`` (anything else, a signal, a dead Locust, is
+        ``interrupted``), and cleanly only if the endpoint did not fail and nothing was lost."""
+        if self.status is not None:
+            return self.status
+        notices = []
+        metrics = None
+        if self.scraper is not None:
+            self.scraper.close()
+            metrics = self.scraper.summary()
+            if self.scraper.notice:
+                notices.append(self.scraper.notice)
+        if self.engine is not None:
+            self.engine.stop()
+            shutil.copy(self.engine.log_path, self.run_dir / "engine.log")
+        manifest = read_manifest(self.run_dir)
+        status = outcome or settle(manifest, write_failures(self.run_dir), metrics)
+        update_manifest(
+            self.run_dir,
+            status=status,
+            finished=now_iso(),
+            notices=[*manifest.notices, *notices],
+            **({"engine_metrics": metrics} if metrics is not None else {}),
+        )
+        self.status = status
+        if report:
+            self.headline = list(write_reports(self.run_dir)["health"]["headline"])
+        elif status == RunStatus.ENDPOINT_FAILED:
+            failed = f"{manifest.canary_errors} of {manifest.canaries_reported} canaries failed"
+            self.headline = [f"Endpoint failed: {failed} (loadgen report gives the error kinds)."]
+        return status

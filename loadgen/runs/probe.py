@@ -1,0 +1,356 @@
+"""Ask an endpoint, once per run and before any load, who it is and which request dialect it accepts.
+
+Why: servers differ (vLLM's ``return_token_ids``, llama.cpp's ids inside logprobs, hosted APIs that
+reject unknown fields). The probe reads ``/v1/models`` and the version, then sends one short
+request per endpoint kind, dropping optional fields the server refuses, and records what it used.
+The probe prompt is unrelated to any canary, so it warms no canary prefix in a cache.
+
+Blocking stdlib HTTP (works with or without gevent's patching). It follows no redirect: the API key
+goes to the configured host and nowhere else. Raises ``EndpointError`` naming the URL; prints nothing.
+The server is not trusted: an answer is read up to ``endpoint.max_response_bytes`` and within twice its
+timeout, and the key is redacted from every error and from what is kept (``/v1/models``, ``/version``),
+since a server may echo request headers back.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from loadgen.core.errors import EndpointError, redact, redact_json
+from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
+from loadgen.core.wire import Features, Kind, MalformedResponse, build_body, features_from_probe, parse_body
+from loadgen.core.wire.server_config import info_series, server_settings
+from loadgen.core.wire.urls import api_path, origin, v1_path
+
+PROBE_PROMPT = "Reply with one word: ready"
+
+
+@dataclass
+class KindProbe:
+    features: Features
+    identity: str  # "token_ids", "tokens" or "text": what the completions will be compared by
+    attempts: list[str] = field(default_factory=list)
+    # the answer carried usage.prompt_tokens_details.cached_tokens (vLLM: only with --enable-prompt-tokens-details)
+    cached_tokens_reported: bool | None = None
+
+
+@dataclass
+class ServerInfo:
+    base_url: str
+    model: str
+    models: Any  # the /v1/models body
+    version: str | None
+    kinds: dict[Kind, KindProbe]
+    config: dict[str, Any] = field(default_factory=dict)  # what the server says of its settings (read_config)
+
+    def features_json(self) -> dict[str, Any]:
+        return {
+            k: {
+                "features": asdict(p.features),
+                "identity": p.identity,
+                "attempts": p.attempts,
+                "cached_tokens_reported": p.cached_tokens_reported,
+            }
+            for k, p in self.kinds.items()
+        }
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a redirect and send the Authorization header on to any host: refuse instead."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
+        fp.close()
+        raise EndpointError(
+            f"{req.full_url}: HTTP {code} redirect to {newurl}; redirects are not followed, so an "
+            "API key never leaves the configured host: set endpoint.base_url to the final address"
+        )
+
+
+# No proxies either: the load path (geventhttpclient) connects directly, so the probe must see the same server
+# and a proxy must never see the key.
+_OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
+
+
+def _request(
+    url: str,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    body: dict[str, Any] | None = None,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> tuple[int, bytes]:
+    """One request: its status and body. ``timeout_s`` bounds each wait; the body must be whole within
+    twice that and at most ``max_bytes`` long (a server trickling bytes, or sending without end)."""
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
+    deadline = time.monotonic() + 2 * timeout_s
+    try:
+        try:
+            resp = _OPENER.open(req, timeout=timeout_s)
+        except urllib.error.HTTPError as exc:
+            resp = exc  # an error status: its body is read under the same rules (and errors)
+        with resp:
+            return int(resp.status), _read_body(resp, url, max_bytes, deadline)
+    except urllib.error.URLError as exc:
+        raise EndpointError(f"{url}: cannot connect ({exc.reason})") from None
+    except http.client.HTTPException as exc:
+        raise EndpointError(
+            f"{url}: answered, but not in HTTP ({type(exc).__name__}: {exc}); expected an OpenAI-compatible server"
+        ) from None
+    except TimeoutError:
+        raise EndpointError(f"{url}: no answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise EndpointError(f"{url}: connection failed ({type(exc).__name__}: {exc})") from None
+
+
+def _read_body(resp: Any, url: str, max_bytes: int, deadline: float) -> bytes:
+    """The body, piece by piece as it arrives: a server may send without end, or a byte at a time."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := resp.read1(65536):
+        size += len(chunk)
+        if size > max_bytes:
+            raise EndpointError(f"{url}: answered with more than {max_bytes} bytes (endpoint.max_response_bytes)")
+        if time.monotonic() > deadline:
+            raise EndpointError(f"{url}: the answer was still arriving at its deadline; the server trickles it")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _refused_key(url: str, status: int, api_key: str | None) -> EndpointError:
+    if api_key:
+        return EndpointError(
+            f"{url}: HTTP {status}: the endpoint refused the API key read from the variable "
+            "named by endpoint.api_key_env"
+        )
+    return EndpointError(
+        f"{url}: HTTP {status}: the endpoint wants an API key; put it in an environment "
+        "variable and name that variable in endpoint.api_key_env"
+    )
+
+
+def read_models(
+    base_url: str, *, api_key: str | None, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
+) -> tuple[list[str], Any]:
+    url = origin(base_url) + v1_path(base_url, "models")
+    status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+    if status in (401, 403):
+        raise _refused_key(url, status, api_key)
+    if status != 200:
+        raise EndpointError(f"{url}: HTTP {status}; expected an OpenAI-compatible server with GET /v1/models")
+    try:
+        body = json.loads(raw)
+        ids = [str(m["id"]) for m in body["data"]]
+    except (ValueError, KeyError, TypeError):
+        raise EndpointError(
+            f"{url}: answered, but not with an OpenAI model list ({{'data': [{{'id': ...}}]}})"
+        ) from None
+    return ids, body
+
+
+def _server_root(base_url: str) -> str:
+    """Where a server's own routes live (``/version``, ``/metrics``): the base URL without its ``/v1``."""
+    return origin(base_url) + v1_path(base_url, "").removesuffix("/v1/")
+
+
+def read_version(
+    base_url: str, *, api_key: str | None, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
+) -> str | None:
+    """The server's version: vLLM's and llama.cpp's ``/version``; SGLang has none and says it in ``/server_info``
+    (``/get_server_info`` before 0.5)."""
+    for route in ("/version", "/server_info", "/get_server_info"):
+        body = _json_or_none(_server_root(base_url) + route, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+        if isinstance(body, dict) and isinstance(body.get("version"), (str, int, float)):
+            return str(body["version"])
+    return None
+
+
+def _json_or_none(url: str, *, api_key: str | None, timeout_s: float, max_bytes: int) -> Any:
+    """A GET answered 200 with JSON, decoded; None for anything else (a route the server lacks is no error)."""
+    try:
+        status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+        return json.loads(raw) if status == 200 else None
+    except (EndpointError, ValueError):
+        return None
+
+
+def read_config(
+    base_url: str,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    cached_tokens_reported: bool | None,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> dict[str, Any]:
+    """What the server says of its own settings (``loadgen.core.wire.server_config``): ``settings``, the raw
+    ``*_info`` series of ``/metrics``, and which routes answered. Best effort: every route may be absent."""
+    root = _server_root(base_url)
+    info: dict[str, dict[str, str]] = {}
+    try:
+        status, raw = _request(root + "/metrics", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+        if status == 200:
+            info = info_series(raw.decode("utf-8", "replace"))
+    except EndpointError:
+        pass
+    vllm = _json_or_none(
+        root + "/server_info?config_format=json", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes
+    )
+    sglang = _json_or_none(root + "/get_server_info", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+    return {
+        "settings": server_settings(info, vllm, sglang, cached_tokens_reported=cached_tokens_reported),
+        "info_series": info,
+        "answered": [
+            route
+            for route, answer in (("/metrics", info), ("/server_info", vllm), ("/get_server_info", sglang))
+            if answer
+        ],
+    }
+
+
+BUSY = frozenset({429, 500, 502, 503, 504})
+BUSY_RETRY_S = (0.5, 1.0, 2.0)  # the probe only: load requests are never retried
+
+
+def _error_text(raw: bytes) -> str:
+    return raw[:300].decode("utf-8", "replace").strip() or "(empty body)"
+
+
+def probe_kind(
+    base_url: str,
+    kind: Kind,
+    model: str,
+    wanted: Features,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> KindProbe:
+    """Send the probe with the richest dialect first; drop what the server rejects, one field at a time."""
+    url = origin(base_url) + api_path(base_url, kind)
+    base = replace(wanted, batch_sizes=False)  # an extension few servers know: the first field to drop
+    candidates = [wanted, base] if wanted.batch_sizes else [wanted]
+    if wanted.return_token_ids:
+        candidates.append(replace(base, return_token_ids=False))
+    if wanted.top_logprobs:
+        candidates.append(replace(base, return_token_ids=False, top_logprobs=0))
+    if wanted.logprobs:
+        candidates.append(replace(base, return_token_ids=False, top_logprobs=0, logprobs=False))
+    attempts: list[str] = []
+    for features in candidates:
+        messages = [{"role": "user", "content": PROBE_PROMPT}] if kind == "chat" else None
+        body = build_body(
+            kind,
+            model=model,
+            prompt=None if messages else PROBE_PROMPT,
+            messages=messages,
+            max_tokens=4,
+            seed=0,
+            stream=False,
+            features=features,
+        )
+        status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body, max_bytes=max_bytes)
+        for wait_s in BUSY_RETRY_S:
+            if status not in BUSY:
+                break
+            # overloaded or failing now says nothing about the dialect: ask again, never drop a field for it
+            attempts.append(f"{asdict(features)} -> HTTP {status}, asked again after {wait_s:g} s")
+            time.sleep(wait_s)
+            status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, body=body, max_bytes=max_bytes)
+        if status in BUSY:
+            raise EndpointError(
+                f"{url}: HTTP {status} to every probe request ({len(BUSY_RETRY_S) + 1} tries); "
+                f"the endpoint is overloaded or failing: {_error_text(raw)}"
+            )
+        if status == 404:
+            raise EndpointError(
+                f"{url}: HTTP 404; the server has no {kind} endpoint, which the scenario asks for "
+                f"(endpoint.kind, background.kind, or a canary's kind or messages)"
+            )
+        if status in (401, 403):
+            raise _refused_key(url, status, api_key)
+        if status != 200:
+            attempts.append(f"{asdict(features)} -> HTTP {status}")
+            continue
+        try:
+            completion = parse_body(kind, raw, tokens_as_ids=features.tokens_as_ids)
+            honoured = features_from_probe(kind, raw, features)  # a 200 proves nothing: servers ignore fields
+        except MalformedResponse as exc:
+            raise EndpointError(
+                f"{url}: answered 200 with a body that is not an OpenAI {kind} response ({exc})"
+            ) from None
+        attempts.append(f"{asdict(features)} -> HTTP 200")
+        identity = "token_ids" if completion.token_ids else ("tokens" if completion.tokens else "text")
+        details = (completion.usage or {}).get("prompt_tokens_details")
+        cached = completion.usage is not None and isinstance(details, dict) and details.get("cached_tokens") is not None
+        return KindProbe(honoured, identity, attempts, cached_tokens_reported=cached)
+    raise EndpointError(f"{url}: every probe request was refused: {'; '.join(attempts)}")
+
+
+def probe(
+    base_url: str,
+    *,
+    model: str | None,
+    kinds: set[Kind],
+    wanted: Features,
+    api_key: str | None,
+    timeout_s: float = 10.0,
+    max_response_bytes: int = MAX_RESPONSE_BYTES,
+) -> ServerInfo:
+    """Who the server is and what it accepts. Every error and everything kept has the key redacted: the
+    caller prints the one and writes the other into the manifest (and from there into the reports)."""
+    try:
+        info = _probe(base_url, model, kinds, wanted, api_key, timeout_s, max_response_bytes)
+    except EndpointError as exc:
+        raise EndpointError(redact(str(exc), api_key)) from None
+    version = None if info.version is None else redact(info.version, api_key)
+    return replace(
+        info, models=redact_json(info.models, api_key), version=version, config=redact_json(info.config, api_key)
+    )
+
+
+def _probe(
+    base_url: str,
+    model: str | None,
+    kinds: set[Kind],
+    wanted: Features,
+    api_key: str | None,
+    timeout_s: float,
+    max_bytes: int,
+) -> ServerInfo:
+    ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+    if model is None:
+        if not ids:
+            raise EndpointError(f"{base_url}: /v1/models lists no model; set endpoint.model")
+        model = ids[0]
+        if api_key and api_key in model:  # it would travel in every request body, recorded in every record
+            raise EndpointError(f"{base_url}: the first model /v1/models lists holds the API key; set endpoint.model")
+    elif ids and model not in ids:
+        raise EndpointError(f"{base_url}: model {model!r} is not served; the server has {ids}")
+    version = read_version(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+    probes = {
+        k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0), max_bytes=max_bytes)
+        for k in sorted(kinds)
+    }
+    reported = [p.cached_tokens_reported for p in probes.values() if p.cached_tokens_reported is not None]
+    config = read_config(
+        base_url,
+        api_key=api_key,
+        timeout_s=timeout_s,
+        cached_tokens_reported=all(reported) if reported else None,
+        max_bytes=max_bytes,
+    )
+    return ServerInfo(base_url, model, models, version, probes, config)
