@@ -1,6 +1,6 @@
 """``loadgen repro RUN_DIR --canary ID [--record N] [--out DIR]``: a minimal reproducer of one canary record.
 
-A thin edge over ``reports.repro``: read the run folder, pick the record (``reports.repro.select``), read
+A thin edge over ``reports.repro``: read the run folder, pick the record (``reports.repro_choice.select``), read
 that record and the reference record back from their ``canaries*.jsonl`` files, stream the background
 rows that overlapped it, check that the replay scenario validates, and write the folder (default
 ``RUN_DIR/repro-<id>-<n>/``; files of the same names are replaced). Unusable input raises a
@@ -22,7 +22,9 @@ from collectors.jsonl import iter_objects
 from collectors.runfolder import load_run
 from loadgen.core.errors import RunFolderError, UsageError, redact
 from loadgen.core.scenario.schema import parse_scenario
-from reports.repro import build_folder, lifetime, overlaps, select
+from reports.repro import build_folder
+from reports.repro_choice import select
+from reports.repro_in_flight import lifetime, overlaps
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

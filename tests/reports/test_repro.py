@@ -16,8 +16,9 @@ from runkit import rec, write_run
 from collectors.runfolder import load_run
 from loadgen.core.errors import UsageError
 from loadgen.core.scenario import parse_scenario
-from reports import repro
+from reports import repro, repro_choice, repro_in_flight, repro_replay
 from reports.analysis import analyse
+from reports.toml_writer import toml_text
 
 T0 = 1_700_000_000.0
 BODY = {"model": "tiny", "prompt": "p", "max_tokens": 3, "seed": 0, "temperature": 0, "stream": False}
@@ -101,9 +102,9 @@ def raw(run_dir: Path, request_id: str | None) -> dict[str, Any] | None:
     return None
 
 
-def folder(run_dir: Path, record: int | None = None) -> tuple[repro.Choice, dict[str, bytes], dict[str, Any]]:
+def folder(run_dir: Path, record: int | None = None) -> tuple[repro_choice.Choice, dict[str, bytes], dict[str, Any]]:
     run = load_run(run_dir)
-    choice = repro.select(run, "c0", record)
+    choice = repro_choice.select(run, "c0", record)
     mine = raw(run_dir, choice.request_id)
     assert mine is not None
     files, scenario = repro.build_folder(run, choice, mine, raw(run_dir, choice.ref_request_id), _background())
@@ -113,7 +114,7 @@ def folder(run_dir: Path, record: int | None = None) -> tuple[repro.Choice, dict
 def test_the_default_is_the_first_divergent_record_and_agrees_with_the_report(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path)
     run = load_run(run_dir)
-    choice = repro.select(run, "c0", None)
+    choice = repro_choice.select(run, "c0", None)
     assert (choice.number, choice.total) == (7, 9)
     assert choice.first_divergence == 1 and choice.compared
     assert choice.counts == {"records": 9, "completions": 7, "diverged": 2, "errors": 1, "warmup": 1}
@@ -127,11 +128,11 @@ def test_the_default_is_the_first_divergent_record_and_agrees_with_the_report(tm
 
 def test_records_are_numbered_from_one_in_send_order_across_files(tmp_path: Path) -> None:
     run = load_run(make_run(tmp_path))
-    phases = [str(run.canaries.frame["phase"].iloc[repro.select(run, "c0", n).row]) for n in range(1, 10)]
+    phases = [str(run.canaries.frame["phase"].iloc[repro_choice.select(run, "c0", n).row]) for n in range(1, 10)]
     assert phases == ["warmup", "baseline", "baseline", "sweep", "sweep", "sweep", "sweep", "sweep", "sweep"]
-    last = repro.select(run, "c0", 9)
+    last = repro_choice.select(run, "c0", 9)
     assert last.first_divergence == 2
-    failed = repro.select(run, "c0", 8)
+    failed = repro_choice.select(run, "c0", 8)
     assert failed.first_divergence is None and not failed.compared
 
 
@@ -139,11 +140,11 @@ def test_bad_choices_are_usage_errors_naming_folder_option_and_expectation(tmp_p
     run_dir = make_run(tmp_path)
     run = load_run(run_dir)
     with pytest.raises(UsageError) as unknown:
-        repro.select(run, "nope", None)
+        repro_choice.select(run, "nope", None)
     assert str(unknown.value) == (f"{run_dir}: --canary 'nope': no such canary in this run (expected one of: c0)")
     for n in (0, 10, -1):
         with pytest.raises(UsageError) as out_of_range:
-            repro.select(run, "c0", n)
+            repro_choice.select(run, "c0", n)
         assert str(out_of_range.value).startswith(f"{run_dir}: --record {n}: canary 'c0' has 9 record(s)")
         assert "(expected 1..9" in str(out_of_range.value)
 
@@ -152,12 +153,12 @@ def test_no_divergent_record_is_an_error_that_says_so_with_the_counts(tmp_path: 
     rows = [rec([1, 2], phase="baseline"), rec([1, 2], level=4), rec(None, level=4, status="error")]
     run_dir = write_run(tmp_path / "run", rows)
     with pytest.raises(UsageError) as err:
-        repro.select(load_run(run_dir), "c0", None)
+        repro_choice.select(load_run(run_dir), "c0", None)
     assert str(err.value) == (
         f"{run_dir}: --canary 'c0': none diverged from the reference (3 records: 2 completions compared, "
         "0 diverged, 1 errors, 0 warm-up); expected a divergent record, or pick one with --record N (1..3)"
     )
-    assert repro.select(load_run(run_dir), "c0", 2).first_divergence is None  # an explicit pick still works
+    assert repro_choice.select(load_run(run_dir), "c0", 2).first_divergence is None  # an explicit pick still works
 
 
 def test_the_load_in_flight_counts_the_overlapping_background_requests(tmp_path: Path) -> None:
@@ -180,12 +181,12 @@ def test_overlap_edges() -> None:
     def row(start: float, latency: float | None) -> dict[str, Any]:
         return {"sent_at": start, "latency_s": latency}
 
-    assert repro.overlaps(row(0.0, 1.0), 0.5, 2.0)
-    assert not repro.overlaps(row(0.0, 0.5), 0.5, 2.0)  # ended as the canary was sent
-    assert not repro.overlaps(row(2.0, 1.0), 0.5, 2.0)  # sent as it ended
-    assert repro.overlaps(row(1.0, None), 0.5, 2.0)  # no latency: a point inside
-    assert not repro.overlaps(row(0.1, None), 0.5, 2.0)
-    assert not repro.overlaps({"sent_at": None}, 0.5, 2.0)
+    assert repro_in_flight.overlaps(row(0.0, 1.0), 0.5, 2.0)
+    assert not repro_in_flight.overlaps(row(0.0, 0.5), 0.5, 2.0)  # ended as the canary was sent
+    assert not repro_in_flight.overlaps(row(2.0, 1.0), 0.5, 2.0)  # sent as it ended
+    assert repro_in_flight.overlaps(row(1.0, None), 0.5, 2.0)  # no latency: a point inside
+    assert not repro_in_flight.overlaps(row(0.1, None), 0.5, 2.0)
+    assert not repro_in_flight.overlaps({"sent_at": None}, 0.5, 2.0)
 
 
 def test_the_side_by_side_marks_the_report_s_first_divergence(tmp_path: Path) -> None:
@@ -204,11 +205,11 @@ def test_a_warm_up_record_is_compared_by_the_same_identity(tmp_path: Path) -> No
     rows = [rec([1, 5], phase="warmup"), rec([1, 2], phase="baseline"), rec([1, 2], level=4)]
     run_dir = write_run(tmp_path / "run", rows)
     run = load_run(run_dir)
-    choice = repro.select(run, "c0", 1)
+    choice = repro_choice.select(run, "c0", 1)
     assert not choice.compared and choice.first_divergence is None
     mine = raw(run_dir, choice.request_id)
     assert mine is not None
-    assert repro.resolved_divergence(choice, mine, raw(run_dir, choice.ref_request_id)) == 1
+    assert repro_choice.resolved_divergence(choice, mine, raw(run_dir, choice.ref_request_id)) == 1
 
 
 def test_the_files_hold_the_body_as_recorded_and_the_endpoint_from_the_manifest(tmp_path: Path) -> None:
@@ -240,7 +241,7 @@ def test_the_replay_scenario_loads_and_holds_the_canary_at_the_record_s_level(tm
 
 
 def test_an_embedded_engine_run_replays_with_the_same_engine_arguments(tmp_path: Path) -> None:
-    command = [*repro.EMBEDDED_PREFIX, "--logit-scale=1.0"]
+    command = [*repro_replay.EMBEDDED_PREFIX, "--logit-scale=1.0"]
     run_dir = make_run(tmp_path, engine={"kind": "embedded", "command": command})
     _, files, scenario = folder(run_dir)
     assert "base_url" not in scenario["endpoint"]
@@ -274,4 +275,4 @@ def test_a_manifest_without_the_canary_rebuilds_it_from_the_body(tmp_path: Path)
 def test_toml_text_round_trips_awkward_strings(value: str) -> None:
     data = {"s": value, "n": 1, "f": 0.5, "b": True, "l": [1, 2], "t": {"k-y": value, "a b": [value]}}
     data["arr"] = [{"x": value, "inner": [{"r": "u", "c": value}]}]
-    assert tomllib.loads(repro.toml_text(data)) == data
+    assert tomllib.loads(toml_text(data)) == data
