@@ -11,13 +11,15 @@ and by the run's owner when it settles the status (``loadgen/runs/lifecycle.py``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from collectors.losses import lost_records
-from collectors.runfolder import RunData
 from loadgen.core.manifest import RunStatus
+
+if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust's processes, which load no pandas
+    from collectors.runfolder import RunData
 
 MIN_TRAILING = 3  # failures in a row at the end that say "the endpoint died", whatever the level size
 DEAD_LEVELS = 2  # ... and at least this many levels' worth: one level lost to bad luck is not a death

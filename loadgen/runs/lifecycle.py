@@ -9,11 +9,18 @@ complete, ``endpoint_failed`` when the run ended with two levels' worth of failu
 canary failed (``reports.health.endpoint_failed``), ``finished_with_losses`` when records could not be written
 (the ``process-*.json`` counts, the scraper's), else ``finished``. The scraper lives in the process that
 owns the run but never in a user process: parsing must not steal time from the load.
+
+The report writer (``reports.writer``: the run-folder reader, pandas, pyarrow, every renderer) is
+imported in ``end``, where the reports are written, not at the top: the Locust side imports this module
+in every process and worker (a web UI start owns its run), and a process that sends load must not
+carry the report stack (a quarter of a second to import, and pandas' memory); only the process that
+owns a run loads it, once the run is over. Handing the writer in from each owner instead would only
+move that same late import into the Locust side. An engine the run started is its starter's to stop (``loadgen run``
+stops it on the way out, after the reports); this module never touches one.
 """
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +28,7 @@ from typing import Any
 from collectors.engine_metrics import MetricsScraper
 from collectors.losses import lost_records, write_failures
 from loadgen.core.manifest import Manifest, RunStatus, now_iso, read_manifest, update_manifest
-from loadgen.launchers.process import RunningEngine
 from reports.health import endpoint_failed, level_quota
-from reports.writer import write_reports
 
 
 def settle(manifest: Manifest, failures: dict[str, int], engine_metrics: dict[str, Any] | None) -> RunStatus:
@@ -46,24 +51,21 @@ class OwnedRun:
 
     run_dir: Path
     scraper: MetricsScraper | None = None
-    engine: RunningEngine | None = None  # an engine started for this run: stopped at its end, its log kept
     status: RunStatus | None = None  # set by ``end``
     headline: list[str] = field(default_factory=list)  # set by ``end``: what to say before any figure
 
     @classmethod
-    def begin(
-        cls, run_dir: Path, *, base_url: str | None, api_key: str | None, engine: RunningEngine | None = None
-    ) -> OwnedRun:
+    def begin(cls, run_dir: Path, *, base_url: str | None, api_key: str | None) -> OwnedRun:
         """Mark the run running and, when there is an endpoint to watch, start scraping its ``/metrics``."""
         scraper = None
         if base_url is not None:
             scraper = MetricsScraper(base_url, run_dir, api_key=api_key)
             scraper.start()
         update_manifest(run_dir, status=RunStatus.RUNNING)
-        return cls(run_dir, scraper, engine)
+        return cls(run_dir, scraper)
 
     def end(self, outcome: RunStatus | None = None, *, report: bool = True) -> RunStatus:
-        """Stop the scraper, then the engine (its log kept in the run folder), settle the status, write the reports.
+        """Stop the scraper, settle the status, write the reports.
 
         ``outcome`` forces a status (a study that failed); otherwise ``settle`` decides: the run finished
         only if the load side recorded ``stages_finished`` (anything else, a signal, a dead Locust, is
@@ -77,9 +79,6 @@ class OwnedRun:
             metrics = self.scraper.summary()
             if self.scraper.notice:
                 notices.append(self.scraper.notice)
-        if self.engine is not None:
-            self.engine.stop()
-            shutil.copy(self.engine.log_path, self.run_dir / "engine.log")
         manifest = read_manifest(self.run_dir)
         status = outcome or settle(manifest, write_failures(self.run_dir), metrics)
         update_manifest(
@@ -91,6 +90,8 @@ class OwnedRun:
         )
         self.status = status
         if report:
+            from reports.writer import write_reports  # here, not at the top: the module docstring says why
+
             self.headline = list(write_reports(self.run_dir)["health"]["headline"])
         elif status == RunStatus.ENDPOINT_FAILED:
             failed = f"{manifest.canary_errors} of {manifest.canaries_reported} canaries failed"
