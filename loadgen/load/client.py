@@ -8,7 +8,7 @@ of raising, so a busy or broken endpoint is measured, not crashed on. It never r
 The endpoint is not trusted (docs/faults-and-secrets.md): every request has a total deadline (a
 server trickling a byte at a time, or SSE keep-alive comments, would outlive any per-byte timeout),
 a response-size cap, a check that the completion is one the request could have produced, and the
-API key is redacted from everything kept of the answer.
+API key is redacted from everything kept of the answer (those two: ``loadgen.load.answer_checks``).
 
 Runs inside gevent (a Locust process). It does not import Locust and does not print.
 """
@@ -27,7 +27,7 @@ import orjson
 from geventhttpclient import HTTPClient
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-from loadgen.core.errors import REDACTED, redact, redact_json
+from loadgen.core.errors import redact, redact_json
 from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.core.wire import (
     Completion,
@@ -40,6 +40,7 @@ from loadgen.core.wire import (
 )
 from loadgen.core.wire.sse import SSEDecoder
 from loadgen.core.wire.sse_frames import FrameReader
+from loadgen.load.answer_checks import completion_problem, redact_completion
 from loadgen.load.holding import Progress
 
 _MAX_ERROR_BODY = 500
@@ -47,7 +48,6 @@ _CLOSE = {"Connection": "close"}
 SECONDS_PER_TOKEN = 2.0  # the default deadline's allowance per token asked for: slower than any real engine
 ASSUMED_TOKENS = 1024  # a body whose max_tokens cannot be read is given this many
 BACKGROUND_READ_EVERY_S = 0.05  # a background stream past its first token is read at most this often (see _read_frames)
-TOKEN_ID_LIMIT = 2**31  # no vocabulary comes near; readers pad id matrices with -1 and keep ids in int32/int64
 _MAX_TOKENS_FIELD = re.compile(rb'"max_(?:new_)?tokens":\s*(\d+)')  # SGLang /generate: max_new_tokens
 
 
@@ -282,72 +282,15 @@ def max_tokens_in(payload: bytes) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def completion_problem(completion: Completion, max_tokens: int | None) -> str | None:
-    """Why a parsed completion cannot be the answer to a request for ``max_tokens`` tokens, or None.
-
-    Such an answer is recorded as ``malformed_body``, never compared: ids outside 0..2^31-1 (readers pad
-    with -1 and keep ids in fixed-width integers), fewer ids than token strings (the ids lost a position),
-    or more tokens than were asked for."""
-    ids, tokens = completion.token_ids, completion.tokens
-    if ids is not None:
-        bad = next((t for t in ids if type(t) is not int or not 0 <= t < TOKEN_ID_LIMIT), None)
-        if bad is not None:
-            return f"token id {bad!r} is not an integer in 0..{TOKEN_ID_LIMIT - 1}"
-        if tokens is not None and len(ids) < len(tokens):
-            return f"fewer token ids ({len(ids)}) than tokens ({len(tokens)})"
-    generated = max(len(ids or ()), len(tokens or ()))
-    if max_tokens is not None and generated > max_tokens:
-        return f"{generated} tokens generated, more than the {max_tokens} max_tokens asked for"
-    return None
-
-
 def _redact_outcome(out: Outcome, secret: str) -> None:
-    """Take the API key out of everything an answer put in ``out``: error text, completion, usage.
-
-    A token string is replaced whole where the key, in the joined text of the tokens, overlaps it, so a
-    key split over several tokens goes too and positions stay as they were; at such a position the
-    alternative equal to the chosen token goes with it."""
+    """Take the API key out of everything an answer put in ``out``: error text, usage, completion."""
     if out.error_message:
         out.error_message = redact(out.error_message, secret)
     if out.usage is not None:
         out.usage = redact_json(out.usage, secret)
-    c = out.completion
-    if c is None:
-        return
-    c.text = redact(c.text, secret)
-    c.usage = out.usage
-    if c.finish_reason is not None:
-        c.finish_reason = redact(c.finish_reason, secret)
-    hit = _key_positions(c.tokens, secret) if c.tokens is not None else set()
-    if c.tokens is not None and hit:
-        chosen = c.tokens
-        c.tokens = [REDACTED if i in hit else t for i, t in enumerate(chosen)]
-        if c.top_logprobs is not None:
-            c.top_logprobs = [
-                [(REDACTED if i in hit and t == chosen[i] else redact(t, secret), lp) for t, lp in position]
-                for i, position in enumerate(c.top_logprobs)
-            ]
-    elif c.top_logprobs is not None and any(secret in t for position in c.top_logprobs for t, _ in position):
-        c.top_logprobs = [[(redact(t, secret), lp) for t, lp in position] for position in c.top_logprobs]
-
-
-def _key_positions(tokens: list[str], secret: str) -> set[int]:
-    """The positions whose token overlaps an occurrence of ``secret`` in the tokens' joined text."""
-    joined = "".join(tokens)
-    spans = []
-    at = joined.find(secret)
-    while at >= 0:
-        spans.append((at, at + len(secret)))
-        at = joined.find(secret, at + 1)
-    if not spans:
-        return set()
-    hit, start = set(), 0
-    for i, token in enumerate(tokens):
-        end = start + len(token)
-        if any(a < end and start < b for a, b in spans):
-            hit.add(i)
-        start = end
-    return hit
+    if out.completion is not None:
+        out.completion.usage = out.usage
+        redact_completion(out.completion, secret)
 
 
 def _cap_body(resp: Any, limit: int) -> None:
