@@ -11,7 +11,6 @@ because Locust's ``EventHook.fire`` logs and swallows listener exceptions.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,11 +26,10 @@ class Hook(Protocol):
 
 
 class CanaryCollector:
-    """Writes one CanaryRecord per line and keeps live per-(canary, phase, level) counts."""
+    """Writes one CanaryRecord per line (the live table and the report read the file)."""
 
     def __init__(self, path: Path) -> None:
         self.writer = JsonlWriter(path)
-        self.counts: Counter[tuple[str, str, int, str]] = Counter()  # (canary, phase, level, status)
         self._hook: Hook | None = None
 
     def register(self, hook: Hook) -> None:
@@ -40,7 +38,6 @@ class CanaryCollector:
 
     def on_record(self, record: CanaryRecord, **_: Any) -> None:
         self.writer.write(record)  # orjson writes the dataclass itself: same bytes as to_dict(), ~50x cheaper
-        self.counts[(record.canary_id, record.phase, record.level, record.status)] += 1
 
     def close(self) -> None:
         if self._hook is not None:

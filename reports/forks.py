@@ -29,7 +29,6 @@ Pure: arrays in, JSON-ready values out.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -98,7 +97,3 @@ def method() -> dict[str, Any]:
 
 def label(code: int) -> str:
     return CLASSES[code] if 0 <= code < len(CLASSES) else "unclassified"
-
-
-def finite_or_none(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None

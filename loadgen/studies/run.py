@@ -144,13 +144,6 @@ def ui_command(
     ]
 
 
-def _start_locust(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    """Locust under a guard, in a session of its own: its worker processes can be cleaned up as one group
-    afterwards, and all of them die with this process (``loadgen.launchers.guard``). SIGINT sent to the
-    returned process reaches Locust itself."""
-    return spawn(cmd, **kwargs)
-
-
 def check_options(out_dir: Path, processes: int) -> None:
     """Refuse unusable options before any traffic: after the probe they would end in a traceback.
 
@@ -310,7 +303,7 @@ def run(
                 web_login=web_login,
                 allow_changes=ui_allow_changes,
             )
-            return RunResult(out_dir, None, _wait_forwarding_signals(_start_locust(cmd)))
+            return RunResult(out_dir, None, _wait_forwarding_signals(spawn(cmd)))
         extra = {"engine": engine_info} if engine_info else {}
         progress(Probing(scenario.endpoint.base_url))
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
@@ -322,7 +315,7 @@ def run(
             with open(run_dir / "locust.log", "ab") as log:
                 cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)
                 progress(LoadStarted(run_dir, scenario))
-                code = _wait_forwarding_signals(_start_locust(cmd, stdout=log, stderr=subprocess.STDOUT))
+                code = _wait_forwarding_signals(spawn(cmd, stdout=log, stderr=subprocess.STDOUT))
         finally:
             progress(LoadEnded(run_dir, reporting=report))
             status = owned.end(report=report)
