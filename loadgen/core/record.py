@@ -1,7 +1,7 @@
 """The canary record: one line of ``canaries*.jsonl`` per canary request, written and read through one type.
 
 Pure data and (de)serialisation; no file I/O here. The on-disk keys are a contract (docs/design.md):
-add fields freely, rename none without bumping ``SCHEMA``. ``tests/collectors/test_record.py``
+add fields freely, rename none without bumping ``SCHEMA``. ``tests/loadgen/core/test_record.py``
 pins them.
 """
 
