@@ -9,6 +9,7 @@ unreadable process file (that is counted too: its failures are unknown).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
@@ -38,7 +39,7 @@ def write_failures(run_dir: Path) -> dict[str, int]:
     return out
 
 
-def lost_records(failures: dict[str, int], engine_metrics: dict[str, object] | None) -> int:
+def lost_records(failures: dict[str, int], engine_metrics: Mapping[str, object] | None) -> int:
     """Records of every kind that could not be written: canary and background rows, ``/metrics`` samples."""
     metrics = (engine_metrics or {}).get("write_failures")
     extra = metrics if isinstance(metrics, int) and not isinstance(metrics, bool) and metrics > 0 else 0

@@ -166,7 +166,7 @@ def server_config(m: Manifest) -> dict[str, Any]:
     config = m.server.get("config")
     settings = config.get("settings") if isinstance(config, dict) else None
     settings = settings if isinstance(settings, dict) else {}
-    return {**settings, "summary": describe(settings)}
+    return {**settings, "summary": describe(dict(settings))}
 
 
 def _n(count: int, one: str, many: str | None = None) -> str:

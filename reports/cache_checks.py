@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from loadgen.core.manifest import ResolvedScenario
+
 Floats = npt.NDArray[np.float64]
 
 
@@ -69,7 +71,7 @@ def counter_evidence(
 
 def cache_expectations(
     frame: Any,
-    scenario: dict[str, Any],
+    scenario: ResolvedScenario,
     *,
     engine_t: Floats | None = None,
     engine_queries: Floats | None = None,

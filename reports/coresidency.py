@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from collectors.coresidency import window_running
 from collectors.runfolder import BATCH_OTHERS
+from loadgen.core.manifest import EngineMetricsSummary
 from loadgen.core.stats import median, num
 
 Floats = npt.NDArray[np.float64]
@@ -153,7 +154,7 @@ def _levels_counts(levels: npt.NDArray[np.int64]) -> str:
     return ", ".join(f"level {a}: {b}" for a, b in zip(lv.tolist(), n.tolist(), strict=True))
 
 
-def notices(frame: Any, m: Measured, has_samples: bool, engine_summary: dict[str, Any] | None) -> list[str]:
+def notices(frame: Any, m: Measured, has_samples: bool, engine_summary: EngineMetricsSummary | None) -> list[str]:
     """Run notices that make gaps in the measured x-axis visible (sweep canaries only).
 
     ``m`` covers every row of ``frame``; ``has_samples``: the run holds ``/metrics`` samples."""

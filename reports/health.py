@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from collectors.losses import lost_records
-from loadgen.core.manifest import RunStatus
+from loadgen.core.manifest import ResolvedScenario, RunStatus
 
 if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust's processes, which load no pandas
     from collectors.runfolder import RunData
@@ -37,7 +37,7 @@ def endpoint_failed(errors: int, canaries: int, trailing: int, level_quota: int 
     return dead_run or (errors >= MIN_TRAILING and errors >= NEARLY_ALL * canaries)
 
 
-def level_quota(canaries_per_level: int | None, scenario: dict[str, Any]) -> int | None:
+def level_quota(canaries_per_level: int | None, scenario: ResolvedScenario) -> int | None:
     """Canaries sent at one level: per level times the scenario's canaries (round-robin)."""
     n = scenario.get("canaries")
     return None if canaries_per_level is None else canaries_per_level * max(1, len(n) if isinstance(n, list) else 1)

@@ -13,12 +13,14 @@ import datetime as dt
 import os
 import platform
 import socket
+from difflib import get_close_matches
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, with_config
+from typing_extensions import TypedDict  # pydantic validates TypedDicts from here on Python < 3.12
 
 from loadgen.core.errors import RunFolderError
 
@@ -51,6 +53,171 @@ class RunStatus(StrEnum):
         return self in (RunStatus.FINISHED, RunStatus.FINISHED_WITH_LOSSES, RunStatus.ENDPOINT_FAILED)
 
 
+# Every field below is a JSON object of the file: a TypedDict, so readers keep subscripting it as the dict
+# it is and mypy checks each key. All are partial (total=False: an older folder may lack a key) and open
+# (extra="allow": a key this version does not know, written by an older or newer tool, is kept on rewrite).
+OPEN = ConfigDict(extra="allow")
+
+
+@with_config(OPEN)
+class ToolInfo(TypedDict, total=False):
+    name: str
+    version: str
+
+
+@with_config(OPEN)
+class ServerSettings(TypedDict, total=False):
+    """What the server stated about its own settings (``loadgen.core.wire.server_config.server_settings``),
+    each None where no answer said it."""
+
+    prefix_caching: bool | None
+    block_size: int | None
+    batch_invariant: bool | None
+    enforce_eager: bool | None
+    attention_backend: Any  # as the server spells it
+    max_num_seqs: int | None
+    dtype: Any  # as the server spells it
+    cached_tokens_reported: bool | None
+
+
+@with_config(OPEN)
+class ServerConfig(TypedDict, total=False):
+    """``server.config``: the settings, the raw ``*_info`` series of ``/metrics``, the routes that answered."""
+
+    settings: ServerSettings
+    info_series: dict[str, dict[str, str]]
+    answered: list[str]
+
+
+@with_config(OPEN)
+class ServerFacts(TypedDict, total=False):
+    """``server``: what the server said about itself at the probe."""
+
+    models: Any  # the /v1/models body, as the server sent it (the API key redacted)
+    version: str | None
+    config: ServerConfig
+
+
+@with_config(OPEN)
+class AskedFeatures(TypedDict, total=False):
+    """The fields of ``loadgen.core.wire.Features``: what will be asked of one endpoint kind."""
+
+    return_token_ids: bool
+    logprobs: bool
+    top_logprobs: int
+    tokens_as_ids: bool
+    include_usage: bool
+    sglext_output_ids: bool
+    batch_sizes: bool
+
+
+@with_config(OPEN)
+class KindFacts(TypedDict, total=False):
+    """``features[kind]``: what the probe settled for one endpoint kind."""
+
+    features: AskedFeatures
+    identity: str  # "token_ids", "tokens" or "text": what the probe's completion carried
+    attempts: list[str]  # each probe request and its answer
+    cached_tokens_reported: bool | None
+
+
+@with_config(OPEN)
+class SweepSection(TypedDict, total=False):
+    """The parts of the resolved ``[sweep]`` the run folder's readers use; the rest is kept as written."""
+
+    levels: list[int]
+    canaries_per_level: int
+    claim_max_rate: float | None
+
+
+@with_config(OPEN)
+class CanarySection(TypedDict, total=False):
+    """The parts of a resolved ``[[canaries]]`` entry the run folder's readers use."""
+
+    id: str
+    expect_cache: str | None
+    cache: str
+
+
+@with_config(OPEN)
+class ResolvedScenario(TypedDict, total=False):
+    """``scenario``: the resolved scenario as JSON (``loadgen.core.scenario.Scenario.model_dump``, overrides
+    applied). Typed where the run folder's readers look; sections copied on as written are plain JSON."""
+
+    name: str
+    endpoint: dict[str, Any]
+    canaries: list[CanarySection]
+    background: dict[str, Any]
+    sweep: SweepSection
+    labels: dict[str, str]
+    launcher: dict[str, Any] | None
+
+
+@with_config(OPEN)
+class HostInfo(TypedDict, total=False):
+    hostname: str
+    platform: str
+    python: str
+    cpus: int | None
+
+
+@with_config(OPEN)
+class EngineFacts(TypedDict, total=False):
+    """``engine``: the engine loadgen started. Embedded: ``kind``, ``command`` (its arguments); a launcher's
+    (``loadgen.launchers.Launcher.describe``): ``kind``, ``model``, ``command`` (as typed), ``env``, ``starts``."""
+
+    kind: str
+    model: str | None
+    command: str | list[str] | None
+    env: dict[str, str]
+    starts: int
+
+
+@with_config(OPEN)
+class ColdBootSize(TypedDict, total=False):
+    boots: int
+    requests: int
+
+
+@with_config(OPEN)
+class BootFacts(TypedDict, total=False):
+    """One engine start of a cold-boot study."""
+
+    boot: int
+    url: str
+    started: str
+    ready_s: float
+
+
+@with_config(OPEN)
+class EngineMetricsSummary(TypedDict, total=False):
+    """``engine_metrics``: the ``/metrics`` scraper's summary (``collectors.engine_metrics.MetricsScraper.summary``)."""
+
+    url: str
+    available: bool | None
+    notice: str | None
+    engine: str | None
+    interval_s: float
+    samples: int
+    failures: int
+    last_error: str | None
+    write_failures: int
+    max_gap_s: float | None
+    gaps: int
+
+
+@with_config(OPEN)
+class EndedByClaim(TypedDict, total=False):
+    """A sweep level the claim rule ended before its quota (``loadgen.load.stages.StageTracker.end_early``)."""
+
+    level: int
+    completed: int
+    quota: int
+    canary: str
+    diverged: int
+    reason: str
+
+
 class EndpointInfo(BaseModel):
     """The endpoint the run was sent to, as resolved before any load."""
 
@@ -68,24 +235,24 @@ class Manifest(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, validate_assignment=True)
 
     schema_version: int = Field(alias="schema")
-    tool: dict[str, Any] = Field(default_factory=dict)
+    tool: ToolInfo = Field(default_factory=ToolInfo)
     run_id: str | None = None
     scenario_path: str | None = None
-    scenario: dict[str, Any] = Field(default_factory=dict)  # the resolved scenario, as JSON
+    scenario: ResolvedScenario = Field(default_factory=ResolvedScenario)
     endpoint: EndpointInfo = Field(default_factory=EndpointInfo)
-    server: dict[str, Any] = Field(default_factory=dict)  # what the server said about itself (/v1/models, /version)
-    features: dict[str, Any] = Field(default_factory=dict)  # per endpoint kind: what was asked, what the probe saw
+    server: ServerFacts = Field(default_factory=ServerFacts)
+    features: dict[str, KindFacts] = Field(default_factory=dict)  # per endpoint kind
     labels: dict[str, str] = Field(default_factory=dict)
     levels: list[int] = Field(default_factory=list)
     canaries_per_level: int | None = None
     started: str | None = None
     finished: str | None = None
     status: RunStatus | str = RunStatus.PREPARED  # a status this version does not know is kept, never rejected
-    host: dict[str, Any] = Field(default_factory=dict)
-    engine: dict[str, Any] | None = None  # the engine this tool started, if any
-    cold_boot: dict[str, Any] | None = None  # a cold-boot study's size
-    boots: list[dict[str, Any]] = Field(default_factory=list)  # a cold-boot study's engine starts
-    engine_metrics: dict[str, Any] | None = None  # what the /metrics scraper saw
+    host: HostInfo = Field(default_factory=HostInfo)
+    engine: EngineFacts | None = None  # the engine this tool started, if any
+    cold_boot: ColdBootSize | None = None  # a cold-boot study's size
+    boots: list[BootFacts] = Field(default_factory=list)  # a cold-boot study's engine starts
+    engine_metrics: EngineMetricsSummary | None = None  # what the /metrics scraper saw
     notices: list[str] = Field(default_factory=list)
     workers: list[str] = Field(default_factory=list)
     workers_vanished: list[str] = Field(default_factory=list)
@@ -95,8 +262,8 @@ class Manifest(BaseModel):
     canary_errors: int | None = None  # of the canaries reported, those that failed
     canary_errors_trailing: int | None = None  # the failures in a row the run ended with (completion order)
     unsettled_levels: list[int] = Field(default_factory=list)
-    # levels the claim rule (sweep.claim_max_rate) ended before their quota: level, completed, quota, canary, reason
-    levels_ended_by_claim: list[dict[str, Any]] = Field(default_factory=list)
+    # levels the claim rule (sweep.claim_max_rate) ended before their quota
+    levels_ended_by_claim: list[EndedByClaim] = Field(default_factory=list)
 
     @property
     def run_status(self) -> RunStatus | None:
@@ -130,7 +297,7 @@ def create_run_dir(out_root: Path, name: str) -> Path:
     raise RunFolderError(f"{out_root}: could not find a free run folder name for {name!r}")
 
 
-def host_info() -> dict[str, Any]:
+def host_info() -> HostInfo:
     return {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
@@ -174,8 +341,21 @@ def _validated(data: dict[str, Any], path: Path) -> Manifest:
         raise RunFolderError(f"{path}: field {where}: {err['msg']}") from None
 
 
+FIELDS = frozenset(f.alias or name for name, f in Manifest.model_fields.items())  # the keys this version writes
+
+
 def update_manifest(run_dir: Path, **changes: Any) -> Manifest:
-    """Read, change the named fields, validate and write back atomically."""
+    """Read, change the named fields, validate and write back atomically.
+
+    Only fields of ``Manifest`` may be named: a misspelt one is a ``TypeError`` and nothing is written (it
+    would otherwise land in the file as a key nobody reads). Unknown keys read from the file are kept."""
+    unknown = sorted(set(changes) - FIELDS)
+    if unknown:
+        hints = [
+            f"{name!r} (did you mean {close[0]!r}?)" if (close := get_close_matches(name, FIELDS, 1)) else repr(name)
+            for name in unknown
+        ]
+        raise TypeError(f"update_manifest: not a manifest field: {', '.join(hints)}")
     current = read_manifest(run_dir).to_json()
     manifest = _validated({**current, **changes}, run_dir / MANIFEST)
     write_manifest(run_dir, manifest)

@@ -84,7 +84,7 @@ class Plan:
         where = f"{run_dir}/manifest.json"
         if m.run_id is None or m.endpoint.base_url is None or m.endpoint.model is None:
             raise RunFolderError(f"{where}: not a prepared run (run_id, endpoint.base_url and endpoint.model needed)")
-        return cls(str(run_dir), m.run_id, m.scenario, m.endpoint.base_url, m.endpoint.model, m.features)
+        return cls(str(run_dir), m.run_id, dict(m.scenario), m.endpoint.base_url, m.endpoint.model, m.features)
 
     def to_msg(self) -> dict[str, Any]:
         return asdict(self)
