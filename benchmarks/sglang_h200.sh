@@ -17,14 +17,13 @@
 #   collect   results into $OUT/results.tar.gz (records in $OUT/records.tar.gz)
 #
 # Usage: bash benchmarks/sglang_h200.sh STAGE [STAGE...]
-set -u
-OUT=${OUT:-/tmp/out}
-R=${RESULTS:-/tmp/sglang-results}
-MODEL=/tmp/model
-export PYTHONUNBUFFERED=1
-mkdir -p "$R" "$OUT"
-log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$R/timeline.txt"; }
-cmd() { echo "$*" >>"$R/commands.txt"; "$@"; }
+KIT=sglang
+KIT_DIR=/tmp/sg
+VERSIONS_PY='import sys, importlib.metadata as m
+print("python", sys.version.split()[0])
+for p in ("sglang", "sglang-kernel", "flashinfer-python", "torch", "transformers", "locust"): print(p, m.version(p))'
+# shellcheck source=benchmarks/h200_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results
 env_up() {
     # shellcheck disable=SC1091
     . /tmp/bundle/env.sh
@@ -32,25 +31,6 @@ env_up() {
 }
 SERVE_ARGS=(--model-path "$MODEL" --served-model-name tiny-qwen3 --attention-backend triton --grammar-backend none
     --enable-metrics --enable-cache-report --mem-fraction-static 0.5 --cuda-graph-max-bs-decode 8 --host 127.0.0.1)
-
-install() {
-    log "install"
-    mkdir -p /tmp/sg && cp .sglang/sglang-bundle.* /tmp/sg/ && (cd /tmp/sg && sha256sum -c sglang-bundle.sha256) &&
-        cat /tmp/sg/sglang-bundle.part.* | tar -x -C /tmp && bash /tmp/bundle/install.sh || exit 1
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    env_up
-    cmd python3 /tmp/bundle/make_model.py "$MODEL" 32768 2048 16 16 8
-    cmd python3 /tmp/bundle/mkweights.py "$MODEL"
-    {
-        date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-        python3 -c 'import sys, importlib.metadata as m
-print("python", sys.version.split()[0])
-for p in ("sglang", "sglang-kernel", "flashinfer-python", "torch", "transformers", "locust"): print(p, m.version(p))'
-        nproc | sed 's/^/cpu cores /'
-    } >"$R/versions.txt" 2>&1
-    cat "$R/versions.txt"
-}
 
 serve_one() {  # MODE GPU PORT FLAGS...
     local mode=$1 gpu=$2 port=$3
@@ -121,15 +101,8 @@ matrix() {
 
 collect() {
     env_up
-    local cells
-    cells=$(ls -d "$R"/matrix/gpu*/cells/*/*/ 2>/dev/null)
-    # shellcheck disable=SC2086
-    [ -n "$cells" ] && cmd python3 -m loadgen compare $cells --out "$R/matrix/comparison" >"$R/matrix-compare.out" 2>&1
     for f in "$R"/sglang-*.log; do [ -f "$f" ] && gzip -kf "$f"; done
-    tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \
-        --exclude='engine_metrics*.jsonl' --exclude='sglang-*.log' .
-    tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name '*.jsonl' | sort)
-    ls -la "$OUT"
+    collect_results matrix --exclude='sglang-*.log'
 }
 
 for stage in "$@"; do

@@ -29,14 +29,13 @@
 #
 # Usage: bash benchmarks/vllm_h200.sh STAGE [STAGE...]; `start-runs`/`start-matrix` run those stages
 # detached (setsid) so that they outlive one device call, `wait-runs`/`wait-matrix` wait for them.
-set -u
-OUT=${OUT:-/tmp/out}
-R=${RESULTS:-/tmp/vllm-results}
-MODEL=/tmp/model
-export PYTHONUNBUFFERED=1
-mkdir -p "$R" "$OUT"
-log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$R/timeline.txt"; }
-cmd() { echo "$*" >>"$R/commands.txt"; "$@"; }
+KIT=vllm
+KIT_DIR=/tmp/vk
+VERSIONS_PY='import sys, torch, vllm, transformers, locust
+print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda)
+print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)'
+# shellcheck source=benchmarks/h200_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results
 env_up() {
     # shellcheck disable=SC1091
     . /tmp/bundle/env.sh
@@ -44,25 +43,6 @@ env_up() {
 }
 SERVE_ARGS=(--served-model-name tiny-qwen3 --dtype bfloat16 --seed 0 --max-model-len 4096 --generation-config vllm
     --attention-backend FLASH_ATTN --host 127.0.0.1)
-
-install() {
-    log "install"
-    mkdir -p /tmp/vk && cp .vllm/vllm-bundle.* /tmp/vk/ && (cd /tmp/vk && sha256sum -c vllm-bundle.sha256) &&
-        cat /tmp/vk/vllm-bundle.part.* | tar -x -C /tmp && bash /tmp/bundle/install.sh || exit 1
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    env_up
-    cmd python3 /tmp/bundle/make_model.py "$MODEL" 32768 2048 16 16 8
-    cmd python3 /tmp/bundle/mkweights.py "$MODEL"
-    {
-        date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-        python3 -c 'import sys, torch, vllm, transformers, locust
-print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda)
-print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)'
-        nproc | sed 's/^/cpu cores /'
-    } >"$R/versions.txt" 2>&1
-    cat "$R/versions.txt"
-}
 
 start_vllm() {  # GPU PORT VLLM_BATCH_INVARIANT LOG_NAME [more `vllm serve` flags]: one server, in its own session
     local gpu=$1 port=$2 invariant=$3 name=$4
@@ -176,14 +156,7 @@ matrix() {
 
 collect() {
     env_up
-    local cells
-    cells=$(ls -d "$R"/d3/gpu*/cells/*/*/ 2>/dev/null)
-    # shellcheck disable=SC2086
-    [ -n "$cells" ] && cmd python3 -m loadgen compare $cells --out "$R/d3/comparison" >"$R/d3-compare.out" 2>&1
-    tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \
-        --exclude='engine_metrics*.jsonl' .
-    tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name '*.jsonl' | sort)
-    ls -la "$OUT"
+    collect_results d3
 }
 
 detached() {  # STAGE: run it in its own session, so it outlives this device call
