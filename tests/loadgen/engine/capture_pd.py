@@ -5,7 +5,7 @@ this file). It starts two ``pd_recorder.py`` servers (prefill, decode), the real
 them (``pd_processes.start_router``; default policy, so cache-aware; health checks every second), sends the
 requests below through the router, and writes one JSON file per case: the client's request, every call the
 router made to either server while it was answered (in arrival order, ports replaced by ``PREFILL_PORT`` /
-``DECODE_PORT`` / ``SIDE_PORT``), and what the client got back. ``startup.json`` holds the calls of the
+``DECODE_PORT``), and what the client got back. ``startup.json`` holds the calls of the
 router's start and of two seconds idle. A second router run with the render routes answering 404 gives
 ``no_render_completions.json``. Bodies are built by ``loadgen.core.wire.request.build_body``, as the load tool
 sends them.
@@ -118,7 +118,7 @@ def _capture(out: Path, work: Path, render: bool) -> None:
     flags = () if render else ("--no-render",)
     with _recorder("prefill", plog, *flags) as p_url, _recorder("decode", dlog, *flags) as d_url:
         p_port, d_port = p_url.rsplit(":", 1)[1], d_url.rsplit(":", 1)[1]
-        logs = Logs(plog, dlog, {p_port: "PREFILL_PORT", d_port: "DECODE_PORT", str(int(p_port) + 1): "SIDE_PORT"})
+        logs = Logs(plog, dlog, {p_port: "PREFILL_PORT", d_port: "DECODE_PORT"})
         router_log = work / f"router-{render}.log"
         flags_r = ("--health-check-interval-secs", "1")
         with start_router([p_url], [d_url], router_log, *flags_r) as r_url:

@@ -10,7 +10,10 @@ answers one token and the ``kv_transfer_params`` a vLLM NixlConnector prefiller 
 ``do_remote_prefill``, ``do_remote_decode``, ``remote_block_ids``, ``remote_engine_id``, ``remote_request_id``,
 ``remote_host``, ``remote_port``, ``tp_size``). A prompt holding ``prefill-status:NNN`` (or
 ``decode-status:NNN``) is answered by that server with that status and vLLM's error body; ``--no-render``
-answers 404 on the render routes (a vLLM without them). Used by ``capture_pd.py`` to write the fixtures under
+answers 404 on the render routes (a vLLM without them). Usage reports ``cached_tokens`` 16 on the prefill
+recorder and 99 on the decode one, to show whose the router passes on. The ``remote_port`` it names is its
+own, where ``GET /kv/{id}`` answers bytes that are no KV cache (after 30 s when the id holds ``slow``): a
+prefill server gone wrong, for the decode server's fault tests. Used by ``capture_pd.py`` to write the fixtures under
 ``fixtures/vllm-router-0.1.17/``; it computes nothing.
 """
 
@@ -114,7 +117,7 @@ def _kv_params(rec: Recorder, request_id: str, n_prompt: int) -> dict[str, Any]:
         "remote_engine_id": f"recorder-{rec.role}",
         "remote_request_id": request_id,
         "remote_host": "127.0.0.1",
-        "remote_port": rec.port + 1,
+        "remote_port": rec.port,
         "tp_size": 1,
     }
 
@@ -133,7 +136,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     kv_in = body.get("kv_transfer_params") or {}
     prefilling = bool(kv_in.get("do_remote_decode"))
     tokens = TOKENS[: max(1, min(int(body.get("max_tokens") or 3), 3))]
-    usage = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(tokens), "total_tokens": len(prompt_ids) + 3}
+    usage: dict[str, Any] = {"prompt_tokens": len(prompt_ids), "completion_tokens": len(tokens)}
+    usage["total_tokens"] = len(prompt_ids) + len(tokens)
+    usage["prompt_tokens_details"] = {"cached_tokens": 16 if rec.role == "prefill" else 99}
     obj = "chat.completion" if chat else "text_completion"
     if not body.get("stream"):
         choice = _choice(body, tokens, chat, stream=False)
@@ -183,6 +188,13 @@ async def render_prompt(request: web.Request) -> web.Response:
     return web.json_response([{"token_ids": ids, "sampling_params": {}, "model": MODEL, "request_id": "cmpl-render"}])
 
 
+async def garbage_kv(request: web.Request) -> web.Response:
+    request.app[RECORDER].record(request, None)
+    if "slow" in request.match_info["transfer_id"]:
+        await asyncio.sleep(30)
+    return web.Response(body=b"garbage, not a KV cache", content_type="application/octet-stream")
+
+
 async def other(request: web.Request) -> web.Response:
     raw = await request.read()
     try:
@@ -207,6 +219,7 @@ async def main(role: str, log: Path, render: bool) -> None:
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions/render", render_prompt)
     app.router.add_post("/v1/chat/completions/render", render_prompt)
+    app.router.add_get("/kv/{transfer_id}", garbage_kv)
     app.router.add_route("*", "/{tail:.*}", other)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
