@@ -5,5 +5,7 @@ Layout (one job per module): ``kernels`` (bf16 storage, split reductions and the
 ``model`` (forward pass of one step), ``kvcache`` (slots and prefix cache), ``sampling`` and
 ``detok`` (tokens and text), ``scheduler`` (continuous batching), ``runner`` (engine thread),
 ``protocol``/``responses``/``server``/``metrics`` (HTTP), ``cli`` (process entry), ``prompts``
-(the documented prompt set). Importing the package starts nothing.
+(the documented prompt set); the prefill and decode roles: ``handoff`` (``kv_transfer_params``),
+``kvwire`` (a handed-over KV and its bytes), ``transfers`` (the prefill side's store), ``pd``
+(their HTTP). Importing the package starts nothing.
 """

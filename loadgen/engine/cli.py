@@ -3,6 +3,8 @@
 Why this module exists: launchers start the engine as a process and read its stdout until the
 line ``READY http://HOST:PORT`` (printed once, after the socket accepts connections, flushed);
 SIGTERM and SIGINT stop it cleanly with exit code 0. This is the only module that prints.
+``--role prefill|decode`` makes the server one side of a disaggregated pair behind vllm-router
+(loadgen/engine/pd.py); ``--role both``, the default, serves either leg and plain requests alike.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from aiohttp import web
 
 from loadgen.core.errors import EngineError, UsageError
 from loadgen.engine.faults import FaultPlan, add_fault_arguments
+from loadgen.engine.pd import ROLES, PDConfig
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
 from loadgen.engine.scheduler import Scheduler
 from loadgen.engine.server import Served, build_app
@@ -76,8 +79,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="weight of the contextual logits against the fixed unigram prior; lower values flatten the top "
         "of the distribution, so more near-ties are decided by rounding (more divergence under load)",
     )
+    g = p.add_argument_group("prefill and decode roles (behind vllm-router --vllm-pd-disaggregation)")
+    g.add_argument(
+        "--role",
+        choices=ROLES,
+        default="both",
+        help="prefill: hand over each prefill leg's KV (kv_transfer_params.do_remote_decode); decode: fetch a "
+        "prefill server's KV (do_remote_prefill) and decode from it; both (default): either, and plain requests",
+    )
+    g.add_argument(
+        "--kv-fetch-timeout", type=float, default=10.0, help="decode: seconds to fetch a KV before answering 504"
+    )
+    g.add_argument(
+        "--kv-transfer-ttl", type=float, default=60.0, help="prefill: seconds a KV waits for its decode server"
+    )
+    g.add_argument(
+        "--kv-transfer-max-mib", type=float, default=256.0, help="prefill: MiB of KV kept waiting; oldest go first"
+    )
     add_fault_arguments(p)
     return p
+
+
+def roles_from_args(args: argparse.Namespace, host: str) -> PDConfig:
+    if min(args.kv_fetch_timeout, args.kv_transfer_ttl, args.kv_transfer_max_mib) <= 0:
+        raise SystemExit("loadgen serve: --kv-fetch-timeout, --kv-transfer-ttl and --kv-transfer-max-mib must be > 0")
+    if args.role != "both" and args.backend != "cpu":
+        raise SystemExit(f"loadgen serve: --role {args.role} needs --backend cpu (the GPU backend hands over no KV)")
+    advertised = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return PDConfig(
+        role=args.role,
+        seed=args.seed,
+        batch_invariant=args.batch_invariant,
+        fetch_timeout_s=args.kv_fetch_timeout,
+        transfer_ttl_s=args.kv_transfer_ttl,
+        transfer_max_bytes=int(args.kv_transfer_max_mib * (1 << 20)),
+        host=advertised,
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> EngineOptions:
@@ -127,6 +164,7 @@ async def serve(
     backend: str = "cpu",
     checkpoint: Path | None = None,
     prompt_tokens_details: bool = True,
+    roles: PDConfig | None = None,
 ) -> None:
     """Run until SIGTERM/SIGINT; prints the READY line once listening."""
     loop = asyncio.get_running_loop()
@@ -134,11 +172,13 @@ async def serve(
     runner = EngineRunner(make_scheduler(opts, backend, checkpoint), loop)
     runner.start()
     served = Served(opts.enable_prefix_caching, opts.batch_invariant, opts.max_num_seqs, prompt_tokens_details)
-    app_runner = web.AppRunner(build_app(runner, faults, served), handler_cancellation=True, access_log=None)
+    roles = roles or PDConfig(seed=opts.seed, batch_invariant=opts.batch_invariant)
+    app_runner = web.AppRunner(build_app(runner, faults, served, roles), handler_cancellation=True, access_log=None)
     await app_runner.setup()
     site = web.TCPSite(app_runner, host, port)
     await site.start()
     bound = app_runner.addresses[0][1]
+    roles.port = bound  # a prefill answer's remote_port: the side channel is this server's own port
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -154,9 +194,19 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     opts = options_from_args(args)
     faults = faults_from_args(args)
+    roles = roles_from_args(args, args.host)
     try:
         asyncio.run(
-            serve(opts, args.host, args.port, faults, args.backend, args.checkpoint, args.enable_prompt_tokens_details)
+            serve(
+                opts,
+                args.host,
+                args.port,
+                faults,
+                args.backend,
+                args.checkpoint,
+                args.enable_prompt_tokens_details,
+                roles,
+            )
         )
     except OSError as exc:
         print(f"loadgen serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)

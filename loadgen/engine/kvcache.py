@@ -5,7 +5,9 @@ are preallocated once), and prefix caching must behave like vLLM's automatic pre
 blocks of 16 prompt tokens keyed by a hash chain over all tokens before them (and the request's
 ``cache_salt``), reused only as a whole prefix, never covering the last prompt token, evicted
 least recently used. A hit copies the cached K/V into the slot; the engine then prefills only
-the suffix. It must not compute anything: the model writes K/V, this module stores them.
+the suffix. For the prefill and decode roles a slot's K/V is copied out whole (``export``) and
+into another server's slot (``load``). It must not compute anything: the model writes K/V, this
+module stores them.
 """
 
 from __future__ import annotations
@@ -46,6 +48,19 @@ class SlotKV:
             raise RuntimeError("SlotKV.acquire: no free slot (the scheduler checks free_slots first)")
         self.used += 1
         return self.used - 1
+
+    def export(self, slot: int, length: int) -> tuple[F32, F32]:
+        """Copies of the slot's first ``length`` positions: K and V (layers, heads, length, head_dim), float32
+        (exact: the values are bf16). What a prefill server hands over."""
+        return (
+            self.k[:, slot, :, :length].astype(np.float32),
+            self.v[:, slot, :, :length].astype(np.float32),
+        )
+
+    def load(self, slot: int, start: int, k: F32, v: F32) -> None:
+        """Write handed-over K/V (layers, heads, n, head_dim) into positions ``start..n-1`` of ``slot``."""
+        self.k[:, slot, :, start : k.shape[2]] = k[:, :, start:]
+        self.v[:, slot, :, start : v.shape[2]] = v[:, :, start:]
 
     def release_moving_last(self, slot: int, last_len: int) -> int | None:
         """Free ``slot``; the last used slot's first ``last_len`` positions move into it.

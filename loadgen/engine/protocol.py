@@ -33,7 +33,9 @@ class ApiError(Exception):
 
     @property
     def type(self) -> str:
-        return {404: "NotFoundError", 413: "RequestEntityTooLarge"}.get(self.status, "BadRequestError")
+        named = {404: "NotFoundError", 413: "RequestEntityTooLarge", 500: "InternalServerError"}
+        named |= {502: "BadGatewayError", 504: "GatewayTimeoutError"}  # a decode server's failed KV fetch
+        return named.get(self.status, "BadRequestError")
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.status}}

@@ -20,6 +20,7 @@ import threading
 from dataclasses import dataclass, field
 
 from loadgen.engine.kvcache import PrefixCache, SlotKV
+from loadgen.engine.kvwire import HandedKV
 from loadgen.engine.metrics import EngineGauges
 from loadgen.engine.model import TinyModel
 from loadgen.engine.plan import InvariantPaths
@@ -73,12 +74,15 @@ class RequestStream:
     cached_tokens: int = 0
     finished: bool = False
     batch_sizes: list[int] = field(default_factory=list)  # one per step the request had a row in
+    handed: HandedKV | None = None  # a ``hand_over`` request's prompt KV, once its prefill step ran
     _pending: list[TokenEvent] = field(default_factory=list)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     def _deliver(self, delivery: Delivery) -> None:
         self.cached_tokens = delivery.cached_tokens
         self.batch_sizes.append(delivery.batch_size)
+        if delivery.handed is not None:
+            self.handed = delivery.handed
         self._pending.extend(delivery.events)
         self._ready.set()
 

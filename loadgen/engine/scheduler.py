@@ -5,7 +5,11 @@ vLLM. Each ``step`` admits waiting requests (prefill, with prefix-cache lookup) 
 and the token budget allow, runs one forward pass over all decode rows and prefill rows
 together, samples, applies stop rules, frees finished sequences and returns what each request
 gained, with the step's batch size (the sequences in that forward pass: a request's
-``x_batch_sizes`` is these, one per step it had a row in). It is synchronous and single-threaded
+``x_batch_sizes`` is these, one per step it had a row in). For the prefill and decode roles
+(loadgen/engine/kvwire.py) a request may ask for its prompt's KV after its prefill step
+(``hand_over``: the delivery carries a copy), or arrive with a KV another server's prefill made
+(``handed``): it is loaded into the slot, never recomputed, the prefill step's first token is taken
+as sampled there, and the sequence decodes from the next step on. It is synchronous and single-threaded
 on purpose: :mod:`loadgen.engine.runner` drives it from a thread; tests call ``step`` directly. It
 knows nothing of HTTP.
 """
@@ -21,8 +25,9 @@ import numpy as np
 from loadgen.engine.detok import TextState
 from loadgen.engine.kernels import F32
 from loadgen.engine.kvcache import PrefixCache, SlotKV, block_hashes
+from loadgen.engine.kvwire import HandedKV
 from loadgen.engine.model import Segment, TinyModel
-from loadgen.engine.sampling import SamplingParams, sample_row
+from loadgen.engine.sampling import Sampled, SamplingParams, sample_row
 from loadgen.engine.tokenizer import EOS_ID, Tokenizer
 
 
@@ -32,6 +37,8 @@ class EngineRequest:
     prompt_ids: list[int]
     params: SamplingParams
     cache_salt: str | None = None
+    hand_over: bool = False  # a prefill leg: its delivery from the prefill step carries the prompt's KV
+    handed: HandedKV | None = None  # a decode leg: the KV (and first token) another server's prefill made
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,7 @@ class Delivery:
     cached_tokens: int
     events: list[TokenEvent]
     batch_size: int
+    handed: HandedKV | None = None  # a ``hand_over`` request's prompt KV, on its prefill step's delivery
 
 
 @dataclass
@@ -164,11 +172,13 @@ class Scheduler(RequestQueue[_Seq]):
         if moved is not None and owner is not None:
             owner.slot = seq.slot
 
-    def _admit(self, budget: int) -> list[_Seq]:
+    def _admit(self, budget: int) -> tuple[list[_Seq], list[Delivery]]:
+        """Waiting requests into slots: those to prefill in this step, and the deliveries of handed-over ones."""
         admitted: list[_Seq] = []
+        loaded: list[Delivery] = []
         while self.waiting and self.kv.free_slots and len(self.running) < self.max_num_seqs:
             req = self.waiting[0]
-            if admitted and len(req.prompt_ids) > budget:
+            if admitted and req.handed is None and len(req.prompt_ids) > budget:
                 break
             self.waiting.popleft()
             slot = self.kv.acquire()
@@ -186,17 +196,40 @@ class Scheduler(RequestQueue[_Seq]):
                 cached_tokens=n_blocks * 16,
             )
             self.running[req.request_id] = seq
+            self.stats.prompt_tokens_total += len(req.prompt_ids)
+            if req.handed is not None:
+                loaded.append(self._load_handed(seq, req.handed))
+                continue
             admitted.append(seq)
             budget -= len(req.prompt_ids) - seq.cached_tokens
-            self.stats.prompt_tokens_total += len(req.prompt_ids)
-        return admitted
+        return admitted, loaded
+
+    def _load_handed(self, seq: _Seq, handed: HandedKV) -> Delivery:
+        """The handed-over KV into the slot past the local prefix-cache hit (as vLLM's connector loads only what
+        the local cache lacks), its full blocks into the prefix cache (as vLLM keeps received blocks), and the
+        prefill step's first token taken as sampled there. The sequence decodes from the next step."""
+        self.kv.load(seq.slot, seq.cached_tokens, handed.k, handed.v)
+        self.prefix_cache.store(seq.hashes, self.kv, seq.slot)
+        seq.cached_tokens = len(seq.req.prompt_ids)
+        first = Sampled(handed.first_token, handed.first_logprob, handed.first_top)
+        event = append_token(seq, first, tokenizer=self.tokenizer, max_model_len=self.max_model_len, stats=self.stats)
+        if event.finish_reason is not None:
+            del self.running[seq.req.request_id]
+            self._release(seq)
+            self.stats.finished_total += 1
+        return Delivery(seq.req.request_id, seq.cached_tokens, [event], handed.batch_size)
+
+    def _hand_over(self, seq: _Seq, event: TokenEvent, batch_size: int) -> HandedKV:
+        """A copy of the prompt's KV as this step's prefill left it, with the token it sampled."""
+        k, v = self.kv.export(seq.slot, len(seq.req.prompt_ids))
+        return HandedKV(tuple(seq.req.prompt_ids), k, v, event.token_id, event.logprob, event.top, batch_size)
 
     def step(self) -> list[Delivery]:
         """One scheduler iteration; returns the new tokens of every request that got one."""
         decoding = list(self.running.values())
-        admitted = self._admit(self.max_num_batched_tokens - len(decoding))
+        admitted, loaded = self._admit(self.max_num_batched_tokens - len(decoding))
         if not decoding and not admitted:
-            return []
+            return loaded
         segments = [Segment(s.slot, [s.tokens[-1]], len(s.tokens) - 1, True) for s in decoding]
         segments += [Segment(s.slot, s.tokens[s.cached_tokens :], s.cached_tokens, True) for s in admitted]
         order = decoding + admitted
@@ -205,10 +238,12 @@ class Scheduler(RequestQueue[_Seq]):
         self.stats.batch_rows_last = sum(len(seg.token_ids) for seg in segments)
         for seq in admitted:
             self.prefix_cache.store(seq.hashes, self.kv, seq.slot)
-        deliveries: list[Delivery] = []
+        deliveries = loaded
         for row, seq in enumerate(order):
             event = self._advance(seq, logits[row])
-            deliveries.append(Delivery(seq.req.request_id, seq.cached_tokens, [event], len(order)))
+            prefilled = row >= len(decoding)
+            handed = self._hand_over(seq, event, len(order)) if prefilled and seq.req.hand_over else None
+            deliveries.append(Delivery(seq.req.request_id, seq.cached_tokens, [event], len(order), handed))
             if event.finish_reason is not None:
                 del self.running[seq.req.request_id]
                 self._release(seq)
@@ -223,8 +258,15 @@ def advance(
     seq: SequenceLike, logits: F32, *, tokenizer: Tokenizer, max_model_len: int, stats: SchedulerStats
 ) -> TokenEvent:
     """Sample one token for ``seq`` and apply the stop rules; one definition for every backend."""
+    sampled = sample_row(logits, seq.req.params, seq.rng)
+    return append_token(seq, sampled, tokenizer=tokenizer, max_model_len=max_model_len, stats=stats)
+
+
+def append_token(
+    seq: SequenceLike, sampled: Sampled, *, tokenizer: Tokenizer, max_model_len: int, stats: SchedulerStats
+) -> TokenEvent:
+    """Append a sampled token to ``seq`` and apply the stop rules (also for a token sampled on another server)."""
     params = seq.req.params
-    sampled = sample_row(logits, params, seq.rng)
     token = sampled.token_id
     seq.tokens.append(token)
     seq.generated += 1

@@ -8,7 +8,10 @@ its slot freed. ``/metrics`` formats the engine thread's last snapshot (loadgen/
 it never reads live scheduler state and never waits for a step. With ``--fault-*`` flags it applies
 the fault plan (loadgen/engine/faults.py) here, at the HTTP layer, and counts applied faults on
 ``/metrics``; without them every answer is untouched.
-Numerics, scheduling and formatting live elsewhere.
+Numerics, scheduling and formatting live elsewhere. The prefill and decode roles' part of HTTP (the
+``kv_transfer_params`` legs, the ``/kv/{transfer_id}`` side channel, the decode server's fetch) is in
+loadgen/engine/pd.py, called from here; ``/v1/completions/render`` and ``/v1/chat/completions/render``
+answer the prompt's token ids in vLLM's ``GenerateRequest`` shape (vllm-router asks for them to route).
 
 Extension ``"x_batch_sizes": true`` (both routes, streamed or not; off unless asked): the ground truth
 of the load tool's concurrency axis. The answer gets a top-level ``"x_batch_sizes": [n1, n2, ...]``,
@@ -31,8 +34,10 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
+from loadgen.engine import pd
 from loadgen.engine.faults import REFUSED, Fault, FaultCounters, FaultPlan, malformed, strip_identity
 from loadgen.engine.kvcache import BLOCK_TOKENS
+from loadgen.engine.kvwire import HandedKV, ModelShape
 from loadgen.engine.metrics import cache_config_info, render
 from loadgen.engine.protocol import MODEL_ID, ApiError, ParsedRequest, parse_request
 from loadgen.engine.responses import Renderer
@@ -102,11 +107,18 @@ def _draw_fault(request: web.Request, stream: bool) -> Fault | None:
     return fault
 
 
+def _model_shape(runner: EngineRunner) -> ModelShape:
+    cfg, tok = runner.scheduler.model.w.config, runner.scheduler.tokenizer
+    return ModelShape(cfg.n_layers, cfg.n_heads, cfg.head_dim, tok.vocab_size, cfg.max_model_len)
+
+
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     runner = request.app[RUNNER_KEY]
     sched = runner.scheduler
     try:
-        parsed = parse_request(await _read_json(request), chat, sched.tokenizer, sched.model.w.config.max_model_len)
+        body_in = await _read_json(request)
+        parsed = parse_request(body_in, chat, sched.tokenizer, sched.model.w.config.max_model_len)
+        transfer = pd.transfer_of(request.app, body_in, parsed.stream)
     except ApiError as err:
         return _error(err)
     fault = _draw_fault(request, parsed.stream)
@@ -122,10 +134,18 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         return resp
     if fault is not None and fault.delay_s is not None:
         await asyncio.sleep(fault.delay_s)  # no byte before the delay: the client waits for headers
+    handed: HandedKV | None = None
+    if transfer is not None and transfer.fetch_from is not None:
+        try:
+            handed = await pd.fetch(request.app, transfer.fetch_from, parsed.prompt_ids, _model_shape(runner))
+        except ApiError as err:
+            return _error(err)
+    hand_over = transfer is not None and transfer.hand_over
     prefix = "chatcmpl-" if chat else "cmpl-"
     response_id = prefix + (parsed.request_id or uuid.uuid4().hex)
     engine_id = f"{response_id}-{uuid.uuid4().hex[:8]}"
-    stream = runner.submit(EngineRequest(engine_id, parsed.prompt_ids, parsed.params, parsed.cache_salt))
+    req = EngineRequest(engine_id, parsed.prompt_ids, parsed.params, parsed.cache_salt, hand_over, handed)
+    stream = runner.submit(req)
     served = request.app[SERVED_KEY]
     renderer = Renderer(
         parsed, sched.tokenizer, response_id, int(time.time()), prompt_tokens_details=served.prompt_tokens_details
@@ -142,6 +162,11 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         body = renderer.full(events, stream.cached_tokens)
         if parsed.x_batch_sizes:
             body["x_batch_sizes"] = stream.batch_sizes
+        if hand_over:
+            try:
+                body["kv_transfer_params"] = pd.hand_over(request.app, engine_id, stream.handed)
+            except ApiError as err:
+                return _error(err)
         if fault is None:
             return _json(body)
         return await _faulty_body(request, strip_identity(body, fault.kind), fault)
@@ -215,6 +240,48 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, chat=True)
 
 
+async def _render(request: web.Request, chat: bool) -> web.Response:
+    """vLLM's render routes: the prompt's token ids and sampling, in ``GenerateRequest``'s fields; nothing runs."""
+    sched = request.app[RUNNER_KEY].scheduler
+    try:
+        parsed = parse_request(await _read_json(request), chat, sched.tokenizer, sched.model.w.config.max_model_len)
+    except ApiError as err:
+        return _error(err)
+    p = parsed.params
+    sampling = {
+        "max_tokens": p.max_tokens,
+        "temperature": p.temperature,
+        "top_p": p.top_p,
+        "top_k": p.top_k,
+        "seed": p.seed,
+        "stop": list(p.stop),
+        "stop_token_ids": list(p.stop_token_ids),
+        "ignore_eos": p.ignore_eos,
+        "logprobs": p.logprobs,
+    }
+    rendered = {
+        "request_id": ("chatcmpl-" if chat else "cmpl-") + (parsed.request_id or uuid.uuid4().hex),
+        "token_ids": parsed.prompt_ids,
+        "features": None,
+        "sampling_params": sampling,
+        "model": MODEL_ID,
+        "stream": parsed.stream,
+        "stream_options": None,
+        "cache_salt": parsed.cache_salt,
+        "priority": 0,
+        "kv_transfer_params": None,
+    }
+    return web.Response(body=orjson.dumps(rendered if chat else [rendered]), content_type="application/json")
+
+
+async def render_completion(request: web.Request) -> web.Response:
+    return await _render(request, chat=False)
+
+
+async def render_chat(request: web.Request) -> web.Response:
+    return await _render(request, chat=True)
+
+
 async def models(request: web.Request) -> web.Response:
     cfg = request.app[RUNNER_KEY].scheduler.model.w.config
     card = {
@@ -280,9 +347,15 @@ async def _errors_as_json(request: web.Request, handler: Any) -> web.StreamRespo
         return _error(ApiError(exc.status, f"{exc.reason}: {request.method} {request.path}"))
 
 
-def build_app(runner: EngineRunner, faults: FaultPlan | None = None, served: Served | None = None) -> web.Application:
+def build_app(
+    runner: EngineRunner,
+    faults: FaultPlan | None = None,
+    served: Served | None = None,
+    roles: pd.PDConfig | None = None,
+) -> web.Application:
     """``faults``: the ``--fault-*`` plan; None or an inactive plan leaves every answer untouched.
-    ``served``: the settings the engine reports about itself (defaults: EngineOptions' defaults)."""
+    ``served``: the settings the engine reports about itself (defaults: EngineOptions' defaults).
+    ``roles``: the server's prefill/decode role and side channel (default: ``--role both``)."""
     app = web.Application(middlewares=[_errors_as_json], client_max_size=4 * 1024 * 1024)
     app[RUNNER_KEY] = runner
     app[SERVED_KEY] = served or Served()
@@ -293,6 +366,9 @@ def build_app(runner: EngineRunner, faults: FaultPlan | None = None, served: Ser
         app[METRICS_KEY].register(app[FAULT_COUNTERS_KEY])
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions/render", render_completion)
+    app.router.add_post("/v1/chat/completions/render", render_chat)
+    pd.install(app, roles or pd.PDConfig(batch_invariant=app[SERVED_KEY].batch_invariant))
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/version", version)

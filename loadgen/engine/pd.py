@@ -1,0 +1,158 @@
+"""HTTP side of the prefill and decode roles: role checks, the side channel, and the decode server's fetch.
+
+Why this module exists: with vllm-router in front (``--vllm-pd-disaggregation``), a request reaches a prefill
+server with ``kv_transfer_params.do_remote_decode`` and ``max_tokens`` 1, then a decode server with the
+prefill answer's ``kv_transfer_params`` (loadgen/engine/handoff.py). The prefill server keeps the prompt's KV
+(its own prefill's arrays, loadgen/engine/kvwire.py) in a bounded, expiring store
+(loadgen/engine/transfers.py) and serves it once on ``GET /kv/{transfer_id}`` of its own HTTP port, which its
+answer names as ``remote_host``/``remote_port``. The decode server fetches it there under a deadline and hands
+it to the scheduler, which decodes from it. A fetch that fails (server down, an HTTP error, a timeout, bytes
+that are not a KV of this model and prompt) is an :class:`ApiError` whose message names the prefill server;
+the router passes a decode server's error through to its client unchanged. A server asked for a leg its
+``--role`` does not serve answers 400 naming its role. The server (loadgen/engine/server.py) calls in here;
+nothing here computes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Final
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from loadgen.engine.handoff import FIELD, KVTransfer, RemotePrefill, parse_kv_transfer, prefill_answer_params
+from loadgen.engine.kvwire import MAX_HEADER_BYTES, HandedKV, KVWireError, ModelShape, Origin, decode, encode
+from loadgen.engine.protocol import ApiError
+from loadgen.engine.transfers import TransferStore
+
+ROLES: Final = ("both", "prefill", "decode")
+_SNIPPET: Final = 300
+
+
+def new_engine_id() -> str:
+    return f"loadgen-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class PDConfig:
+    """A server's part in a prefill/decode pair. ``host``/``port`` are what a prefill answer advertises as
+    ``remote_host``/``remote_port`` (the server's own address; the port is set once it is bound)."""
+
+    role: str = "both"
+    engine_id: str = field(default_factory=new_engine_id)
+    seed: int = 0
+    batch_invariant: bool = False
+    fetch_timeout_s: float = 10.0
+    transfer_ttl_s: float = 60.0
+    transfer_max_bytes: int = 256 << 20
+    host: str = "127.0.0.1"
+    port: int = 0
+
+
+PD_KEY = web.AppKey("pd", PDConfig)
+STORE_KEY = web.AppKey("transfers", TransferStore)
+CLIENT_KEY = web.AppKey("kv_client", aiohttp.ClientSession)
+
+
+def install(app: web.Application, cfg: PDConfig) -> None:
+    """The side channel route, the store, and (roles that decode) the client the fetches go through."""
+    app[PD_KEY] = cfg
+    app[STORE_KEY] = TransferStore(cfg.transfer_ttl_s, cfg.transfer_max_bytes)
+    app.router.add_get("/kv/{transfer_id}", side_channel)
+    if cfg.role != "prefill":
+        app.cleanup_ctx.append(_client)
+
+
+async def _client(app: web.Application) -> AsyncIterator[None]:
+    app[CLIENT_KEY] = aiohttp.ClientSession(auto_decompress=False)
+    yield
+    await app[CLIENT_KEY].close()
+
+
+def transfer_of(app: web.Application, body: object, stream: bool) -> KVTransfer | None:
+    """The request's ``kv_transfer_params``, checked against this server's role; raises :class:`ApiError`."""
+    transfer = parse_kv_transfer(body.get(FIELD) if isinstance(body, dict) else None)
+    if transfer is None:
+        return None
+    role = app[PD_KEY].role
+    if transfer.hand_over and role == "decode":
+        raise ApiError(400, f"this server is a decode server (--role decode); it refuses '{FIELD}.do_remote_decode'")
+    if transfer.fetch_from is not None and role == "prefill":
+        raise ApiError(400, f"this server is a prefill server (--role prefill); it refuses '{FIELD}.do_remote_prefill'")
+    if transfer.hand_over and stream:
+        raise ApiError(400, f"'{FIELD}.do_remote_decode' needs stream false: the KV's address rides on the one answer")
+    return transfer
+
+
+def hand_over(app: web.Application, transfer_id: str, handed: HandedKV | None) -> dict[str, object]:
+    """Keep a prefill leg's KV for its decode server; the ``kv_transfer_params`` its answer carries."""
+    cfg = app[PD_KEY]
+    if handed is None:
+        raise ApiError(500, "the prefill step left no KV to hand over (the request ended before it)")
+    app[STORE_KEY].put(transfer_id, encode(handed, Origin(cfg.engine_id, cfg.seed, cfg.batch_invariant)))
+    return prefill_answer_params(cfg.engine_id, transfer_id, cfg.host, cfg.port, len(handed.prompt_ids))
+
+
+async def side_channel(request: web.Request) -> web.Response:
+    """``GET /kv/{transfer_id}[?engine_id=...]``: a handed-over KV, once; 404 with the reason otherwise."""
+    cfg, transfer_id = request.app[PD_KEY], request.match_info["transfer_id"]
+    asked = request.query.get("engine_id")
+    if asked is not None and asked != cfg.engine_id:
+        return _error(ApiError(404, f"transfer {transfer_id!r} asked of engine {asked}; this is {cfg.engine_id}"))
+    got = request.app[STORE_KEY].take(transfer_id)
+    if isinstance(got, str):
+        return _error(ApiError(404, f"transfer {transfer_id!r} on engine {cfg.engine_id}: {got}"))
+    return web.Response(body=got, content_type="application/octet-stream")
+
+
+def _error(err: ApiError) -> web.Response:
+    return web.Response(body=orjson.dumps(err.body()), status=err.status, content_type="application/json")
+
+
+async def _read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    if resp.content_length is not None and resp.content_length > limit:
+        raise KVWireError(f"{resp.content_length} bytes announced; a KV of this model is at most {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            raise KVWireError(f"more than {limit} bytes; a KV of this model is at most {limit}")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def fetch(app: web.Application, remote: RemotePrefill, prompt_ids: list[int], model: ModelShape) -> HandedKV:
+    """The decode leg's KV from its prefill server, checked: this model's shape, this prompt, these weights."""
+    cfg = app[PD_KEY]
+    name = f"prefill server {remote.url} (engine {remote.engine_id}, transfer {remote.request_id})"
+    url = f"{remote.url}/kv/{quote(remote.request_id, safe='')}"
+    limit = MAX_HEADER_BYTES + 64 + 4 * model.layers * model.heads * model.max_len * model.head_dim
+    timeout = aiohttp.ClientTimeout(total=cfg.fetch_timeout_s)
+    try:
+        async with app[CLIENT_KEY].get(url, params={"engine_id": remote.engine_id}, timeout=timeout) as resp:
+            if resp.status != 200:
+                text = (await resp.content.read(_SNIPPET)).decode(errors="replace")
+                raise ApiError(502, f"KV fetch failed: {name} answered HTTP {resp.status}: {text}")
+            data = await _read_bounded(resp, limit)
+    except TimeoutError:
+        raise ApiError(504, f"KV fetch timed out: no KV from {name} within {cfg.fetch_timeout_s:g} s") from None
+    except aiohttp.ClientError as exc:
+        raise ApiError(502, f"KV fetch failed: {name}: {type(exc).__name__}: {exc}") from None
+    except KVWireError as exc:
+        raise ApiError(502, f"KV fetch failed: {name} sent an unusable KV: {exc}") from None
+    try:
+        handed, origin = decode(data, model)
+    except KVWireError as exc:
+        raise ApiError(502, f"KV fetch failed: {name} sent an unusable KV: {exc}") from None
+    if handed.prompt_ids != tuple(prompt_ids):
+        got, want = len(handed.prompt_ids), len(prompt_ids)
+        raise ApiError(502, f"KV from {name} is of another prompt ({got} tokens; this request has {want})")
+    if origin.seed != cfg.seed:
+        raise ApiError(502, f"KV from {name} was made by other weights (--seed {origin.seed}; this one has {cfg.seed})")
+    return handed
