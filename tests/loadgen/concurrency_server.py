@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from aiohttp import web
+from common_routes import models, running_gauge
 from serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "arrivals": [], "dialect": "legacy", "token_s": 0.01, "incremental": False}
@@ -98,20 +99,6 @@ def _choice(
     if body.get("return_token_ids") and dialect not in ("llamacpp", "sglang"):
         choice["token_ids"] = ids
     return choice
-
-
-async def models(_: web.Request) -> web.Response:
-    return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-
-async def metrics(_: web.Request) -> web.Response:
-    text = (
-        "# HELP vllm:num_requests_running Requests being served.\n# TYPE vllm:num_requests_running gauge\n"
-        f'vllm:num_requests_running{{model_name="m"}} {STATE["inflight"]}\n'
-        "# HELP vllm:num_requests_waiting Requests waiting.\n# TYPE vllm:num_requests_waiting gauge\n"
-        'vllm:num_requests_waiting{model_name="m"} 0\n'
-    )
-    return web.Response(text=text, content_type="text/plain")
 
 
 async def server_info(_: web.Request) -> web.Response:
@@ -222,7 +209,7 @@ async def main() -> None:
     STATE["dialect"], STATE["token_s"], STATE["incremental"] = args.dialect, args.token_s, args.incremental
     app = web.Application()
     app.router.add_get("/v1/models", models)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", running_gauge(STATE))
     app.router.add_get("/_arrivals", arrivals)
     app.router.add_post("/v1/completions", generate)
     app.router.add_post("/v1/chat/completions", generate)

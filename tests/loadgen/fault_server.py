@@ -39,6 +39,7 @@ from itertools import accumulate
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from common_routes import models
 from serve_app import run, serve
 
 SEEN: dict[str, Counter[str]] = {
@@ -121,10 +122,6 @@ def whole(tokens: list[Token] = TOKENS, *, fewer_ids: bool = False) -> dict[str,
         ],
         "usage": {"prompt_tokens": 2, "completion_tokens": len(tokens), "total_tokens": 2 + len(tokens)},
     }
-
-
-async def models(_: web.Request) -> web.Response:
-    return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
 
 
 async def models_echo(request: web.Request) -> web.Response:

@@ -26,6 +26,7 @@ import statistics
 from typing import Any
 
 from aiohttp import web
+from common_routes import models, running_gauge
 from serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "seen": [], "k": 1, "token_s": 0.01}
@@ -47,20 +48,6 @@ def _choice(ids: list[int], *, finish: str | None, body: dict[str, Any]) -> dict
     if body.get("return_token_ids"):
         choice["token_ids"] = ids
     return choice
-
-
-async def models(_: web.Request) -> web.Response:
-    return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-
-async def metrics(_: web.Request) -> web.Response:
-    text = (
-        "# HELP vllm:num_requests_running Requests being served.\n# TYPE vllm:num_requests_running gauge\n"
-        f'vllm:num_requests_running{{model_name="m"}} {STATE["inflight"]}\n'
-        "# HELP vllm:num_requests_waiting Requests waiting.\n# TYPE vllm:num_requests_waiting gauge\n"
-        'vllm:num_requests_waiting{model_name="m"} 0\n'
-    )
-    return web.Response(text=text, content_type="text/plain")
 
 
 async def seen(_: web.Request) -> web.Response:
@@ -121,7 +108,7 @@ async def main() -> None:
     STATE["k"], STATE["token_s"] = args.diverge_above, args.token_s
     app = web.Application()
     app.router.add_get("/v1/models", models)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", running_gauge(STATE))
     app.router.add_get("/_seen", seen)
     app.router.add_post("/v1/completions", generate)
     await serve(app)

@@ -1,0 +1,37 @@
+"""The routes the test servers answer alike (fault_server.py, concurrency_server.py, onset_server.py):
+``GET /v1/models`` with the one model ``m`` the tests' scenarios name, and a vLLM-style ``GET /metrics``
+whose running gauge is the server's own count of requests in flight.
+
+Why one module: the probe asks every endpoint for its model list and the scraper reads every engine's
+gauges, so each server needs both; one copy keeps them saying the same. Imported by the servers from
+their own folder (they run as scripts, and the tests' conftest puts this folder on the path); it
+starts nothing and holds no state of its own: the gauge reads the state the server passes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+Handler = Callable[[web.Request], Awaitable[web.Response]]
+
+
+async def models(_: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+
+def running_gauge(state: dict[str, Any]) -> Handler:
+    """``GET /metrics``: ``vllm:num_requests_running`` from ``state["inflight"]`` at each scrape, waiting 0."""
+
+    async def metrics(_: web.Request) -> web.Response:
+        text = (
+            "# HELP vllm:num_requests_running Requests being served.\n# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{model_name="m"}} {state["inflight"]}\n'
+            "# HELP vllm:num_requests_waiting Requests waiting.\n# TYPE vllm:num_requests_waiting gauge\n"
+            'vllm:num_requests_waiting{model_name="m"} 0\n'
+        )
+        return web.Response(text=text, content_type="text/plain")
+
+    return metrics
