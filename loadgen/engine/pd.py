@@ -76,14 +76,15 @@ async def _client(app: web.Application) -> AsyncIterator[None]:
 
 def transfer_of(app: web.Application, body: object, stream: bool) -> KVTransfer | None:
     """The request's ``kv_transfer_params``, checked against this server's role; raises :class:`ApiError`."""
-    transfer = parse_kv_transfer(body.get(FIELD) if isinstance(body, dict) else None)
+    value = body.get(FIELD) if isinstance(body, dict) else None
+    role = app[PD_KEY].role
+    if isinstance(value, dict) and value.get("do_remote_decode") is True and role == "decode":
+        raise ApiError(400, f"this server is a decode server (--role decode); it refuses '{FIELD}.do_remote_decode'")
+    if isinstance(value, dict) and value.get("do_remote_prefill") is True and role == "prefill":
+        raise ApiError(400, f"this server is a prefill server (--role prefill); it refuses '{FIELD}.do_remote_prefill'")
+    transfer = parse_kv_transfer(value)
     if transfer is None:
         return None
-    role = app[PD_KEY].role
-    if transfer.hand_over and role == "decode":
-        raise ApiError(400, f"this server is a decode server (--role decode); it refuses '{FIELD}.do_remote_decode'")
-    if transfer.fetch_from is not None and role == "prefill":
-        raise ApiError(400, f"this server is a prefill server (--role prefill); it refuses '{FIELD}.do_remote_prefill'")
     if transfer.hand_over and stream:
         raise ApiError(400, f"'{FIELD}.do_remote_decode' needs stream false: the KV's address rides on the one answer")
     return transfer
