@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.engine.cli import build_parser, options_from_args
+from loadgen.engine.cli import build_parser, options_from_args, roles_from_args
 from loadgen.engine.prompts import D3_LONG_PROMPT, D3_MAX_TOKENS, D3_SHORT_PROMPT
 
 
@@ -31,6 +31,16 @@ def test_parser_defaults_and_flags() -> None:
     assert opts.batch_invariant and not opts.enable_prefix_caching and opts.max_num_seqs == 8
     with pytest.raises(SystemExit):
         options_from_args(build_parser().parse_args(["--logit-scale", "0"]))
+
+
+def test_role_flags() -> None:
+    args = build_parser().parse_args(["--role", "decode", "--kv-fetch-timeout", "3", "--seed", "5"])
+    roles = roles_from_args(args, args.host)
+    assert (roles.role, roles.fetch_timeout_s, roles.seed, roles.host) == ("decode", 3.0, 5, "127.0.0.1")
+    assert roles_from_args(build_parser().parse_args([]), "0.0.0.0").host == "127.0.0.1"  # a wildcard is no address
+    for bad in (["--role", "prefill", "--backend", "gpu"], ["--kv-transfer-ttl", "0"], ["--kv-transfer-max-mib", "-1"]):
+        with pytest.raises(SystemExit):
+            roles_from_args(build_parser().parse_args(bad), "127.0.0.1")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
