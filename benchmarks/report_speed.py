@@ -18,7 +18,6 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import orjson
@@ -27,6 +26,7 @@ import pandas as pd  # type: ignore[import-untyped]
 from collectors.runfolder import CanaryColumns, load_run
 from reports.analysis import analyse
 from reports.build import build_report
+from reports.model import CanaryAnalysis
 
 LEVELS = (0, 1, 2, 4, 8, 16, 32, 64)
 
@@ -69,7 +69,7 @@ def synthetic(n: int, t: int, seed: int = 0) -> CanaryColumns:
     return CanaryColumns(frame, ids, np.zeros((n, 0), np.int32), np.empty(0, dtype=object), lp, gap)
 
 
-def time_analysis(cols: CanaryColumns) -> tuple[float, int, list[dict[str, Any]]]:
+def time_analysis(cols: CanaryColumns) -> tuple[float, int, list[CanaryAnalysis]]:
     t0 = time.perf_counter()
     out = analyse(cols, list(LEVELS))
     elapsed = time.perf_counter() - t0

@@ -24,7 +24,7 @@ import urllib.request
 from http.client import HTTPException
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypedDict
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -46,6 +46,7 @@ from collectors.metric_names import (
     WANTED,
 )
 from loadgen.core.errors import EndpointError, RunFolderError, UsageError, redact
+from loadgen.core.manifest import EngineMetricsSummary
 
 ENGINE_METRICS_FILE = "engine_metrics.jsonl"
 _MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -266,7 +267,7 @@ class MetricsScraper:
             if self._writer is not None:
                 self._writer.close()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> EngineMetricsSummary:
         """Plain facts for the manifest."""
         return {
             "url": self.url,

@@ -1,23 +1,41 @@
 """Per-canary analysis: reference, per-level and overall figures, forks. The heart of ``report.json``.
 
-Pure: columns in, a JSON-ready dict out; no I/O, no printing. Rows are first put in a canonical order
-(send time, then request id) so that the order records were written in changes no figure, including
-tie-breaks ("earliest first") and floating-point sums.
+Pure: columns in, the typed pieces of ``reports.model`` out (a ``CanaryAnalysis`` per canary); no I/O,
+no printing. Rows are first put in a canonical order (send time, then request id) so that the order
+records were written in changes no figure, including tie-breaks ("earliest first") and floating-point
+sums.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Literal, cast
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.runfolder import CanaryColumns
-from loadgen.core.stats import histogram, median, num, quantiles, ratio, spread, wilson
+from loadgen.core.claims import DEFAULT_MAX_RATE, level_claim
+from loadgen.core.stats import histogram, median, num, quantiles, ratio, wilson
 from reports import coresidency, forks, heatmap
 from reports import identity as ident
 from reports.kernels import Rows, drift, group_rows
+from reports.model import (
+    CanaryAnalysis,
+    CanaryFigures,
+    Claim,
+    CoResidencyGroup,
+    DriftHeatmap,
+    Figures,
+    FirstDivergence,
+    Fork,
+    ForkGaps,
+    Latency,
+    Level,
+    Overall,
+    Reference,
+)
 
 
 def canonical_order(cols: CanaryColumns, rows: Rows) -> Rows:
@@ -31,8 +49,34 @@ def canonical_order(cols: CanaryColumns, rows: Rows) -> Rows:
     return rows[order]
 
 
+@dataclass(frozen=True)
+class ClaimRule:
+    """How each level's ``claim`` is judged (``loadgen.core.claims.level_claim``): "divergence rate <
+    ``max_rate`` at 95%", ``asked`` for by the run or not (then at ``DEFAULT_MAX_RATE``, to say what a
+    claim would need), against ``planned`` canaries per level; ``ended_early``: the levels the claim rule
+    ended before their quota."""
+
+    max_rate: float = DEFAULT_MAX_RATE
+    asked: bool = False
+    planned: int | None = None
+    ended_early: frozenset[int] = field(default_factory=frozenset)
+
+    def judge(self, figures: Figures, level: int) -> Claim:
+        claim = level_claim(
+            figures["diverged"],
+            figures["completions"],
+            self.max_rate,
+            asked=self.asked,
+            planned=self.planned,
+            ended_early=level in self.ended_early,
+        )
+        return cast(Claim, claim)  # level_claim's dict has exactly Claim's keys; loadgen.core returns it untyped
+
+
 class CanaryView:
     """Per-row arrays of one canary, aligned with ``rows`` (canonical order)."""
+
+    ref_kind: Literal["baseline", "modal"]  # set with the reference
 
     def __init__(self, cols: CanaryColumns, rows: Rows) -> None:
         f = cols.frame
@@ -120,7 +164,20 @@ def _at(mat: npt.NDArray[np.float64], row: int, pos: npt.NDArray[np.int64]) -> n
     return out
 
 
-def summarise(c: CanaryView, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
+def latency(values: npt.NDArray[np.float64]) -> Latency | None:
+    """p50, p90, p99, max and count of the finite values (``loadgen.core.stats.quantiles``)."""
+    q = quantiles(values)
+    return None if q is None else {"p50": q["p50"], "p90": q["p90"], "p99": q["p99"], "max": q["max"], "n": q["n"]}
+
+
+def first_divergence(fds: npt.NDArray[np.int64]) -> FirstDivergence | None:
+    """min, median, max and the exact histogram of first-divergence positions; None without any."""
+    if fds.size == 0:
+        return None
+    return {"min": int(fds.min()), "median": float(np.median(fds)), "max": int(fds.max()), "histogram": histogram(fds)}
+
+
+def summarise(c: CanaryView, sel: npt.NDArray[np.bool_]) -> Figures:
     """Figures for the selected rows (a level, or the whole sweep)."""
     comp = sel & c.comp
     n_comp = int(comp.sum())
@@ -147,8 +204,8 @@ def summarise(c: CanaryView, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
         "divergence_rate_ci95": list(ci) if ci is not None and c.ref is not None else None,
         "modal_share": ratio(int(counts.max()), n_comp) if n_comp else None,
         "reference_share": ratio(int((labels == ref_label).sum()), n_comp) if c.ref is not None else None,
-        "earliest_divergence": num(fds.min()) if k else None,
-        "first_divergence": None if k == 0 else {**(spread(fds) or {}), "histogram": histogram(fds)},
+        "earliest_divergence": int(fds.min()) if k else None,
+        "first_divergence": first_divergence(fds),
         "fork_classes": forks.counts(c.fclass[div]) if c.ref is not None else None,
         "logprob_drift": None
         if not has_drift.any()
@@ -160,12 +217,12 @@ def summarise(c: CanaryView, sel: npt.NDArray[np.bool_]) -> dict[str, Any]:
         },
         "observed_inflight": {"median": median(c.inflight[sel])},
         "engine_running": None if median(c.engine[sel]) is None else {"median": median(c.engine[sel])},
-        "latency_s": quantiles(c.latency[sel & c.ok]),
+        "latency_s": latency(c.latency[sel & c.ok]),
         "co_residency": coresidency.level_block(c.co, sel),
     }
 
 
-def _forks(c: CanaryView) -> list[dict[str, Any]]:
+def _forks(c: CanaryView) -> list[Fork]:
     div = np.flatnonzero(c.comp & (c.phase == "sweep") & (c.fd >= 0))
     if c.ref is None or len(div) == 0:
         return []
@@ -178,7 +235,7 @@ def _forks(c: CanaryView) -> list[dict[str, Any]]:
     bounds = np.concatenate([[0], np.cumsum(counts)])
     gap = c.cols.top_gap
     ref_row = int(c.rows[c.ref])
-    out = []
+    out: list[Fork] = []
     for g, (p, _) in enumerate(keys.tolist()):
         members = div[order[bounds[g] : bounds[g + 1]]]
         first = int(members[0])
@@ -200,19 +257,15 @@ def _forks(c: CanaryView) -> list[dict[str, Any]]:
                 "gap_steps": num(c.fsteps[first]),
             }
         )
-    out.sort(key=lambda f: (_int(f["position"]), -_int(f["count"]), str(f["other_token"])))
+    out.sort(key=lambda f: (f["position"], -f["count"], str(f["other_token"])))
     return out
 
 
-def _int(v: Any) -> int:
-    return int(v)
-
-
-def _reference_block(c: CanaryView, max_tokens: int = 2048) -> dict[str, Any]:
+def _reference_block(c: CanaryView, max_tokens: int = 2048) -> Reference:
     pool = c.ref_pool
     base = c.phase == "baseline"
     scope = base if c.ref_kind == "baseline" else (c.phase == "sweep")
-    block: dict[str, Any] = {
+    block: Reference = {
         "kind": c.ref_kind,
         "identity": c.identity.kind,
         "unit": c.identity.unit,
@@ -241,21 +294,30 @@ def _reference_block(c: CanaryView, max_tokens: int = 2048) -> dict[str, Any]:
             "length": length,
             "text": c.cols.frame["text"].iloc[ref_row],
             "tokens": [ident.display(c.cols, c.identity, ref_row, ref_m, p) for p in range(min(length, max_tokens))],
-            "earliest_divergence": num(pool_fd[pool_fd >= 0].min()) if bool((pool_fd >= 0).any()) else None,
+            "earliest_divergence": int(pool_fd[pool_fd >= 0].min()) if bool((pool_fd >= 0).any()) else None,
         }
     )
     return block
 
 
-def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = None) -> dict[str, Any]:
+def level_figures(c: CanaryView, sweep: npt.NDArray[np.bool_], level: int, rule: ClaimRule) -> Level:
+    figures = summarise(c, sweep & (c.level == level))
+    return {"concurrency": level, **figures, "claim": rule.judge(figures, level)}
+
+
+def analyse_canary(
+    cols: CanaryColumns, rows: Rows, levels: list[int] | None = None, rule: ClaimRule = ClaimRule()
+) -> CanaryFigures:
     """Everything ``report.json`` says about one canary (its rows of ``cols``, any order)."""
     c = CanaryView(cols, canonical_order(cols, rows))
     sweep = c.phase == "sweep"
     all_levels = sorted(set(c.level[sweep].tolist()) | set(levels or []))
-    per_level = [{"concurrency": int(lv), **summarise(c, sweep & (c.level == lv))} for lv in all_levels]
-    overall = summarise(c, sweep)
+    per_level = [level_figures(c, sweep, int(lv), rule) for lv in all_levels]
     diverged_levels = [lv["concurrency"] for lv in per_level if lv["diverged"]]
-    overall["first_divergent_concurrency"] = min(diverged_levels) if diverged_levels else None
+    overall: Overall = {
+        **summarise(c, sweep),
+        "first_divergent_concurrency": min(diverged_levels) if diverged_levels else None,
+    }
     return {
         "reference": _reference_block(c),
         "overall": overall,
@@ -267,14 +329,14 @@ def analyse_canary(cols: CanaryColumns, rows: Rows, levels: list[int] | None = N
     }
 
 
-def fork_gaps(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> dict[str, Any]:
+def fork_gaps(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> ForkGaps:
     """How forks were classified (``reports.forks.method``) and the distribution of the sweep's divergent
     completions' gaps in rounding steps."""
     div = sweep & c.comp & (c.fd >= 0)
     return {**forks.method(), "histogram": forks.gap_histogram(c.fsteps[div])}
 
 
-def drift_heatmap(c: CanaryView, sweep: npt.NDArray[np.bool_], levels: list[int]) -> dict[str, Any] | None:
+def drift_heatmap(c: CanaryView, sweep: npt.NDArray[np.bool_], levels: list[int]) -> DriftHeatmap | None:
     """Logprob drift by position × level over the sweep's completions (``reports.heatmap``)."""
     lp = c.cols.logprobs
     if c.ref is None or lp.shape[1] == 0 or c.identity.kind == "text":
@@ -284,32 +346,27 @@ def drift_heatmap(c: CanaryView, sweep: npt.NDArray[np.bool_], levels: list[int]
     return heatmap.drift_by_position(lp, c.rows[sel], ref_lp, c.cmp_len[sel], c.level[sel], levels)
 
 
-_GROUP_FIGURES = (
-    "canaries",
-    "completions",
-    "unique_completions",
-    "diverged",
-    "divergence_rate",
-    "divergence_rate_ci95",
-    "earliest_divergence",
-)
-
-
-def by_co_residency(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> list[dict[str, Any]] | None:
+def by_co_residency(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> list[CoResidencyGroup] | None:
     """Sweep canaries grouped by their measured co-residency (the other requests the engine really ran
     beside them, per-canary median rounded to an integer), with the same figures as a level, computed
     by ``summarise``; None when no canary was measured."""
     known, group = coresidency.others_group(c.co, sweep)
     if not known.any():
         return None
-    out = []
+    out: list[CoResidencyGroup] = []
     for n in np.unique(group[known]).tolist():
         sel = known & (group == n)
         fig = summarise(c, sel)
         out.append(
             {
                 "others": int(n),
-                **{k: fig[k] for k in _GROUP_FIGURES},
+                "canaries": fig["canaries"],
+                "completions": fig["completions"],
+                "unique_completions": fig["unique_completions"],
+                "diverged": fig["diverged"],
+                "divergence_rate": fig["divergence_rate"],
+                "divergence_rate_ci95": fig["divergence_rate_ci95"],
+                "earliest_divergence": fig["earliest_divergence"],
                 "min": coresidency.whole(c.co.lo[sel].min()),
                 "max": coresidency.whole(c.co.hi[sel].max()),
             }
@@ -317,14 +374,16 @@ def by_co_residency(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> list[dict[st
     return out
 
 
-def analyse(cols: CanaryColumns, levels: list[int] | None = None) -> list[dict[str, Any]]:
-    """One entry per canary id, sorted by id: ``{"id", "reference", "overall", "levels", "forks"}``."""
+def analyse(
+    cols: CanaryColumns, levels: list[int] | None = None, rule: ClaimRule = ClaimRule()
+) -> list[CanaryAnalysis]:
+    """One entry per canary id, sorted by id: ``{"id", "reference", "overall", "levels", "forks", ...}``."""
     codes, uniq = pd.factorize(cols.frame["canary_id"].astype(str), sort=True)
     if len(uniq) == 1:
-        return [{"id": str(uniq[0]), **analyse_canary(cols, np.arange(len(codes), dtype=np.int64), levels)}]
+        return [{"id": str(uniq[0]), **analyse_canary(cols, np.arange(len(codes), dtype=np.int64), levels, rule)}]
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
     return [
-        {"id": str(cid), **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels)}
+        {"id": str(cid), **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels, rule)}
         for i, cid in enumerate(uniq)
     ]

@@ -1,6 +1,7 @@
 """Build the report object (the dict written as ``report.json``) from a loaded run folder.
 
-Pure: ``RunData`` in, a JSON-ready dict out (docs/design.md contract). Shape, for one canary or many:
+Pure: ``RunData`` in, a ``reports.model.Report`` out (docs/design.md contract), each piece typed by
+the module that computes it. Shape, for one canary or many:
 ``canaries: [{"id", "verdict", "reference", "overall", "levels", "forks"}]`` always; with exactly
 one canary its ``reference``/``overall``/``levels``/``forks``/``verdict`` are also copied to the top
 level, so tools written against the single-canary contract keep working. Readers (``check``,
@@ -14,30 +15,43 @@ from typing import Any
 import numpy as np
 
 from collectors.runfolder import CanaryColumns, RunData
-from loadgen.core.claims import DEFAULT_MAX_RATE, level_claim
+from loadgen.core.claims import DEFAULT_MAX_RATE
 from loadgen.core.manifest import Manifest, RunStatus
-from loadgen.core.stats import quantiles
 from loadgen.core.wire.server_config import describe
 from reports import client_load, coresidency, cost
-from reports.analysis import analyse
+from reports.analysis import ClaimRule, analyse, latency
 from reports.cache_checks import cache_expectations, cache_notices
 from reports.finite import scrub
 from reports.health import figures_notice, run_health
+from reports.model import (
+    REPORT_SCHEMA,
+    BackgroundLevel,
+    CacheExpectation,
+    Canary,
+    CanaryAnalysis,
+    Report,
+    RunSection,
+    ScenarioChecks,
+    ServerConfig,
+)
 
-REPORT_SCHEMA = 1
 ACTIVE = (RunStatus.PREPARED, RunStatus.RUNNING)  # a manifest still saying so when read: nobody ended it
 
 
-def build_report(run: RunData) -> dict[str, Any]:
+def build_report(run: RunData) -> Report:
     cols = with_engine_join(run)
     joined = _has_samples(run) and cols.n > 0
     m = run.manifest
-    levels = list(m.levels)
-    canaries = analyse(cols, levels) if cols.n else []
-    for entry in canaries:
-        entry["verdict"] = verdict(entry)
-        add_claims(entry, m)
-    report: dict[str, Any] = {
+    analysed = analyse(cols, list(m.levels), claim_rule(m)) if cols.n else []
+    canaries: list[Canary] = [{**entry, "verdict": verdict(entry)} for entry in analysed]
+    expectations = cache_expectations(
+        run.canaries.frame,
+        m.scenario,
+        engine_t=run.engine_t,
+        engine_queries=run.engine_prefix_queries,
+        engine_hits=run.engine_prefix_hits,
+    )
+    report: Report = {
         "schema": REPORT_SCHEMA,
         "run": run_section(m),
         "input": {
@@ -56,16 +70,8 @@ def build_report(run: RunData) -> dict[str, Any]:
         },
         "canaries": canaries,
         "background": background_section(run.background),
-        "scenario_checks": scenario_checks(run, canaries),
+        "scenario_checks": scenario_checks(run, canaries, expectations),
     }
-    expectations = cache_expectations(
-        run.canaries.frame,
-        m.scenario,
-        engine_t=run.engine_t,
-        engine_queries=run.engine_prefix_queries,
-        engine_hits=run.engine_prefix_hits,
-    )
-    report["scenario_checks"]["cache_expectations"] = expectations
     settings = report["run"]["server_config"]
     report["run"]["notices"] += cache_notices(
         expectations,
@@ -82,8 +88,12 @@ def build_report(run: RunData) -> dict[str, Any]:
     report["health"] = run_health(run, canaries)
     report["run"]["notices"] += report["health"]["notices"]
     if len(canaries) == 1:
-        for key in ("verdict", "reference", "overall", "levels", "forks"):
-            report[key] = canaries[0][key]
+        only = canaries[0]
+        report["verdict"] = only["verdict"]
+        report["reference"] = only["reference"]
+        report["overall"] = only["overall"]
+        report["levels"] = only["levels"]
+        report["forks"] = only["forks"]
     report, non_finite = scrub(report)  # a broken number never stops the report: its figure is null
     report["health"]["non_finite_figures"] = non_finite
     report["run"]["notices"] += figures_notice(non_finite)
@@ -92,26 +102,20 @@ def build_report(run: RunData) -> dict[str, Any]:
 
 def claim_rate(m: Manifest) -> float | None:
     """The P the run asked to claim "rate < P at 95%" for (``sweep.claim_max_rate``), or None."""
-    sweep = m.scenario.get("sweep")
-    rate = sweep.get("claim_max_rate") if isinstance(sweep, dict) else None
+    rate = m.scenario.get("sweep", {}).get("claim_max_rate")
     return float(rate) if isinstance(rate, int | float) and 0 < rate < 1 else None
 
 
-def add_claims(entry: dict[str, Any], m: Manifest) -> None:
-    """Each level's ``claim`` (``loadgen.core.claims.level_claim``): at the run's P, else at ``DEFAULT_MAX_RATE``
-    to say what a claim would have needed."""
+def claim_rule(m: Manifest) -> ClaimRule:
+    """How each level's ``claim`` is judged: at the run's P, else at ``DEFAULT_MAX_RATE`` to say what a
+    claim would have needed."""
     asked = claim_rate(m)
-    p = asked if asked is not None else DEFAULT_MAX_RATE
-    early = {e.get("level") for e in m.levels_ended_by_claim}
-    for lv in entry["levels"]:
-        lv["claim"] = level_claim(
-            lv["diverged"],
-            lv["completions"],
-            p,
-            asked=asked is not None,
-            planned=m.canaries_per_level,
-            ended_early=lv["concurrency"] in early,
-        )
+    return ClaimRule(
+        max_rate=asked if asked is not None else DEFAULT_MAX_RATE,
+        asked=asked is not None,
+        planned=m.canaries_per_level,
+        ended_early=frozenset(lv for e in m.levels_ended_by_claim if (lv := e.get("level")) is not None),
+    )
 
 
 def run_notices(m: Manifest) -> list[str]:
@@ -137,7 +141,7 @@ def run_notices(m: Manifest) -> list[str]:
     return notices
 
 
-def run_section(m: Manifest) -> dict[str, Any]:
+def run_section(m: Manifest) -> RunSection:
     return {
         "id": m.run_id,
         "endpoint": m.endpoint.base_url,
@@ -160,12 +164,10 @@ def run_section(m: Manifest) -> dict[str, Any]:
     }
 
 
-def server_config(m: Manifest) -> dict[str, Any]:
+def server_config(m: Manifest) -> ServerConfig:
     """The settings the server stated about itself at the probe (``loadgen.core.wire.server_config``), and a line
     saying them; empty settings for runs that predate it."""
-    config = m.server.get("config")
-    settings = config.get("settings") if isinstance(config, dict) else None
-    settings = settings if isinstance(settings, dict) else {}
+    settings = m.server.get("config", {}).get("settings", {})
     return {**settings, "summary": describe(dict(settings))}
 
 
@@ -173,7 +175,7 @@ def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
-def verdict(entry: dict[str, Any]) -> str:
+def verdict(entry: CanaryAnalysis) -> str:
     o, ref = entry["overall"], entry["reference"]
     unit = ref.get("unit", "token")
     parts = [f"{_n(o['unique_completions'], 'unique completion')} over {_n(o['completions'], 'canary', 'canaries')}"]
@@ -210,10 +212,12 @@ def _sum_or_none(values: Any) -> float | None:
     return float(known.sum()) if known.size else None
 
 
-def background_section(bg: Any) -> list[dict[str, Any]] | None:
+def background_section(bg: Any) -> list[BackgroundLevel] | None:
+    """Per level the background requests sent (``bg``: the background rows' frame), their errors, latency
+    and throughput (``reports.cost.throughput``); None for a run without background rows."""
     if bg is None:
         return None
-    out = []
+    out: list[BackgroundLevel] = []
     for level, group in bg.groupby("level", dropna=False, sort=True):
         ok = group["status"].to_numpy() == "ok"
         out.append(
@@ -221,7 +225,7 @@ def background_section(bg: Any) -> list[dict[str, Any]] | None:
                 "concurrency": None if np.isnan(level) else int(level),
                 "requests": len(group),
                 "errors": int((~ok).sum()),
-                "latency_s": quantiles(group["latency_s"].to_numpy()[ok]),
+                "latency_s": latency(group["latency_s"].to_numpy()[ok]),
                 "completion_tokens": _sum_or_none(group["completion_tokens"].to_numpy(dtype=float)),
                 **cost.throughput(
                     group["sent_at"].to_numpy(dtype=float),
@@ -234,7 +238,7 @@ def background_section(bg: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-def scenario_checks(run: RunData, canaries: list[dict[str, Any]]) -> dict[str, Any]:
+def scenario_checks(run: RunData, canaries: list[Canary], expectations: dict[str, CacheExpectation]) -> ScenarioChecks:
     f = run.canaries.frame
     live = f[f["phase"] != "warmup"]
     temps = live["temperature"].dropna().to_numpy()
@@ -248,4 +252,5 @@ def scenario_checks(run: RunData, canaries: list[dict[str, Any]]) -> dict[str, A
         "baseline_self_consistent": {e["id"]: e["reference"]["self_consistent"] for e in canaries},
         "run_finished": run.manifest.status == RunStatus.FINISHED and run.manifest.finished is not None,
         "skipped_lines": run.skipped_lines,
+        "cache_expectations": expectations,
     }

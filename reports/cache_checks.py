@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loadgen.core.manifest import ResolvedScenario
+from reports.model import CacheExpectation
 
 Floats = npt.NDArray[np.float64]
 
@@ -76,7 +77,7 @@ def cache_expectations(
     engine_t: Floats | None = None,
     engine_queries: Floats | None = None,
     engine_hits: Floats | None = None,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, CacheExpectation]:
     """Per canary that expects a cache outcome or acts on the cache: how many answered, the mechanism each
     used, the evidence, and how many met or broke the expectation (``expect`` None: nothing to meet)."""
     wanted = {
@@ -84,7 +85,7 @@ def cache_expectations(
         for c in scenario.get("canaries") or []
         if c.get("expect_cache") or c.get("cache", "keep") != "keep"
     }
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, CacheExpectation] = {}
     for cid, spec in sorted(wanted.items()):
         want = spec.get("expect_cache")
         rows = frame[(frame["canary_id"] == cid) & (frame["status"] == "ok") & (frame["phase"] != "warmup")]
@@ -131,7 +132,7 @@ def cache_expectations(
 
 
 def cache_notices(
-    expectations: dict[str, dict[str, Any]], *, engine: str | None = None, cached_tokens_reported: bool | None = None
+    expectations: dict[str, CacheExpectation], *, engine: str | None = None, cached_tokens_reported: bool | None = None
 ) -> list[str]:
     """Plain sentences for the report's notices. ``engine``: the ``/metrics`` family seen ("vllm", ...)."""
     notices = []

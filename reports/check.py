@@ -12,14 +12,16 @@ was lost (write failures, torn or corrupt lines), and at most ``max_error_rate``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 from xml.sax.saxutils import escape, quoteattr
 
 from loadgen.core.claims import describe, level_claim
 from loadgen.core.errors import UsageError
+from reports.model import Figures, Report
 
+Gated = Literal["unique_completions", "divergence_rate", "earliest_divergence", "errors"]  # the figures gated on
 # option name -> (figure key in report.json, "max" or "min")
-METRICS = {
+METRICS: dict[str, tuple[Gated, Literal["max", "min"]]] = {
     "max_unique": ("unique_completions", "max"),
     "max_divergence_rate": ("divergence_rate", "max"),
     "min_earliest_divergence": ("earliest_divergence", "min"),
@@ -100,7 +102,7 @@ class CheckResult:
         return all(o.passed for o in self.outcomes)
 
 
-def _judge(t: Threshold, canary: str, scope: str, figures: dict[str, Any] | None) -> Outcome:
+def _judge(t: Threshold, canary: str, scope: str, figures: Figures | None) -> Outcome:
     key, kind = METRICS[t.metric]
     name = f"{canary} {scope}: {t.metric.replace('_', '-')} {t.limit:g}"
     if figures is None:
@@ -119,7 +121,7 @@ def _judge(t: Threshold, canary: str, scope: str, figures: dict[str, Any] | None
     )
 
 
-def check_report(report: dict[str, Any], thresholds: list[Threshold]) -> CheckResult:
+def check_report(report: Report, thresholds: list[Threshold]) -> CheckResult:
     outcomes: list[Outcome] = []
     for entry in report["canaries"]:
         cid = str(entry["id"])
@@ -127,10 +129,10 @@ def check_report(report: dict[str, Any], thresholds: list[Threshold]) -> CheckRe
         for t in thresholds:
             if t.level is None:
                 outcomes.append(_judge(t, cid, "overall", entry["overall"]))
-            elif t.level == EVERY_LEVEL:
-                outcomes += [_judge(t, cid, f"concurrency {lv}", by_level[lv]) for lv in sorted(by_level)]
-            else:
+            elif isinstance(t.level, int):
                 outcomes.append(_judge(t, cid, f"concurrency {t.level}", by_level.get(t.level)))
+            else:  # EVERY_LEVEL
+                outcomes += [_judge(t, cid, f"concurrency {lv}", by_level[lv]) for lv in sorted(by_level)]
     if not report["canaries"]:
         outcomes += [
             Outcome(f"{t.metric}", "-", "overall", t.metric, t.limit, None, False, "the run has no canary records")
@@ -147,12 +149,12 @@ def _kinds(kinds: dict[str, int]) -> str:
     return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def integrity(report: dict[str, Any], max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> list[Outcome]:
+def integrity(report: Report, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> list[Outcome]:
     """The checks every gate makes: the run finished, every planned level of every canary has completions,
     nothing was lost, and at most ``max_error_rate`` of the canaries failed. Reads ``report["health"]``
     (``reports.health``) where the report has it, else what an older ``report.json`` holds."""
-    run = report.get("run") or {}
-    health = report.get("health") or {}
+    run = report.get("run", {})
+    health = report.get("health", {})
     status = run.get("status")
     done = status in COMPLETED  # its losses and its errors are judged below
     cut = "" if done else ": the run did not finish, its figures cover only part of the plan"
@@ -164,8 +166,8 @@ def integrity(report: dict[str, Any], max_error_rate: float = DEFAULT_MAX_ERROR_
         why = f"no completions at concurrency {', '.join(map(str, empty))}" if empty else "yes"
         out.append(Outcome(name, str(entry["id"]), "run", "completions", 0, len(empty), not empty, why))
     lost = int(health.get("records_lost") or 0) + int(health.get("canaries_reported_not_read") or 0)
-    torn, skipped = health.get("torn_files") or [], int((report.get("input") or {}).get("skipped_lines") or 0)
-    unreadable = int((health.get("write_failures") or {}).get("unreadable") or 0)
+    torn, skipped = health.get("torn_files") or [], int(report.get("input", {}).get("skipped_lines") or 0)
+    unreadable = int(health.get("write_failures", {}).get("unreadable") or 0)
     parts = [f"{lost} record(s) could not be written"] if lost else []
     parts += [f"{', '.join(torn)} end(s) in a torn line"] if torn else []
     parts += [f"{skipped} unreadable line(s) skipped"] if skipped else []
@@ -191,11 +193,12 @@ def integrity(report: dict[str, Any], max_error_rate: float = DEFAULT_MAX_ERROR_
     return out
 
 
-def claim_outcomes(report: dict[str, Any], max_rate: float) -> list[Outcome]:
+def claim_outcomes(report: Report, max_rate: float) -> list[Outcome]:
     """``--claim-max-rate P``: per canary and planned level, "divergence rate < P at 95%" holds
     (``loadgen.core.claims.supports`` on the level's diverged and completions; a level ended early by the claim
     rule is judged on what it has). A planned level the report lacks, or without a reference, fails."""
-    planned = sorted(set((report.get("run") or {}).get("levels") or []))
+    run = report.get("run", {})
+    planned = sorted(set(run.get("levels") or []))
     name_of = f"claim rate < {max_rate:g} at 95%"
     out: list[Outcome] = []
     for entry in report.get("canaries") or []:
@@ -204,7 +207,7 @@ def claim_outcomes(report: dict[str, Any], max_rate: float) -> list[Outcome]:
         for level in planned:
             scope = f"concurrency {level}"
             lv = by_level.get(level)
-            early = bool(lv and (lv.get("claim") or {}).get("ended_early"))
+            early = lv is not None and "claim" in lv and lv["claim"]["ended_early"]
             if lv is None:
                 claim = None
             else:
@@ -213,7 +216,7 @@ def claim_outcomes(report: dict[str, Any], max_rate: float) -> list[Outcome]:
                     int(lv.get("completions") or 0),
                     max_rate,
                     asked=True,
-                    planned=(report.get("run") or {}).get("canaries_per_level"),
+                    planned=run.get("canaries_per_level"),
                     ended_early=early,
                 )
             passed = bool(claim and claim["holds"])

@@ -15,15 +15,15 @@ rows and no notice.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from collectors.client_cpu import ClientCpuSample
+from reports.model import ClientLoad, ClientLoadLevel
 
 BOUND_SHARE = 0.85  # of one core, averaged over the level: above it the process is the limit
 _LEVEL_PHASES = ("baseline", "sweep", "burst")  # stages that hold a level; warm-up and drain are left out
 
 
-def per_level(samples: list[ClientCpuSample]) -> list[dict[str, Any]]:
+def per_level(samples: list[ClientCpuSample]) -> list[ClientLoadLevel]:
     """One row per level, in level order: ``concurrency``, ``processes`` (that ran it), ``busiest_share``
     (CPU seconds over wall seconds of the busiest process, 1.0 = one full core), ``mean_share`` (over the
     processes), ``busiest_demand`` (CPU plus waiting for a core, over wall seconds, of the neediest
@@ -38,7 +38,7 @@ def per_level(samples: list[ClientCpuSample]) -> list[dict[str, Any]]:
         cpu[s.level][key] += s.cpu_s
         wait[s.level][key] += s.wait_s or 0.0
         wall[s.level][key] += s.t1 - s.t0
-    rows = []
+    rows: list[ClientLoadLevel] = []
     for level in sorted(cpu):
         keys = [k for k in cpu[level] if wall[level][k] > 0]
         if not keys:
@@ -59,7 +59,7 @@ def per_level(samples: list[ClientCpuSample]) -> list[dict[str, Any]]:
     return rows
 
 
-def notices(rows: list[dict[str, Any]]) -> list[str]:
+def notices(rows: list[ClientLoadLevel]) -> list[str]:
     """One notice naming every generator-bound level, with the advice, or none."""
     bound = [r for r in rows if r["generator_bound"]]
     if not bound:
@@ -74,7 +74,7 @@ def notices(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def summary_line(rows: list[dict[str, Any]]) -> str | None:
+def summary_line(rows: list[ClientLoadLevel]) -> str | None:
     """``level: CPU% (needed%)`` per level, for the report's context lines; None without samples."""
     if not rows:
         return None
@@ -89,7 +89,7 @@ def summary_line(rows: list[dict[str, Any]]) -> str | None:
     )
 
 
-def section(samples: list[ClientCpuSample]) -> dict[str, Any]:
+def section(samples: list[ClientCpuSample]) -> ClientLoad:
     """``report.json``'s ``client_load``: the rows, the threshold, and the levels found generator-bound."""
     rows = per_level(samples)
     return {

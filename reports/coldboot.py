@@ -7,20 +7,59 @@ into ``coldboot.md``, ``matrix_table`` puts several cells' summaries in one D3-s
 
 Completions are compared by one identity per canary (token ids, else token strings, else text,
 as docs/design.md says), never mixed. Failed requests are counted, never compared; a boot with a failed
-request is not counted in "first differs, rest agree". Pure: records in, dicts and text out.
+request is not counted in "first differs, rest agree". Pure: records in, ``ColdBootSummary`` (the
+shape of ``coldboot.json``, typed here) and text out.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from collectors.runfolder import cached_tokens
 from loadgen.core.identity import Completion, IdentityKind, choose_kind, first_divergence, identities
 from loadgen.core.record import CanaryRecord
 
 SUMMARY_SCHEMA = 1
+
+
+class BootReading(TypedDict):
+    """One boot of one canary: each request's completion by letter (None: failed), in order."""
+
+    boot: int
+    requests: int
+    errors: int
+    completions: list[str | None]
+    cached_prompt_tokens: list[int | None]
+    first_differs: bool | None  # None: fewer than two answers, or a failed request
+    rest_agree: bool | None
+    first_differs_rest_agree: bool | None
+    first_divergence: int | None
+
+
+class ColdBootCanary(TypedDict):
+    id: str
+    identity: IdentityKind
+    boots_counted: int
+    boots_with_errors: int
+    first_differs_rest_agree: int
+    first_differs: int
+    rest_disagree: int
+    distinct_first: int
+    distinct_warm: int
+    distinct_all: int
+    completions: dict[str, str | None]  # letter -> text of that completion
+    boots: list[BootReading]
+
+
+class ColdBootSummary(TypedDict):
+    """``coldboot.json``, schema 1."""
+
+    schema: int
+    boots: int
+    requests_per_boot: int
+    canaries: list[ColdBootCanary]
 
 
 def choose_identity(records: Sequence[CanaryRecord]) -> IdentityKind:
@@ -37,13 +76,13 @@ def letter(index: int) -> str:
     return chr(ord("A") + index) if index < 26 else f"C{index + 1}"
 
 
-def _boot_entry(boot: int, rows: list[CanaryRecord], ids: dict[Completion, str], kind: IdentityKind) -> dict[str, Any]:
+def _boot_entry(boot: int, rows: list[CanaryRecord], ids: dict[Completion, str], kind: IdentityKind) -> BootReading:
     rows = sorted(rows, key=lambda r: (r.boot_index or 0, r.sent_at))
     idents = [identity_of(r, kind) if r.status == "ok" else None for r in rows]
     for ident in idents:
         if ident is not None and ident not in ids:
             ids[ident] = letter(len(ids))
-    entry: dict[str, Any] = {
+    entry: BootReading = {
         "boot": boot,
         "requests": len(rows),
         "errors": sum(r.status != "ok" for r in rows),
@@ -67,7 +106,7 @@ def _boot_entry(boot: int, rows: list[CanaryRecord], ids: dict[Completion, str],
     return entry
 
 
-def summarise_canary(canary_id: str, records: Sequence[CanaryRecord]) -> dict[str, Any]:
+def summarise_canary(canary_id: str, records: Sequence[CanaryRecord]) -> ColdBootCanary:
     kind = choose_identity(records)
     ids: dict[Completion, str] = {}
     by_boot: dict[int, list[CanaryRecord]] = {}
@@ -97,7 +136,7 @@ def summarise_canary(canary_id: str, records: Sequence[CanaryRecord]) -> dict[st
     }
 
 
-def summarise(records: Sequence[CanaryRecord], *, boots: int, requests: int) -> dict[str, Any]:
+def summarise(records: Sequence[CanaryRecord], *, boots: int, requests: int) -> ColdBootSummary:
     """The cold-boot summary of a run's records (those without a ``boot`` number are ignored)."""
     studied = [r for r in records if r.boot is not None]
     order = list(dict.fromkeys(r.canary_id for r in studied))
@@ -109,11 +148,11 @@ def summarise(records: Sequence[CanaryRecord], *, boots: int, requests: int) -> 
     }
 
 
-def fraction(entry: dict[str, Any]) -> str:
+def fraction(entry: ColdBootCanary) -> str:
     return f"{entry['first_differs_rest_agree']} / {entry['boots_counted']}"
 
 
-def render_markdown(summary: dict[str, Any], *, title: str = "Cold boot: the first request versus the rest") -> str:
+def render_markdown(summary: ColdBootSummary, *, title: str = "Cold boot: the first request versus the rest") -> str:
     lines = [
         f"## {title}",
         "",
@@ -147,7 +186,7 @@ def render_markdown(summary: dict[str, Any], *, title: str = "Cold boot: the fir
     return "\n".join(lines) + "\n"
 
 
-def matrix_table(cells: Sequence[tuple[str, dict[str, Any]]]) -> str:
+def matrix_table(cells: Sequence[tuple[str, ColdBootSummary]]) -> str:
     """Cell x canary: boots where the first request differs and the rest agree (the D3 table)."""
     ids = list(dict.fromkeys(c["id"] for _, s in cells for c in s["canaries"]))
     head = " | ".join(f"`{i}`: first differs, rest agree | `{i}`: distinct first / warm" for i in ids)

@@ -1,50 +1,72 @@
 """Put 2..N runs side by side: figures aligned by canary and concurrency level, deltas against the
 first run, overlaid plots; ``comparison.json``, ``.md`` and ``.html``.
 
-``compare_reports`` is pure (report dicts in, comparison dict out); ``write_comparison`` is the one
-writer; the pages are rendered by ``reports.compare_md`` and ``reports.compare_html``. Each run gets
-a short ``label`` (A, B, ...) that tables and charts name it by. Works on single- and multi-canary
-reports alike: canaries are matched by id; a canary or a level missing from a run shows as ``null``,
-never 0.
+``compare_reports`` is pure (``reports.model.Report`` in, ``reports.model.Comparison`` out);
+``write_comparison`` is the one writer; the pages are rendered by ``reports.compare_md`` and
+``reports.compare_html``. Each run gets a short ``label`` (A, B, ...) that tables and charts name it
+by. Works on single- and multi-canary reports alike: canaries are matched by id; a canary or a level
+missing from a run shows as ``null``, never 0.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from loadgen.core.errors import RunFolderError
 from reports import cost
 from reports.compare_cells import FIGURES, run_label
 from reports.compare_html import render_html
 from reports.compare_md import render_markdown
+from reports.model import (
+    Canary,
+    ComparedCanary,
+    ComparedCost,
+    ComparedLevel,
+    Comparison,
+    CostRow,
+    FigureRow,
+    Figures,
+    Level,
+    Report,
+)
 from reports.writer import report_json, write_text
 
 __all__ = ["FIGURES", "compare_reports", "figures", "render_html", "render_markdown", "run_names", "write_comparison"]
 
 
-def figures(block: dict[str, Any] | None) -> dict[str, Any] | None:
+def figures(block: Figures | None) -> FigureRow | None:
     if block is None:
         return None
     drift = block.get("logprob_drift")
-    out = {k: block.get(k) for k in FIGURES[:7]}
-    out["drift_max"] = None if drift is None else drift["max"]
-    out["bitwise_equal_share"] = None if drift is None else drift["bitwise_equal_share"]
-    return out
+    return {
+        "canaries": block.get("canaries"),
+        "errors": block.get("errors"),
+        "unique_completions": block.get("unique_completions"),
+        "diverged": block.get("diverged"),
+        "divergence_rate": block.get("divergence_rate"),
+        "earliest_divergence": block.get("earliest_divergence"),
+        "modal_share": block.get("modal_share"),
+        "drift_max": None if drift is None else drift["max"],
+        "bitwise_equal_share": None if drift is None else drift["bitwise_equal_share"],
+    }
 
 
-def _deltas(rows: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
+def _deltas(rows: list[FigureRow | None]) -> list[FigureRow | None]:
     base = rows[0]
-    out: list[dict[str, Any] | None] = []
+    out: list[FigureRow | None] = []
     for row in rows:
         if row is None or base is None:
             out.append(None)
             continue
-        out.append({k: None if row[k] is None or base[k] is None else row[k] - base[k] for k in FIGURES})
+        out.append({k: _delta(row[k], base[k]) for k in FIGURES})
     return out
 
 
-def run_names(reports: list[tuple[str, dict[str, Any]]]) -> list[str]:
+def _delta(value: float | None, base: float | None) -> float | None:
+    return None if value is None or base is None else value - base
+
+
+def run_names(reports: list[tuple[str, Report]]) -> list[str]:
     names: list[str] = []
     for name, _ in reports:
         candidate, i = name, 2
@@ -54,24 +76,26 @@ def run_names(reports: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return names
 
 
-def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+def _level(entry: Canary | None, level: int) -> Level | None:
+    """``entry``'s figures at ``level``; None where the run lacks the canary or the level."""
+    return None if entry is None else next((x for x in entry["levels"] if x["concurrency"] == level), None)
+
+
+def compare_reports(reports: list[tuple[str, Report]]) -> Comparison:
     """``reports``: (name, report) pairs, the first being the base that deltas are taken against."""
     names = run_names(reports)
     ids = sorted({e["id"] for _, r in reports for e in r["canaries"]})
-    canaries = []
+    canaries: list[ComparedCanary] = []
     for cid in ids:
         entries = [next((e for e in r["canaries"] if e["id"] == cid), None) for _, r in reports]
         overall = [figures(None if e is None else e["overall"]) for e in entries]
         levels = sorted({lv["concurrency"] for e in entries if e for lv in e["levels"]})
-        per_level = []
+        per_level: list[ComparedLevel] = []
         for level in levels:
-            rows = [
-                figures(None if e is None else next((x for x in e["levels"] if x["concurrency"] == level), None))
-                for e in entries
-            ]
+            rows = [figures(_level(e, level)) for e in entries]
             per_level.append({"concurrency": level, "runs": rows, "deltas": _deltas(rows)})
         pairs = list(zip([r for _, r in reports], entries, strict=True))
-        costs = [
+        costs: list[ComparedCost] = [
             {"concurrency": level if level is not None else "overall", "runs": [_cost(r, e, level) for r, e in pairs]}
             for level in [None, *levels]
         ]
@@ -97,7 +121,7 @@ def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]
                 "model": r["run"].get("model"),
                 "endpoint": r["run"].get("endpoint"),
                 "labels": r["run"].get("labels", {}),
-                "server": (r["run"].get("server_config") or {}).get("summary") or None,
+                "server": r["run"].get("server_config", {}).get("summary") or None,
                 "batch_invariant": flag,
             }
             for i, (n, (_, r), flag) in enumerate(zip(names, reports, flags, strict=True))
@@ -106,15 +130,15 @@ def compare_reports(reports: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]
     }
 
 
-def _cost(report: dict[str, Any], entry: dict[str, Any] | None, level: int | None) -> dict[str, Any] | None:
+def _cost(report: Report, entry: Canary | None, level: int | None) -> CostRow | None:
     """One run's cost row (``reports.cost.cost_row``) for a canary at a level (None: overall)."""
     if entry is None:
         return None
-    block = entry["overall"] if level is None else next((x for x in entry["levels"] if x["concurrency"] == level), None)
+    block: Figures | None = entry["overall"] if level is None else _level(entry, level)
     return cost.cost_row(report, block, level)
 
 
-def write_comparison(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]], out_dir: Path) -> list[Path]:
+def write_comparison(cmp: Comparison, reports: list[tuple[str, Report]], out_dir: Path) -> list[Path]:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

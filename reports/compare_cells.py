@@ -9,12 +9,13 @@ out; no escaping here (each renderer escapes for its own format).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
+from reports.model import ComparedCanary, ComparedFigures, Comparison, FigureName, FigureRow
 from reports.render_md import fmt
 
 # Every figure a comparison row holds (``reports.compare.figures``), in the order the HTML shows them.
-FIGURES = (
+FIGURES: tuple[FigureName, ...] = (
     "canaries",
     "errors",
     "unique_completions",
@@ -26,13 +27,13 @@ FIGURES = (
     "bitwise_equal_share",
 )
 # The figures a per-metric table shows in comparison.md, with their titles (comparison.html shows all).
-MD_METRICS = (
+MD_METRICS: tuple[tuple[FigureName, str], ...] = (
     ("unique_completions", "Unique completions"),
     ("divergence_rate", "Divergence rate (share of completions)"),
     ("earliest_divergence", "Earliest divergence (position)"),
     ("errors", "Errors"),
 )
-TITLES = {
+TITLES: dict[FigureName, str] = {
     "canaries": "Canaries",
     "errors": "Errors",
     "unique_completions": "Unique completions",
@@ -43,8 +44,11 @@ TITLES = {
     "drift_max": "Logprob drift max",
     "bitwise_equal_share": "Bitwise-equal share",
 }
+CostKey = Literal[
+    "background_tokens_per_s", "canary_latency_p50", "canary_latency_p99", "unique_completions", "divergence_rate"
+]
 # (key in a cost row, Markdown header, HTML header): short Markdown headers keep a row under 100 columns.
-COST_COLUMNS = (
+COST_COLUMNS: tuple[tuple[CostKey, str, str], ...] = (
     ("background_tokens_per_s", "bg tokens/s", "background tokens/s"),
     ("canary_latency_p50", "p50 s", "canary p50 s"),
     ("canary_latency_p99", "p99 s", "canary p99 s"),
@@ -63,37 +67,44 @@ def run_label(index: int) -> str:
     return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
 
 
-def labels(cmp: dict[str, Any]) -> list[str]:
+def labels(cmp: Comparison) -> list[str]:
     """Each run's letter: the one ``compare_reports`` stored, else its position's (older comparisons)."""
     return [r.get("label") or run_label(i) for i, r in enumerate(cmp["runs"])]
 
 
-def signed(v: Any) -> str:
+def signed(v: float | None) -> str:
     if v is None:
         return "—"
     return f"{v:+.3g}" if isinstance(v, float) else f"{v:+d}"
 
 
-def value(row: dict[str, Any] | None, key: str) -> str:
+def value(row: FigureRow | None, key: FigureName) -> str:
     return fmt(None if row is None else row[key])
 
 
-def delta(d: dict[str, Any] | None, key: str, first: bool) -> str:
+def delta(d: FigureRow | None, key: FigureName, first: bool) -> str:
     """The delta against the first run, "" for the first run itself."""
     return "" if first else signed(None if d is None else d[key])
 
 
-def with_delta(row: dict[str, Any] | None, d: dict[str, Any] | None, key: str, first: bool) -> str:
+def with_delta(row: FigureRow | None, d: FigureRow | None, key: FigureName, first: bool) -> str:
     """``0.667 (+0.667)``: a figure and, after the first run, its delta in parentheses (left out where either
     figure is missing: a dash says that already)."""
     change = "" if d is None or d[key] is None else delta(d, key, first)
     return value(row, key) + (f" ({change})" if change else "")
 
 
-def level_blocks(canary: dict[str, Any]) -> list[dict[str, Any]]:
+class Block(ComparedFigures):
+    """A row of a comparison table: ``overall`` or one level, each run's figures and deltas."""
+
+    concurrency: int | Literal["overall"]
+
+
+def level_blocks(canary: ComparedCanary) -> list[Block]:
     """A comparison canary's rows in order: ``overall`` first, then each level."""
-    return [{"concurrency": "overall", **canary["overall"]}, *canary["levels"]]
+    levels: list[Block] = [{**lv} for lv in canary["levels"]]
+    return [{"concurrency": "overall", **canary["overall"]}, *levels]
 
 
-def batch_invariance(flag: Any) -> str:
-    return {True: "on", False: "off"}.get(flag, "—")
+def batch_invariance(flag: bool | None) -> str:
+    return "—" if flag is None else ("on" if flag else "off")

@@ -11,7 +11,6 @@ Pure: the comparison dict and the compared reports in, a self-contained page out
 from __future__ import annotations
 
 from html import escape
-from typing import Any
 
 from reports import plots
 from reports.compare_cells import (
@@ -24,10 +23,11 @@ from reports.compare_cells import (
     level_blocks,
     with_delta,
 )
+from reports.model import ComparedCanary, Comparison, FigureName, Report
 from reports.render_html import esc, page
 
 
-def legend(cmp: dict[str, Any]) -> str:
+def legend(cmp: Comparison) -> str:
     head = "<tr><th class='l'>run</th><th class='l'>name</th><th class='l'>model</th><th>batch-invariant</th>"
     head += "<th class='l'>labels</th><th class='l'>server says</th></tr>"
     rows = []
@@ -41,7 +41,7 @@ def legend(cmp: dict[str, Any]) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def figure_table(canary: dict[str, Any], key: str, letters: list[str]) -> str:
+def figure_table(canary: ComparedCanary, key: FigureName, letters: list[str]) -> str:
     head = "<tr><th>concurrency</th>" + "".join(f"<th>{escape(x)}</th>" for x in letters) + "</tr>"
     rows = []
     for b in level_blocks(canary):
@@ -50,7 +50,7 @@ def figure_table(canary: dict[str, Any], key: str, letters: list[str]) -> str:
     return f"<table><caption>{escape(TITLES[key])}</caption>{head}{''.join(rows)}</table>"
 
 
-def cost_html(cmp: dict[str, Any], canary: dict[str, Any], letters: list[str]) -> str:
+def cost_html(cmp: Comparison, canary: ComparedCanary, letters: list[str]) -> str:
     flags = [r.get("batch_invariant") for r in cmp["runs"]]
     head = "<tr><th>concurrency</th><th class='l'>run</th><th>batch-invariant</th>"
     head += "".join(f"<th>{escape(title)}</th>" for _, _, title in COST_COLUMNS) + "</tr>"
@@ -69,10 +69,10 @@ def cost_html(cmp: dict[str, Any], canary: dict[str, Any], letters: list[str]) -
     return out
 
 
-def canary_html(cmp: dict[str, Any], c: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) -> str:
+def canary_html(cmp: Comparison, c: ComparedCanary, reports: list[tuple[str, Report]]) -> str:
     letters = labels(cmp)
     named = [(x, e) for x, (_, r) in zip(letters, reports, strict=True) for e in r["canaries"] if e["id"] == c["id"]]
-    unit = next((e["reference"].get("unit") for _, e in named if e["reference"].get("unit")), "token")
+    unit = next((u for _, e in named if (u := e["reference"].get("unit"))), "token")
     out = [f"<h2>Canary <code>{escape(c['id'])}</code></h2><ul>"]
     out += [f"<li><b>{escape(x)}</b>: {esc(v)}</li>" for x, v in zip(letters, c["verdicts"], strict=True)]
     out.append("</ul><div class='charts'>")
@@ -84,7 +84,7 @@ def canary_html(cmp: dict[str, Any], c: dict[str, Any], reports: list[tuple[str,
     return "".join(out)
 
 
-def render_html(cmp: dict[str, Any], reports: list[tuple[str, dict[str, Any]]]) -> str:
+def render_html(cmp: Comparison, reports: list[tuple[str, Report]]) -> str:
     first = labels(cmp)[0]
     body = ["<h1>Batch-invariance comparison</h1>", legend(cmp)]
     body.append(

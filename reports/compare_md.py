@@ -10,8 +10,6 @@ Pure: the comparison dict (``reports.compare``) in, Markdown out; server text th
 
 from __future__ import annotations
 
-from typing import Any
-
 from reports.compare_cells import (
     COST_COLUMNS,
     COST_NOTE,
@@ -24,12 +22,13 @@ from reports.compare_cells import (
     with_delta,
 )
 from reports.mdtext import code, text
+from reports.model import ComparedCanary, Comparison, FigureName
 from reports.render_md import fmt
 
 WIDTH = 100
 
 
-def legend(cmp: dict[str, Any]) -> list[str]:
+def legend(cmp: Comparison) -> list[str]:
     out = []
     for letter, r in zip(labels(cmp), cmp["runs"], strict=True):
         tags = ", ".join(f"{k}={v}" for k, v in sorted((r.get("labels") or {}).items()))
@@ -41,7 +40,7 @@ def legend(cmp: dict[str, Any]) -> list[str]:
     return out
 
 
-def metric_table(canary: dict[str, Any], key: str, letters: list[str]) -> list[str]:
+def metric_table(canary: ComparedCanary, key: FigureName, letters: list[str]) -> list[str]:
     """One metric: a column per run when that fits ``WIDTH``, else one row per level and run."""
     blocks = level_blocks(canary)
     wide = ["| concurrency | " + " | ".join(letters) + " |", "|---:|" + "---:|" * len(letters)]
@@ -58,7 +57,7 @@ def metric_table(canary: dict[str, Any], key: str, letters: list[str]) -> list[s
     return long
 
 
-def cost_table(cmp: dict[str, Any], canary: dict[str, Any], letters: list[str]) -> list[str]:
+def cost_table(cmp: Comparison, canary: ComparedCanary, letters: list[str]) -> list[str]:
     flags = [r.get("batch_invariant") for r in cmp["runs"]]
     head = "| concurrency | run | batch-inv. | " + " | ".join(md for _, md, _ in COST_COLUMNS) + " |"
     lines = [head, "|---:|---|---|" + "---:|" * len(COST_COLUMNS)]
@@ -71,7 +70,7 @@ def cost_table(cmp: dict[str, Any], canary: dict[str, Any], letters: list[str]) 
     return lines
 
 
-def render_markdown(cmp: dict[str, Any]) -> str:
+def render_markdown(cmp: Comparison) -> str:
     letters = labels(cmp)
     lines = [
         "## Batch-invariance comparison",

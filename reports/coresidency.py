@@ -25,12 +25,13 @@ from collectors.coresidency import window_running
 from collectors.runfolder import BATCH_OTHERS
 from loadgen.core.manifest import EngineMetricsSummary
 from loadgen.core.stats import median, num
+from reports.model import CoResidency, CoResidencySource
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
 ENGINE_OTHERS = ("engine_others_min", "engine_others_median", "engine_others_max")
 NONE, TRUTH, METRICS = 0, 1, 2  # where a canary's measured co-residency came from
-SOURCE_NAMES = {TRUTH: "engine_batch_sizes", METRICS: "metrics"}
+SOURCE_NAMES: dict[int, CoResidencySource] = {TRUTH: "engine_batch_sizes", METRICS: "metrics"}
 
 
 def _floats(frame: Any, name: str, rows: npt.NDArray[np.int64] | None = None) -> Floats:
@@ -123,7 +124,7 @@ def whole(x: Any) -> float | int | None:
     return int(v) if isinstance(v, float) and v.is_integer() else v
 
 
-def level_block(m: Measured, sel: Mask) -> dict[str, Any]:
+def level_block(m: Measured, sel: Mask) -> CoResidency:
     """``co_residency`` of one level (or any set of canaries): what they were measured to share."""
     known = sel & m.known
     src = m.source[known]

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from reports.finite import finite
+from reports.model import BackgroundLevel, CostRow, Figures, Report, Throughput
 
 _ON = {"1", "true", "on", "yes"}
 _OFF = {"0", "false", "off", "no"}
@@ -27,7 +28,7 @@ _OFF = {"0", "false", "off", "no"}
 
 def throughput(
     sent: npt.NDArray[np.float64], latency: npt.NDArray[np.float64], ok: npt.NDArray[np.bool_], tokens: Any
-) -> dict[str, float | None]:
+) -> Throughput:
     """``{"wall_s", "tokens_per_s"}`` of one level's background records (aligned arrays)."""
     sent = np.asarray(sent, dtype=np.float64)
     end = sent + np.asarray(latency, dtype=np.float64)
@@ -41,25 +42,27 @@ def throughput(
     return {"wall_s": _num(wall), "tokens_per_s": _num(rate)}
 
 
-def overall_throughput(background: list[dict[str, Any]] | None) -> float | None:
+def overall_throughput(background: list[BackgroundLevel] | None) -> float | None:
     """All levels' completion tokens over the sum of their wall times (report ``background`` entries)."""
     pairs = [
-        (float(b["completion_tokens"]), float(b["wall_s"]))
+        (float(tokens), float(wall))
         for b in background or []
-        if b.get("concurrency") is not None and finite(b.get("completion_tokens")) and finite(b.get("wall_s"))
+        if b.get("concurrency") is not None
+        and finite(tokens := b.get("completion_tokens"))
+        and finite(wall := b.get("wall_s"))
     ]
     wall = sum(w for _, w in pairs if w > 0)
     return _num(sum(t for t, w in pairs if w > 0) / wall) if wall > 0 else None
 
 
-def batch_invariant(report: dict[str, Any]) -> bool | None:
+def batch_invariant(report: Report) -> bool | None:
     """Whether the run was batch-invariant: the server's own statement (``run.server_config.batch_invariant``),
     else a ``batch_invariant`` label (1/true/on/yes, 0/false/off/no); None when neither says."""
-    run = report.get("run") or {}
-    said = (run.get("server_config") or {}).get("batch_invariant")
+    run = report["run"]
+    said = run.get("server_config", {}).get("batch_invariant")
     if isinstance(said, bool):
         return said
-    label = str((run.get("labels") or {}).get("batch_invariant", "")).strip().lower()
+    label = str(run.get("labels", {}).get("batch_invariant", "")).strip().lower()
     return True if label in _ON else False if label in _OFF else None
 
 
@@ -68,7 +71,7 @@ def differ(flags: list[bool | None]) -> bool:
     return True in flags and False in flags
 
 
-def cost_row(report: dict[str, Any], block: dict[str, Any] | None, level: int | None) -> dict[str, Any] | None:
+def cost_row(report: Report, block: Figures | None, level: int | None) -> CostRow | None:
     """One run's cost and determinism figures at ``level`` (None: overall) for one canary's ``block``
     (a level entry, or ``overall``)."""
     if block is None:
@@ -78,11 +81,11 @@ def cost_row(report: dict[str, Any], block: dict[str, Any] | None, level: int | 
         tps = overall_throughput(bg)
     else:
         tps = next((b.get("tokens_per_s") for b in bg if b.get("concurrency") == level), None)
-    lat = block.get("latency_s") or {}
+    lat = block.get("latency_s")
     return {
         "background_tokens_per_s": tps if finite(tps) else None,
-        "canary_latency_p50": lat.get("p50"),
-        "canary_latency_p99": lat.get("p99"),
+        "canary_latency_p50": None if lat is None else lat["p50"],
+        "canary_latency_p99": None if lat is None else lat["p99"],
         "unique_completions": block.get("unique_completions"),
         "divergence_rate": block.get("divergence_rate"),
     }

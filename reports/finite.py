@@ -10,12 +10,14 @@ infinity, and ``null`` already means "cannot be computed" everywhere in ``report
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 
+T = TypeVar("T")
 
-def finite(v: object) -> bool:
+
+def finite(v: object) -> TypeGuard[float]:
     """A real number that converts to a finite float (not a bool, not an int beyond float range)."""
     if isinstance(v, bool) or not isinstance(v, int | float):
         return False
@@ -25,18 +27,26 @@ def finite(v: object) -> bool:
         return False
 
 
-def scrub(value: Any) -> tuple[Any, int]:
-    """A copy of a JSON-ready value with every non-finite float replaced by ``None``; and how many were."""
+def scrub(value: T) -> tuple[T, int]:
+    """A copy of a JSON-ready value with every non-finite float replaced by ``None``; and how many were.
+
+    The copy keeps the value's type: the report model (``reports.model``) types a figure that can come
+    out non-finite as ``float | None``."""
+    out, count = _scrub(value)
+    return out, count
+
+
+def _scrub(value: Any) -> tuple[Any, int]:
     if isinstance(value, float | np.floating):
         return (float(value), 0) if math.isfinite(value) else (None, 1)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         total = 0
         for k, v in value.items():
-            out[k], n = scrub(v)
+            out[k], n = _scrub(v)
             total += n
         return out, total
     if isinstance(value, list | tuple):
-        items = [scrub(v) for v in value]
+        items = [_scrub(v) for v in value]
         return [v for v, _ in items], sum(n for _, n in items)
     return value, 0

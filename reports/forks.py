@@ -29,14 +29,14 @@ Pure: arrays in, JSON-ready values out.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
+from reports.model import ForkClass, ForkClasses, ForkMethod, GapBin
+
 LOGIT_RELATIVE_STEP = 2.0**-8  # bf16: 8 significant bits, the step relative to the logit's magnitude
 NEAR_TIE_STEPS = 4.0  # a gap of at most this many estimated rounding steps is a near-tie flip
-CLASSES = ("near_tie", "structural", "unclassified")
+CLASSES: tuple[ForkClass, ForkClass, ForkClass] = ("near_tie", "structural", "unclassified")
 NEAR_TIE, STRUCTURAL, UNCLASSIFIED = 0, 1, 2
 # gap_steps histogram edges: [0, 1), [1, 2), [2, 4), ... [256, ∞)
 GAP_EDGES = (0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
@@ -70,14 +70,13 @@ def classify(top1: npt.ArrayLike, gap: npt.ArrayLike) -> tuple[npt.NDArray[np.in
     return codes, step, np.where(ok, steps, np.nan)
 
 
-def counts(codes: npt.NDArray[np.int8]) -> dict[str, int]:
-    """How many forks fell in each class: ``{"near_tie", "structural", "unclassified"}``; they add up
-    to ``len(codes)``."""
+def counts(codes: npt.NDArray[np.int8]) -> ForkClasses:
+    """How many forks fell in each class; they add up to ``len(codes)``."""
     n = np.bincount(np.asarray(codes, dtype=np.int64), minlength=len(CLASSES))
-    return {name: int(n[i]) for i, name in enumerate(CLASSES)}
+    return {"near_tie": int(n[NEAR_TIE]), "structural": int(n[STRUCTURAL]), "unclassified": int(n[UNCLASSIFIED])}
 
 
-def gap_histogram(gap_steps: npt.ArrayLike) -> list[dict[str, Any]]:
+def gap_histogram(gap_steps: npt.ArrayLike) -> list[GapBin]:
     """The distribution of gaps in rounding steps over ``GAP_EDGES`` (the last bin open-ended):
     ``[{"lo", "hi" (null for the last), "count"}]``. Non-finite values are left out."""
     v = np.asarray(gap_steps, dtype=np.float64)
@@ -90,10 +89,10 @@ def gap_histogram(gap_steps: npt.ArrayLike) -> list[dict[str, Any]]:
     ]
 
 
-def method() -> dict[str, Any]:
+def method() -> ForkMethod:
     """The constants and estimate the classification used, for ``report.json``."""
     return {"relative_step": LOGIT_RELATIVE_STEP, "near_tie_steps": NEAR_TIE_STEPS, "magnitude": ESTIMATE}
 
 
-def label(code: int) -> str:
+def label(code: int) -> ForkClass:
     return CLASSES[code] if 0 <= code < len(CLASSES) else "unclassified"

@@ -11,12 +11,14 @@ and by the run's owner when it settles the status (``loadgen/runs/lifecycle.py``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from collectors.losses import lost_records
 from loadgen.core.manifest import ResolvedScenario, RunStatus
+from reports.model import CanaryAnalysis, Health, HealthFacts
 
 if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust's processes, which load no pandas
     from collectors.runfolder import RunData
@@ -56,7 +58,7 @@ def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
-def run_health(run: RunData, canaries: list[dict[str, Any]]) -> dict[str, Any]:
+def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
     """``report.json``'s ``health``: the facts, a ``headline`` (read first) and ``notices`` (with counts)."""
     m = run.manifest
     f = run.canaries.frame
@@ -82,7 +84,7 @@ def run_health(run: RunData, canaries: list[dict[str, Any]]) -> dict[str, Any]:
     # canaries the coordinator counted that neither reached the records nor are counted as write failures
     unwritten = max(0, reported - sent - failures.get("canaries", 0)) if isinstance(reported, int) else 0
     unusable = f["unusable_numbers"].to_numpy() if "unusable_numbers" in f else np.zeros(0, np.int64)
-    health: dict[str, Any] = {
+    facts: HealthFacts = {
         "status": None if m.status is None else str(m.status),
         "completed": bool(m.run_status and m.run_status.completed),
         "canaries": sent,
@@ -99,15 +101,15 @@ def run_health(run: RunData, canaries: list[dict[str, Any]]) -> dict[str, Any]:
         "records_with_unusable_numbers": int((unusable > 0).sum()),
         "non_finite_figures": 0,  # set by ``reports.build`` once the report is scrubbed
     }
-    health["headline"], health["notices"] = _words(health)
-    return health
+    headline, notices = _words(facts)
+    return {**facts, "headline": headline, "notices": notices}
 
 
-def _failed(h: dict[str, Any]) -> str:
+def _failed(h: HealthFacts) -> str:
     return f"{h['errors']} of {_n(h['canaries'], 'canary', 'canaries')} failed ({_kinds(h['error_kinds'])})"
 
 
-def _lost(h: dict[str, Any]) -> list[str]:
+def _lost(h: HealthFacts) -> list[str]:
     wf = h["write_failures"]
     parts = [
         f"{_n(wf.get(key, 0), what)} could not be written"
@@ -125,7 +127,7 @@ def _lost(h: dict[str, Any]) -> list[str]:
     return parts
 
 
-def _words(h: dict[str, Any]) -> tuple[list[str], list[str]]:
+def _words(h: HealthFacts) -> tuple[list[str], list[str]]:
     headline: list[str] = []
     notices: list[str] = []
     levels = sorted({lv for lvs in h["levels_without_completions"].values() for lv in lvs})

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from reports.kernels import Rows, chunks
+from reports.model import DriftHeatmap
 
 MAX_COLUMNS = 64
 
@@ -27,7 +28,7 @@ def drift_by_position(
     row_levels: npt.NDArray[Any],
     levels: list[int],
     max_columns: int = MAX_COLUMNS,
-) -> dict[str, Any] | None:
+) -> DriftHeatmap | None:
     """``{"positions", "bin_width", "levels": [c], "max": [[v | null per column] per level],
     "compared": [[n per column] per level]}``; ``rows`` index ``lp``; ``compare_len``, ``row_levels``
     align with ``rows``. None when there are no logprobs or no position to compare."""

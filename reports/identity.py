@@ -14,13 +14,14 @@ which this module builds on. Pure: no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from loadgen.core.identity import END, IdentityKind, choose_kind
 from reports.kernels import Rows, chunks
+from reports.model import IdentityCounts
 
 if TYPE_CHECKING:
     from collectors.runfolder import CanaryColumns
@@ -32,8 +33,8 @@ class Identity:
     mat: npt.NDArray[Any]  # padded identity matrix
     mrows: Rows  # row in ``mat`` of each completion (aligned with the completion rows given)
     lengths: npt.NDArray[np.int64]  # identity length of each completion
-    available: dict[str, int]  # completions that carried each identity
-    unit: str  # "token" | "character"
+    available: IdentityCounts  # completions that carried each identity
+    unit: Literal["token", "character"]
 
 
 def choose(cols: CanaryColumns, comp_rows: Rows) -> Identity:
@@ -42,7 +43,7 @@ def choose(cols: CanaryColumns, comp_rows: Rows) -> Identity:
     n_tok = frame["n_tokens"].to_numpy()[comp_rows]
     texts = frame["text"].to_numpy()[comp_rows]
     has_text = np.fromiter((isinstance(t, str) for t in texts), dtype=bool, count=len(texts))
-    available = {
+    available: IdentityCounts = {
         "completions": len(comp_rows),
         "token_ids": int((n_ids >= 0).sum()),
         "tokens": int((n_tok >= 0).sum()),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reports.model import Canary
 from reports.svg_bars import histogram, strips
 from reports.svg_heatmap import heatmap
 
@@ -16,7 +17,7 @@ def _bin_label(lo: Any, hi: Any) -> str:
     return f"≥{lo:g}" if hi is None else f"{lo:g}–{hi:g}"
 
 
-def fork_gap_chart(entry: dict[str, Any]) -> str:
+def fork_gap_chart(entry: Canary) -> str:
     """The sweep's divergent completions by their reference's top-1 − top-2 gap, in estimated rounding
     steps; bins at or below the near-tie line in the second colour."""
     g = entry.get("fork_gaps")
@@ -40,7 +41,7 @@ def fork_gap_chart(entry: dict[str, Any]) -> str:
     )
 
 
-def drift_heatmap_chart(entry: dict[str, Any]) -> str:
+def drift_heatmap_chart(entry: Canary) -> str:
     hm = entry.get("drift_heatmap")
     if not hm or not hm.get("levels"):
         return ""
@@ -60,11 +61,11 @@ def drift_heatmap_chart(entry: dict[str, Any]) -> str:
     )
 
 
-def first_divergence_chart(entry: dict[str, Any]) -> str:
+def first_divergence_chart(entry: Canary) -> str:
     rows = []
     for lv in entry["levels"]:
         fd = lv.get("first_divergence")
-        rows.append((f"c={lv['concurrency']}", [tuple(p) for p in fd["histogram"]] if fd else []))
+        rows.append((f"c={lv['concurrency']}", [(p, n) for p, n in fd["histogram"]] if fd else []))
     if not any(pts for _, pts in rows):
         return ""
     unit = entry["reference"].get("unit", "token")

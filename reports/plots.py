@@ -7,11 +7,14 @@ Pure: report dicts in, SVG strings out. Concurrency levels are spaced evenly (th
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Literal
 
+from reports.model import Canary, ComparedCanary, Comparison, Level
 from reports.svg import Series, chart, nice_ceiling
 
-Named = list[tuple[str, dict[str, Any]]]  # (series name, canary entry with "levels")
+Named = list[tuple[str, Canary]]  # (series name, canary entry)
+LATENCIES: tuple[Literal["p50", "p90"], ...] = ("p50", "p90")  # the canary latency quantiles drawn
 
 
 def _axis(entries: Named) -> tuple[dict[int, float], list[tuple[float, str]]]:
@@ -20,12 +23,17 @@ def _axis(entries: Named) -> tuple[dict[int, float], list[tuple[float, str]]]:
     return pos, [(pos[lv], str(lv)) for lv in levels]
 
 
-def _series(entries: Named, pick: Any, band: Any = None, dashed: bool = False) -> list[Series]:
+def _series(
+    entries: Named,
+    pick: Callable[[Level], float | None],
+    band: Callable[[Level], list[float] | None] | None = None,
+    dashed: bool = False,
+) -> list[Series]:
     pos, _ = _axis(entries)
     out = []
     for name, e in entries:
         pts = [(pos[lv["concurrency"]], pick(lv)) for lv in e["levels"]]
-        bars = [] if band is None else [(pos[lv["concurrency"]], *band(lv)) for lv in e["levels"] if band(lv)]
+        bars = [] if band is None else [(pos[lv["concurrency"]], b[0], b[1]) for lv in e["levels"] if (b := band(lv))]
         out.append(Series(name, pts, bars, dashed=dashed))
     return out
 
@@ -64,8 +72,8 @@ def drift_vs_level(entries: Named) -> str:
 def latency_vs_level(entries: Named) -> str:
     _, ticks = _axis(entries)
     series = []
-    for q in ("p50", "p90"):
-        part = _series(entries, lambda lv, q=q: None if lv["latency_s"] is None else lv["latency_s"][q])
+    for q in LATENCIES:
+        part = _series(entries, _latency(q))
         for s in part:
             s.name += f" {q}"
             s.dashed = q == "p90"
@@ -73,7 +81,11 @@ def latency_vs_level(entries: Named) -> str:
     return chart("Canary latency by concurrency (context)", series, ticks, "seconds", x_label="concurrency")
 
 
-def divergence_cdf(entry: dict[str, Any], unit: str = "token") -> str:
+def _latency(q: Literal["p50", "p90"]) -> Callable[[Level], float | None]:
+    return lambda lv: None if lv["latency_s"] is None else lv["latency_s"][q]
+
+
+def divergence_cdf(entry: Canary, unit: str = "token") -> str:
     """Per level: share of the level's completions that have diverged by each position."""
     series = []
     max_pos = 1
@@ -95,13 +107,14 @@ def divergence_cdf(entry: dict[str, Any], unit: str = "token") -> str:
     return chart("First divergence: cumulative share by position", series, ticks, "share diverged", 1.0, unit)
 
 
-def frontier(cmp: dict[str, Any], canary: dict[str, Any]) -> str:
+def frontier(cmp: Comparison, canary: ComparedCanary) -> str:
     """Cost versus divergence: per run, each level's background throughput (x) against the canary's
     divergence rate (y), from a comparison's ``cost`` rows (``reports.compare``); levels without
     background throughput are left out."""
     series = []
+    flags: dict[bool | None, str] = {True: "batch-invariant on", False: "batch-invariant off"}
     for i, run in enumerate(cmp["runs"]):
-        flag = {True: "batch-invariant on", False: "batch-invariant off"}.get(run.get("batch_invariant"), "unknown")
+        flag = flags.get(run.get("batch_invariant"), "unknown")
         pts: list[tuple[float, float | None]] = []
         for lv in canary.get("cost", []):
             row = lv["runs"][i]

@@ -1,6 +1,6 @@
 """Self-contained HTML rendering of a finished report: inline CSS and SVG, no script, no network.
 
-Consumes the report dict only. Every string that came from a model, a user or a file goes through
+Consumes the report only (``reports.model.Report``). Every string that came from a model, a user or a file goes through
 ``html.escape``; the report itself is embedded as inert JSON (``type="application/json"``, with
 ``<``, ``>`` and ``&`` escaped) for tools that want the numbers from the page.
 """
@@ -13,7 +13,8 @@ from typing import Any
 
 from reports import pictures, plots
 from reports.finite import scrub
-from reports.render_md import FORK_CLASSES, ci, claim_heading, fmt, fork_rule, headline, held, others, pct
+from reports.model import Canary, CoResidencyGroup, Fork, Level, Reference, Report
+from reports.render_md import FORK_CLASSES, ci, claim_heading, fmt, fork_count, fork_rule, headline, held, others, pct
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
@@ -46,13 +47,13 @@ def tok(s: str | None) -> str:
     )
 
 
-def embedded_json(obj: Any) -> str:
+def embedded_json(obj: object) -> str:
     """JSON safe inside a <script> element: no ``</script>``, ``<!--`` or ``&`` can survive."""
     text = json.dumps(scrub(obj)[0], ensure_ascii=True, allow_nan=False)  # NaN is not JSON: null
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def levels_table(levels: list[dict[str, Any]]) -> str:
+def levels_table(levels: list[Level]) -> str:
     head = (
         "<tr><th>concurrency</th><th>canaries</th><th>errors</th><th>unique</th><th>diverged</th>"
         "<th>divergence rate</th><th>95% CI</th><th>first div. min / median / max</th><th>modal share</th>"
@@ -82,7 +83,7 @@ def levels_table(levels: list[dict[str, Any]]) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def co_residency_table(groups: list[dict[str, Any]] | None) -> str:
+def co_residency_table(groups: list[CoResidencyGroup] | None) -> str:
     """Divergence by measured co-residency: rows are the other requests the engine really ran beside
     the canaries (per-canary median over each lifetime)."""
     if not groups:
@@ -111,7 +112,7 @@ def co_residency_table(groups: list[dict[str, Any]] | None) -> str:
     )
 
 
-def split_view(entry: dict[str, Any], context: int = 24) -> str:
+def split_view(entry: Canary, context: int = 24) -> str:
     """Where the tokens split: the shared prefix, then each fork with how many canaries took each side."""
     ref, forks = entry["reference"], entry["forks"]
     if ref["length"] is None:
@@ -138,7 +139,7 @@ def split_view(entry: dict[str, Any], context: int = 24) -> str:
     return "".join(parts)
 
 
-def forks_table(forks: list[dict[str, Any]]) -> str:
+def forks_table(forks: list[Fork]) -> str:
     if not forks:
         return "<p>No forks.</p>"
     head = (
@@ -157,26 +158,26 @@ def forks_table(forks: list[dict[str, Any]]) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def reference_html(ref: dict[str, Any]) -> str:
+def reference_html(ref: Reference) -> str:
     kind = "the baseline (canary sent alone before the sweep)" if ref["kind"] == "baseline" else "the modal completion"
     out = [
         f"<p>Reference: {kind}, compared by <b>{escape(ref['identity'])}</b>; {ref['completions']} completions, "
         f"{ref['unique_completions']} unique; length {esc(ref['length'])} {escape(ref['unit'])}s.</p>"
     ]
-    if ref.get("identity_note"):
-        out.append(f'<p class="warn">{escape(ref["identity_note"])}</p>')
+    if note := ref.get("identity_note"):
+        out.append(f'<p class="warn">{escape(note)}</p>')
     if ref.get("self_consistent") is False:
         out.append(
             f'<p class="warn">The baseline disagrees with itself: {ref["unique_completions"]} unique completions '
             f"over {ref['completions']} baseline canaries (earliest divergence {esc(ref['earliest_divergence'])}). "
             "That alone is a finding: the endpoint is not deterministic even unloaded.</p>"
         )
-    if ref.get("text") is not None:
-        out.append(f"<details><summary>Reference text</summary><pre>{escape(ref['text'])}</pre></details>")
+    if (ref_text := ref.get("text")) is not None:
+        out.append(f"<details><summary>Reference text</summary><pre>{escape(ref_text)}</pre></details>")
     return "".join(out)
 
 
-def canary_html(entry: dict[str, Any]) -> str:
+def canary_html(entry: Canary) -> str:
     named = [("this run", entry)]
     charts = [
         plots.unique_vs_level(named),
@@ -198,7 +199,7 @@ def canary_html(entry: dict[str, Any]) -> str:
     )
 
 
-def claim_html(entry: dict[str, Any]) -> str:
+def claim_html(entry: Canary) -> str:
     """The claim "divergence rate < P at 95%" per level (``loadgen.core.claims``), as ``report.md`` has it."""
     head = claim_heading(entry)
     if head is None:
@@ -215,7 +216,7 @@ def claim_html(entry: dict[str, Any]) -> str:
     )
 
 
-def fork_classes_html(entry: dict[str, Any]) -> str:
+def fork_classes_html(entry: Canary) -> str:
     """Near-tie flips and structural divergences per level (``reports.forks``), and how they were told apart."""
     g = entry.get("fork_gaps")
     if not g or "overall" not in entry:  # a report from before fork classes
@@ -223,7 +224,7 @@ def fork_classes_html(entry: dict[str, Any]) -> str:
     rows = [("overall", entry["overall"]), *((str(lv["concurrency"]), lv) for lv in entry["levels"])]
     body = "".join(
         f"<tr><td>{esc(name)}</td><td>{esc(b.get('diverged'))}</td>"
-        + "".join(f"<td>{esc((b.get('fork_classes') or {}).get(k))}</td>" for k in FORK_CLASSES)
+        + "".join(f"<td>{esc(fork_count(b, k))}</td>" for k in FORK_CLASSES)
         + "</tr>"
         for name, b in rows
     )
@@ -233,7 +234,7 @@ def fork_classes_html(entry: dict[str, Any]) -> str:
     )
 
 
-def page(title: str, body: str, data: Any) -> str:
+def page(title: str, body: str, data: object) -> str:
     return (
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
         f'<meta name="viewport" content="width=device-width,initial-scale=1"><style>{CSS}</style></head>'
@@ -241,7 +242,7 @@ def page(title: str, body: str, data: Any) -> str:
     )
 
 
-def render_html(report: dict[str, Any]) -> str:
+def render_html(report: Report) -> str:
     run = report["run"]
     labels = ", ".join(f"{k}={v}" for k, v in sorted(run.get("labels", {}).items()))
     head = (
@@ -253,9 +254,9 @@ def render_html(report: dict[str, Any]) -> str:
         + (f" · labels {escape(labels)}" if labels else "")
         + "</p>"
     )
-    said = (run.get("server_config") or {}).get("summary")
+    said = run.get("server_config", {}).get("summary")
     head += f"<p class='meta'>server says: {esc(said)}</p>" if said else ""
-    client = (report.get("client_load") or {}).get("summary")
+    client = report.get("client_load", {}).get("summary")
     head += f"<p class='meta'>{esc(client)}</p>" if client else ""
     head += "".join(f'<p class="warn">{esc(n)}</p>' for n in run.get("notices") or [])
     if report["input"]["skipped_lines"]:

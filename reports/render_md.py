@@ -1,9 +1,9 @@
 """Markdown rendering of a finished report: short enough for a CI log or a pull-request comment.
 
-Consumes the report dict only (no analysis, no I/O). Every string that came from a server, a file or
-a user goes through ``reports.mdtext``: tokens as code spans, everything else (model id, endpoint,
-verdicts, notices) as escaped prose, control characters written visibly, so none of it can break the
-table, inject markup or reach a terminal raw.
+Consumes the report only (``reports.model.Report``; no analysis, no I/O). Every string that came from
+a server, a file or a user goes through ``reports.mdtext``: tokens as code spans, everything else
+(model id, endpoint, verdicts, notices) as escaped prose, control characters written visibly, so
+none of it can break the table, inject markup or reach a terminal raw.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ from typing import Any
 
 from reports.finite import finite
 from reports.mdtext import code, text
+from reports.model import Canary, CoResidency, CoResidencyGroup, Figures, Fork, ForkClass, ForkMethod, Level, Report
 
 __all__ = [
     "FORK_CLASSES",
     "ci",
     "code",
     "fmt",
+    "fork_count",
     "fork_rule",
     "held",
     "levels_table",
@@ -27,7 +29,7 @@ __all__ = [
     "render_markdown",
     "text",
 ]
-FORK_CLASSES = ("near_tie", "structural", "unclassified")  # reports.forks.CLASSES, the keys of fork_classes
+FORK_CLASSES: tuple[ForkClass, ...] = ("near_tie", "structural", "unclassified")  # reports.forks.CLASSES
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -44,7 +46,7 @@ def _percent(v: object) -> float | None:
     """``v`` as a finite percentage, or None (not a real number, a bool, too large for a float)."""
     if not finite(v):
         return None
-    p = 100 * float(v)  # type: ignore[arg-type]
+    p = 100 * float(v)
     return p if math.isfinite(p) else None
 
 
@@ -60,14 +62,14 @@ def ci(v: list[float] | None) -> str:
     return f"{bounds[0]:.1f}–{bounds[1]:.1f}%"
 
 
-def others(co: dict[str, Any] | None) -> str:
+def others(co: CoResidency | None) -> str:
     """Measured co-residency of a level as ``min/median/max`` other requests; ``—`` when unmeasured."""
     if not co or co.get("min") is None:
         return "—"
     return f"{fmt(co['min'])}/{fmt(co['median'])}/{fmt(co['max'])}"
 
 
-def held(co: dict[str, Any] | None) -> str:
+def held(co: CoResidency | None) -> str:
     """``held/measured`` canaries of a level, e.g. ``12/12``; ``—`` when none was measured."""
     if not co:
         return "—"
@@ -75,7 +77,7 @@ def held(co: dict[str, Any] | None) -> str:
     return "—" if measured == 0 else f"{co['held']}/{measured}"
 
 
-def levels_table(levels: list[dict[str, Any]]) -> list[str]:
+def levels_table(levels: list[Level]) -> list[str]:
     rows = [
         "| concurrency | canaries | errors | unique | diverged | rate (95% CI) | first div. min/med/max | drift max | "
         "bitwise eq. | others min/med/max | held |",
@@ -96,7 +98,7 @@ def levels_table(levels: list[dict[str, Any]]) -> list[str]:
     return rows
 
 
-def _forks(forks: list[dict[str, Any]], limit: int = 10) -> list[str]:
+def _forks(forks: list[Fork], limit: int = 10) -> list[str]:
     if not forks:
         return ["No forks: every completion matched the reference."]
     rows = [
@@ -115,7 +117,7 @@ def _forks(forks: list[dict[str, Any]], limit: int = 10) -> list[str]:
     return rows
 
 
-def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
+def canary_section(entry: Canary, heading: str) -> list[str]:
     ref = entry["reference"]
     lines = [f"{heading} Canary {code(str(entry['id']))}", "", f"**{text(entry['verdict'])}**", ""]
     kind = "the baseline (sent alone before the sweep)" if ref["kind"] == "baseline" else "the modal completion"
@@ -134,7 +136,7 @@ def canary_section(entry: dict[str, Any], heading: str) -> list[str]:
     return lines
 
 
-def claim_heading(entry: dict[str, Any]) -> str | None:
+def claim_heading(entry: Canary) -> str | None:
     """The claim's one-line summary (``loadgen.core.claims``); None for a report from before claims."""
     claims = [lv["claim"] for lv in entry.get("levels") or [] if lv.get("claim")]
     if not claims:
@@ -144,13 +146,13 @@ def claim_heading(entry: dict[str, Any]) -> str | None:
     need = f"{n} clean canaries per level (exact binomial; rule of three 3/P: {r3})"
     if not c["asked"]:
         return f"Claim 'divergence rate < {p:g} at 95%' (not asked for; --claim-max-rate P): would need {need}."
-    held = [str(lv["concurrency"]) for lv in entry["levels"] if (lv.get("claim") or {}).get("holds")]
+    held = [str(lv["concurrency"]) for lv in entry["levels"] if "claim" in lv and lv["claim"]["holds"]]
     return f"Claim 'divergence rate < {p:g} at 95%' (--claim-max-rate {p:g}) needs {need}; holds at " + (
         f"concurrency {', '.join(held)}." if held else "no level."
     )
 
 
-def claim_lines(entry: dict[str, Any]) -> list[str]:
+def claim_lines(entry: Canary) -> list[str]:
     """Per level: does the claim hold, the 95% upper bound of the divergence rate, and why."""
     head = claim_heading(entry)
     if head is None:
@@ -166,9 +168,9 @@ def claim_lines(entry: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
-def fork_rule(gaps: dict[str, Any]) -> str:
+def fork_rule(gaps: ForkMethod | None) -> str:
     """How near-tie flips were told from structural divergences (``report.json`` ``fork_gaps``), in words."""
-    rel, k = gaps.get("relative_step"), gaps.get("near_tie_steps")
+    rel, k = (None, None) if gaps is None else (gaps.get("relative_step"), gaps.get("near_tie_steps"))
     if not isinstance(rel, int | float) or not isinstance(k, int | float) or rel <= 0:
         return "Forks: near-tie flips versus structural divergences."
     return (
@@ -178,18 +180,25 @@ def fork_rule(gaps: dict[str, Any]) -> str:
     )
 
 
-def _fork_classes(entry: dict[str, Any]) -> list[str]:
-    if not (entry.get("overall") or {}).get("diverged"):  # nothing forked, or a report from before the classes
+def _fork_classes(entry: Canary) -> list[str]:
+    if not entry.get("overall", {}).get("diverged"):  # nothing forked, or a report from before the classes
         return []
-    out = [fork_rule(entry.get("fork_gaps") or {}), ""]
+    out = [fork_rule(entry.get("fork_gaps")), ""]
     out += ["| concurrency | diverged | near-tie | structural | unclassified |", "|---:|---:|---:|---:|---:|"]
     for name, b in [("overall", entry["overall"]), *((str(lv["concurrency"]), lv) for lv in entry["levels"])]:
-        fc = b.get("fork_classes") or {}
-        out.append(f"| {name} | {fmt(b.get('diverged'))} | " + " | ".join(fmt(fc.get(k)) for k in FORK_CLASSES) + " |")
+        counts = " | ".join(fmt(fork_count(b, k)) for k in FORK_CLASSES)
+        out.append(f"| {name} | {fmt(b.get('diverged'))} | {counts} |")
     return [*out, ""]
 
 
-def _co_residency_table(rows: list[dict[str, Any]] | None) -> list[str]:
+def fork_count(block: Figures, name: ForkClass) -> int | None:
+    """A level's (or ``overall``'s) divergent completions of one fork class; None without a reference, or in a
+    report from before the classes."""
+    classes = block.get("fork_classes")
+    return None if classes is None else classes[name]
+
+
+def _co_residency_table(rows: list[CoResidencyGroup] | None) -> list[str]:
     if not rows:
         return []
     out = [
@@ -207,13 +216,13 @@ def _co_residency_table(rows: list[dict[str, Any]] | None) -> list[str]:
     return [*out, ""]
 
 
-def headline(report: dict[str, Any]) -> list[str]:
+def headline(report: Report) -> list[str]:
     """What must be read before any figure: the endpoint failed, records were lost (``reports.health``)."""
     health = report.get("health")
     return list(health.get("headline") or []) if isinstance(health, dict) else []
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: Report) -> str:
     run = report["run"]
     lines = [f"## Batch-invariance report: run {text(run.get('id'))}", ""]
     for line in headline(report):  # before any figure, each its own paragraph
@@ -221,9 +230,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines.append(f"Model {text(run.get('model'))} at {text(run.get('endpoint'))}; status {text(run.get('status'))}.")
     if run.get("labels"):
         lines.append("Labels: " + ", ".join(f"{code(k)}={code(v)}" for k, v in sorted(run["labels"].items())))
-    if (run.get("server_config") or {}).get("summary"):
+    if run.get("server_config", {}).get("summary"):
         lines.append(f"Server says: {text(run['server_config']['summary'])}.")
-    if client := (report.get("client_load") or {}).get("summary"):
+    if client := report.get("client_load", {}).get("summary"):
         lines.append(f"{text(client)}.")
     lines += [f"> **Notice:** {text(n)}" for n in run.get("notices") or []]
     inp = report["input"]

@@ -8,14 +8,15 @@ and renamed, so a reader never sees half a report.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from collectors.runfolder import load_run
 from loadgen.core.errors import RunFolderError
-from reports.build import REPORT_SCHEMA, build_report
+from reports.build import build_report
+from reports.model import REPORT_SCHEMA, Report, is_report
 from reports.render_html import render_html
 from reports.render_md import render_markdown
 
@@ -29,11 +30,12 @@ def write_text(path: Path, text: str | bytes) -> None:
         raise RunFolderError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
 
-def report_json(report: dict[str, Any]) -> bytes:
-    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+def report_json(document: Mapping[str, object]) -> bytes:
+    """A report, comparison or study summary as the indented JSON its file holds."""
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
-def write_report_files(report: dict[str, Any], out_dir: Path, stem: str = "report") -> list[Path]:
+def write_report_files(report: Report, out_dir: Path, stem: str = "report") -> list[Path]:
     paths = [out_dir / f"{stem}.json", out_dir / f"{stem}.md", out_dir / f"{stem}.html"]
     write_text(paths[0], report_json(report))
     write_text(paths[1], render_markdown(report))
@@ -41,15 +43,18 @@ def write_report_files(report: dict[str, Any], out_dir: Path, stem: str = "repor
     return paths
 
 
-def write_reports(run_dir: Path) -> dict[str, Any]:
+def write_reports(run_dir: Path) -> Report:
     """Analyse a run folder and write its three report files into it; returns the report object."""
     report = build_report(load_run(Path(run_dir)))
     write_report_files(report, Path(run_dir))
     return report
 
 
-def load_report(source: Path) -> dict[str, Any]:
-    """The report for a run folder (rebuilt from its records when it has any) or a ``report.json`` file."""
+def load_report(source: Path) -> Report:
+    """The report for a run folder (rebuilt from its records when it has any) or a ``report.json`` file.
+
+    A file is checked for its schema and its ``canaries`` list, then read as the typed report: keys a
+    report from before them lacks are ``NotRequired`` in ``reports.model``."""
     source = Path(source)
     if source.is_dir() and any(source.glob("canaries*.jsonl")):
         return build_report(load_run(source))
@@ -60,6 +65,6 @@ def load_report(source: Path) -> dict[str, Any]:
         raise RunFolderError(f"{path}: missing (expected a run folder or a report.json)") from exc
     except (OSError, orjson.JSONDecodeError) as exc:
         raise RunFolderError(f"{path}: cannot read a report ({exc})") from exc
-    if not isinstance(raw, dict) or raw.get("schema") != REPORT_SCHEMA or not isinstance(raw.get("canaries"), list):
+    if not is_report(raw):
         raise RunFolderError(f"{path}: not a report.json of schema {REPORT_SCHEMA} with a 'canaries' list")
     return raw

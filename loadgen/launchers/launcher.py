@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from loadgen.core.errors import EngineError
-from loadgen.core.manifest import now_iso
+from loadgen.core.manifest import EngineFacts, now_iso
 from loadgen.core.scenario import LauncherSpec
 from loadgen.launchers.commands import LaunchPlan, plan_launch
 from loadgen.launchers.health import free_port, start_health_checked
@@ -69,7 +68,7 @@ class Launcher:
         self.stop()
         return self.start(target)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> EngineFacts:
         """What the manifest records about the engine: kind, the last command with its environment, starts."""
         return {
             "kind": self.spec.kind,

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from collectors.engine_metrics import MetricsScraper
 from collectors.losses import lost_records, write_failures
-from loadgen.core.manifest import Manifest, RunStatus, now_iso, read_manifest, update_manifest
+from loadgen.core.manifest import EngineMetricsSummary, Manifest, RunStatus, now_iso, read_manifest, update_manifest
 from reports.health import endpoint_failed, level_quota
 
 
-def settle(manifest: Manifest, failures: dict[str, int], engine_metrics: dict[str, Any] | None) -> RunStatus:
+def settle(manifest: Manifest, failures: dict[str, int], engine_metrics: EngineMetricsSummary | None) -> RunStatus:
     """The final status from the facts: the load side's (``stages_finished``, canary counts) and the
     write failures counted by every process (``collectors.losses``)."""
     if not manifest.stages_finished:

@@ -24,7 +24,7 @@ from typing import Any
 
 from collectors.jsonl import JsonlWriter
 from loadgen.core.errors import EngineError, LoadgenError, ScenarioError, UsageError
-from loadgen.core.manifest import RunStatus, now_iso, read_manifest, update_manifest
+from loadgen.core.manifest import BootFacts, RunStatus, now_iso, read_manifest, update_manifest
 from loadgen.core.record import CanaryRecord
 from loadgen.core.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
 from loadgen.core.wire import Features
@@ -37,7 +37,7 @@ from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
 from loadgen.runs.probe import probe
 from loadgen.studies.events import BootRequest, BootStarted, EngineReady, LoadEnded, Progress, no_progress
-from reports.coldboot import render_markdown, summarise
+from reports.coldboot import ColdBootSummary, render_markdown, summarise
 from reports.writer import report_json, write_text
 
 
@@ -45,7 +45,7 @@ from reports.writer import report_json, write_text
 class ColdBootResult:
     run_dir: Path
     status: RunStatus  # finished / failed / interrupted
-    summary: dict[str, Any]
+    summary: ColdBootSummary
 
 
 @dataclass
@@ -158,7 +158,7 @@ class _Study:
         self.run_dir: Path | None = None
         self.writer: JsonlWriter | None = None
         self.records: list[CanaryRecord] = []
-        self.boots: list[dict[str, Any]] = []
+        self.boots: list[BootFacts] = []
         self.status = RunStatus.INTERRUPTED
         self.owned: OwnedRun | None = None
         self.features: dict[str, Features] = {}
@@ -214,7 +214,7 @@ class _Study:
 
         self.records += _send_all(boot, booted, self.size.requests, self.writer, on_request)
 
-    def close(self, *, report: bool) -> dict[str, Any]:
+    def close(self, *, report: bool) -> ColdBootSummary:
         """Stop the engine, keep its log in the run folder, write the cold-boot summary and end the run,
         whatever happened. Returns the summary."""
         self.engines.stop()

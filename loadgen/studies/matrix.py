@@ -23,7 +23,7 @@ from loadgen.core.scenario import LauncherSpec, MatrixCell, Scenario, load_scena
 from loadgen.studies.coldboot import cold_boot
 from loadgen.studies.events import CellEnded, CellStarted, Progress, no_progress
 from loadgen.studies.run import run
-from reports.coldboot import matrix_table
+from reports.coldboot import ColdBootSummary, matrix_table
 from reports.compare import compare_reports, write_comparison
 from reports.writer import load_report, report_json, write_text
 
@@ -36,7 +36,7 @@ class CellResult:
     status: RunStatus
     wall_s: float
     error: str | None = None
-    coldboot: dict[str, Any] | None = None  # the cell's cold-boot summary
+    coldboot: ColdBootSummary | None = None  # the cell's cold-boot summary
 
 
 @dataclass

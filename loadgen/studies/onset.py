@@ -32,17 +32,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from collectors.jsonl import read_jsonl
-from loadgen.core.errors import RunFolderError, ScenarioError, UsageError
-from loadgen.core.manifest import RunStatus, create_run_dir, now_iso
+from loadgen.core.errors import ScenarioError, UsageError
+from loadgen.core.manifest import EngineFacts, RunStatus, create_run_dir, now_iso
 from loadgen.core.scenario import load_scenario, with_overrides
 from loadgen.core.scenario.schema import MAX_LEVEL
 from loadgen.core.stats import wilson
 from loadgen.studies.onset_search import bracket, next_level
 from loadgen.studies.run import check_options, endpoint_for, run
-from reports.writer import report_json, write_text
+from reports.model import Reference, Report
+from reports.writer import load_report, report_json, write_text
 
 SCHEMA = 1
 CLEAN, DIVERGENT, INCONCLUSIVE = "clean", "divergent", "inconclusive"
@@ -90,7 +89,7 @@ class LevelResult:
     sent: int  # every canary request of the run: warm-up and baseline included
     earliest_divergence: int | None = None
     divergence_rate_ci95: list[float] | None = None  # Wilson, pooled over the scenario's canaries
-    co_residency_min: int | None = None  # fewest other requests the engine measured beside a canary
+    co_residency_min: float | None = None  # fewest other requests the engine measured beside a canary
     not_held: int | None = None  # canaries measured to share the engine with fewer than the level
     reason: str | None = None  # why inconclusive
 
@@ -125,7 +124,7 @@ def check_onset_options(max_level: int) -> None:
         raise UsageError(f"--max-level {max_level}: expected 1..{MAX_LEVEL} background requests")
 
 
-def _reference(run_dir: Path, block: dict[str, Any]) -> tuple[str, Any] | None:
+def _reference(run_dir: Path, block: Reference) -> tuple[str, Any] | None:
     """The reference completion of one canary of a run, in the identity its report compared by."""
     request_id, kind = block.get("request_id"), block.get("identity")
     if request_id is None or kind is None:
@@ -138,37 +137,28 @@ def _reference(run_dir: Path, block: dict[str, Any]) -> tuple[str, Any] | None:
     return None
 
 
-def _read_report(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "report.json"
-    try:
-        report: dict[str, Any] = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise RunFolderError(f"{path}: cannot read the level's report ({exc})") from None
-    return report
-
-
 def judge(
     level: int,
     run_dir: Path,
     status: str,
-    report: dict[str, Any],
+    report: Report,
     n: int,
     references: dict[str, tuple[str, Any] | None],
     first: dict[str, tuple[str, Any] | None] | None,
 ) -> LevelResult:
     """One level's verdict by ``RULE``, from its run's report; ``references`` are this run's reference
     completions, ``first`` the first run's (None: this is the first run)."""
-    entries = []
-    for canary in report.get("canaries", []):
-        entry = next((e for e in canary.get("levels", []) if e.get("concurrency") == level), None)
-        entries.append((canary, entry or {}))
-    count = sum(int(e.get("canaries") or 0) for _, e in entries)
-    completions = sum(int(e.get("completions") or 0) for _, e in entries)
-    errors = sum(int(e.get("errors") or 0) for _, e in entries)
-    diverged = sum(int(e.get("diverged") or 0) for _, e in entries)
-    earliest = [e["earliest_divergence"] for _, e in entries if e.get("earliest_divergence") is not None]
-    co = [e.get("co_residency") or {} for _, e in entries]
-    co_min = [c["min"] for c in co if c.get("min") is not None]
+    canaries = report.get("canaries", [])
+    # each canary's figures at the level; None where the run has none there
+    at = [next((e for e in c.get("levels", []) if e.get("concurrency") == level), None) for c in canaries]
+    found = [e for e in at if e is not None]
+    count = sum(int(e.get("canaries") or 0) for e in found)
+    completions = sum(int(e.get("completions") or 0) for e in found)
+    errors = sum(int(e.get("errors") or 0) for e in found)
+    diverged = sum(int(e.get("diverged") or 0) for e in found)
+    earliest = [d for e in found if (d := e.get("earliest_divergence")) is not None]
+    co = [c for e in found if (c := e.get("co_residency")) is not None]
+    co_min = [m for c in co if (m := c.get("min")) is not None]
     result = LevelResult(
         level=level,
         verdict=INCONCLUSIVE,
@@ -178,15 +168,15 @@ def judge(
         completions=completions,
         errors=errors,
         diverged=diverged,
-        sent=int((report.get("input") or {}).get("records") or 0),
+        sent=int(report.get("input", {}).get("records") or 0),
         earliest_divergence=min(earliest) if earliest else None,
         divergence_rate_ci95=_pooled_ci(diverged, completions),
         co_residency_min=min(co_min) if co_min else None,
-        not_held=sum(int(c.get("not_held") or 0) for c in co) if co else None,
+        not_held=sum(int(c.get("not_held") or 0) for c in co) if at else None,
     )
     problems = []
-    for canary, _ in entries:
-        cid, ref = canary.get("id"), canary.get("reference") or {}
+    for canary in canaries:
+        cid, ref = canary.get("id"), canary.get("reference", {})
         if ref.get("kind") != "baseline":
             problems.append(f"canary {cid}: no baseline reference")
         elif ref.get("self_consistent") is False:
@@ -195,7 +185,7 @@ def judge(
             problems.append(f"canary {cid}: the reference completion is not in the records")
         elif first is not None and references.get(str(cid)) != first.get(str(cid)):
             problems.append(f"canary {cid}: the reference differs from the first run's")
-    if not entries:
+    if not canaries:
         problems.append("the report has no canaries")
     if problems:
         result.reason = "; ".join(problems)  # not judged against the same baseline: no verdict
@@ -203,8 +193,8 @@ def judge(
         result.verdict = DIVERGENT
     elif status != RunStatus.FINISHED:
         result.reason = f"the run ended {status}"
-    elif errors or any(int(e.get("completions") or 0) < n for _, e in entries):
-        result.reason = f"{errors} errors, {completions} of {n * len(entries)} canaries answered, none diverged"
+    elif errors or any(e is None or int(e.get("completions") or 0) < n for e in at):
+        result.reason = f"{errors} errors, {completions} of {n * len(at)} canaries answered, none diverged"
     else:
         result.verdict = CLEAN
     return result
@@ -256,8 +246,8 @@ def onset(
                 canaries_per_level=n,
                 labels={**scenario.labels, "onset_study": study.name},
             )
-            report = _read_report(ran.run_dir)
-            refs = {str(c.get("id")): _reference(ran.run_dir, c.get("reference") or {}) for c in report["canaries"]}
+            report = load_report(ran.run_dir / "report.json")
+            refs = {str(c.get("id")): _reference(ran.run_dir, c["reference"]) for c in report["canaries"]}
             status = str(ran.status) if ran.status is not None else "unknown"
             level_result = judge(level, ran.run_dir, status, report, n, refs, first)
             if first is None and level_result.reason is None:
@@ -274,7 +264,7 @@ def onset(
 
 
 def onset_json(
-    result: OnsetResult, source: str, name: str, endpoint: str, started: str, engine: dict[str, Any] | None
+    result: OnsetResult, source: str, name: str, endpoint: str, started: str, engine: EngineFacts | None
 ) -> dict[str, Any]:
     def rel(path: Path) -> str:
         return str(path.relative_to(result.out_dir))
@@ -313,7 +303,7 @@ def onset_json(
 
 
 def _write(
-    result: OnsetResult, source: Path, name: str, endpoint: str, started: str, engine: dict[str, Any] | None
+    result: OnsetResult, source: Path, name: str, endpoint: str, started: str, engine: EngineFacts | None
 ) -> None:
     data = onset_json(result, str(source), name, endpoint, started, engine)
     write_text(result.out_dir / "onset.json", report_json(data))

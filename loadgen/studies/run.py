@@ -28,10 +28,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from loadgen.core.errors import EngineError, UsageError
-from loadgen.core.manifest import RunStatus
+from loadgen.core.manifest import EngineFacts, RunStatus
 from loadgen.core.scenario import LauncherSpec, Scenario, load_scenario, with_overrides
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
@@ -201,9 +200,6 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
             signal.signal(signum, handler)
 
 
-EngineInfo = dict[str, Any]  # what the manifest records under "engine"
-
-
 @contextmanager
 def endpoint_for(
     scenario: Scenario,
@@ -212,7 +208,7 @@ def endpoint_for(
     *,
     log_dir: Path | None = None,
     progress: Progress = no_progress,
-) -> Iterator[tuple[Scenario, RunningEngine | None, EngineInfo | None]]:
+) -> Iterator[tuple[Scenario, RunningEngine | None, EngineFacts | None]]:
     """The scenario with a base URL: its own, or an engine started here and stopped on exit: ``launcher``,
     else the scenario's ``[launcher]``, else the embedded engine (``engine_args`` appended to its arguments).
 
@@ -242,7 +238,7 @@ def endpoint_for(
                     **({"engine_args": " ".join(engine_args)} if engine_args else {}),
                     **scenario.labels,
                 }
-                info = {"kind": "embedded", "command": engine.command[1:]}
+                info: EngineFacts = {"kind": "embedded", "command": engine.command[1:]}
                 yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, info
         else:
             spec = spec.model_copy(update={"args": [*spec.args, *engine_args]})

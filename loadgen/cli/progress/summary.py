@@ -8,15 +8,15 @@ report says never differ. Read from the ``report.json`` the run just wrote; no r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from loadgen.core.errors import visible
+from reports.model import Report, is_report
 from reports.render_md import levels_table
 
 
-def summary_lines(report: dict[str, Any]) -> list[str]:
+def summary_lines(report: Report) -> list[str]:
     """Verdict, blank line, per-level table, blank line, per canary (the id first when there are several)."""
     entries = report.get("canaries") or []
     lines: list[str] = []
@@ -30,6 +30,6 @@ def read_summary(run_dir: Path) -> list[str]:
     """The summary of ``run_dir/report.json``; nothing when it is missing or unreadable (``--no-report``)."""
     try:
         report = orjson.loads((run_dir / "report.json").read_bytes())
-        return summary_lines(report) if isinstance(report, dict) else []
+        return summary_lines(report) if is_report(report) else []
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
         return []

@@ -1,0 +1,464 @@
+"""The shape of ``report.json`` (and of ``comparison.json``) as TypedDicts: the one contract between the
+modules that build a report and those that read it.
+
+Why TypedDicts: the report is a plain dict, written as it is by orjson (byte for byte what the goldens
+hold) and read back from files by ``check`` and ``compare``; a TypedDict types that dict without
+converting it, so mypy checks every key a producer writes and a reader takes. docs/design.md
+("``report.json``") describes each figure; this module only names the keys and their types.
+
+Keys added to schema 1 after its first reports are ``NotRequired``: a ``report.json`` written before
+them lacks them, so readers take them with ``.get`` (``build_report`` always writes them). Types and
+the one schema check (``is_report``) only, importing nothing beyond the ground floor's own types: the
+run's owner imports ``reports.health``, which uses these, in the Locust processes, and the terminal
+summary reads a report without the report stack.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict, TypeGuard
+
+from loadgen.core.identity import IdentityKind
+from loadgen.core.manifest import EndedByClaim, ServerSettings
+
+# -- one canary's figures ------------------------------------------------------------------------
+
+
+class Latency(TypedDict):
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    n: int
+
+
+class Median(TypedDict):
+    median: float | None
+
+
+class FirstDivergence(TypedDict):
+    min: int
+    median: float
+    max: int
+    histogram: list[list[int]]  # [[position, count], ...] by position
+
+
+class LogprobDrift(TypedDict):
+    max: float
+    mean: float
+    bitwise_equal_share: float
+    compared: int
+
+
+ForkClass = Literal["near_tie", "structural", "unclassified"]  # reports.forks.CLASSES
+
+
+class ForkClasses(TypedDict):
+    near_tie: int
+    structural: int
+    unclassified: int
+
+
+CoResidencySource = Literal["engine_batch_sizes", "metrics"]  # the engine's own batch sizes, else /metrics
+
+
+class CoResidency(TypedDict):
+    source: CoResidencySource | None
+    min: float | None  # whole numbers as int (``reports.coresidency.whole``)
+    median: float | None
+    max: float | None
+    held: int
+    not_held: int
+    unmeasured: int
+    not_held_at_send: int
+
+
+class Figures(TypedDict):
+    """What a level, the whole sweep (``overall``) or a co-residency group says (``reports.analysis.summarise``)."""
+
+    canaries: int
+    errors: int
+    error_kinds: dict[str, int]
+    completions: int
+    unique_completions: int
+    diverged: int | None  # None: no reference
+    divergence_rate: float | None
+    divergence_rate_ci95: list[float] | None  # [lo, hi]
+    modal_share: float | None
+    reference_share: float | None
+    earliest_divergence: int | None
+    first_divergence: FirstDivergence | None
+    fork_classes: NotRequired[ForkClasses | None]
+    logprob_drift: LogprobDrift | None
+    observed_inflight: Median
+    engine_running: Median | None
+    latency_s: Latency | None
+    co_residency: NotRequired[CoResidency]
+
+
+class Claim(TypedDict):
+    """``loadgen.core.claims.level_claim``: does "divergence rate < max_rate at 95%" hold at a level."""
+
+    max_rate: float
+    confidence: float
+    asked: bool
+    needed: int
+    rule_of_three: int
+    completions: int
+    diverged: int | None
+    upper_bound: float | None
+    holds: bool
+    status: Literal["holds", "impossible", "too_few", "unknown"]
+    ended_early: bool
+
+
+class Level(Figures):
+    concurrency: int
+    claim: NotRequired[Claim]
+
+
+class Overall(Figures):
+    first_divergent_concurrency: int | None
+
+
+class IdentityCounts(TypedDict):
+    """Completions, and how many of them carried each identity (``reports.identity.choose``)."""
+
+    completions: int
+    token_ids: int
+    tokens: int
+    text: int
+
+
+class Reference(TypedDict):
+    kind: Literal["baseline", "modal"]
+    identity: IdentityKind
+    unit: NotRequired[Literal["token", "character"]]
+    identity_available: IdentityCounts
+    identity_note: str | None
+    canaries: int
+    errors: int
+    completions: int
+    unique_completions: int
+    self_consistent: bool | None
+    request_id: str | None
+    length: int | None
+    text: str | None
+    tokens: list[str | None]  # None: past the end
+    earliest_divergence: int | None
+
+
+Fork = TypedDict(
+    "Fork",
+    {
+        "position": int,
+        "reference_token": str | None,
+        "other_token": str | None,
+        "reference_token_id": int | None,
+        "other_token_id": int | None,
+        "count": int,
+        "levels": dict[str, int],  # concurrency (as a JSON key) -> count
+        "first_seen_concurrency": int,
+        "top1_top2_gap": float | None,
+        "class": NotRequired[ForkClass],
+        "rounding_step": NotRequired[float | None],
+        "gap_steps": NotRequired[float | None],
+    },
+)
+
+
+class ForkMethod(TypedDict):
+    """How forks were classified (``reports.forks.method``)."""
+
+    relative_step: float
+    near_tie_steps: float
+    magnitude: str
+
+
+class GapBin(TypedDict):
+    lo: float
+    hi: float | None  # None: the last bin is open
+    count: int
+
+
+class ForkGaps(ForkMethod):
+    histogram: list[GapBin]
+
+
+class DriftHeatmap(TypedDict):
+    """``reports.heatmap.drift_by_position``: position bins x levels."""
+
+    positions: int
+    bin_width: int
+    levels: list[int]
+    max: list[list[float | None]]  # per level, per column; None where nothing was compared
+    compared: list[list[int]]
+
+
+class CoResidencyGroup(TypedDict):
+    others: int
+    canaries: int
+    completions: int
+    unique_completions: int
+    diverged: int | None
+    divergence_rate: float | None
+    divergence_rate_ci95: list[float] | None
+    earliest_divergence: int | None
+    min: float | None
+    max: float | None
+
+
+class CanaryFigures(TypedDict):
+    """Everything ``reports.analysis.analyse_canary`` says about one canary."""
+
+    reference: Reference
+    overall: Overall
+    levels: list[Level]
+    forks: list[Fork]
+    fork_gaps: NotRequired[ForkGaps]
+    drift_heatmap: NotRequired[DriftHeatmap | None]
+    by_co_residency: NotRequired[list[CoResidencyGroup] | None]
+
+
+class CanaryAnalysis(CanaryFigures):
+    id: str
+
+
+class Canary(CanaryAnalysis):
+    """One entry of ``canaries``: the analysis and its one-sentence verdict (``reports.build.verdict``)."""
+
+    verdict: str
+
+
+# -- the run around the canaries ----------------------------------------------------------------
+
+
+class ServerConfig(ServerSettings):
+    """``run.server_config``: what the server stated about its settings, and a line saying it."""
+
+    summary: str
+
+
+class RunSection(TypedDict):
+    id: str | None
+    endpoint: str | None
+    endpoint_kind: str | None
+    stream: bool | None
+    model: str | None
+    server_version: str | None
+    server_config: NotRequired[ServerConfig]
+    labels: dict[str, str]
+    started: str | None
+    finished: str | None
+    status: str | None
+    tool_version: str | None
+    levels: list[int]
+    canaries_per_level: int | None
+    claim_max_rate: NotRequired[float | None]
+    levels_ended_by_claim: NotRequired[list[EndedByClaim]]
+    notices: list[str]
+    scenario_path: str | None
+
+
+class InputFile(TypedDict):
+    name: str
+    records: int
+    skipped_lines: int
+    skipped_line_numbers: list[int]
+
+
+class InputSection(TypedDict):
+    files: list[InputFile]
+    records: int
+    skipped_lines: int
+    engine_running_joined: bool
+
+
+class Throughput(TypedDict):
+    """``reports.cost.throughput``: one level's background wall time and completion tokens per second."""
+
+    wall_s: float | None
+    tokens_per_s: float | None
+
+
+class BackgroundLevel(TypedDict):
+    concurrency: int | None  # None: requests outside any level
+    requests: int
+    errors: int
+    latency_s: Latency | None
+    completion_tokens: float | None
+    wall_s: NotRequired[float | None]
+    tokens_per_s: NotRequired[float | None]
+
+
+class CacheEvidence(TypedDict):
+    cached_tokens: int
+    counters: int
+
+
+class CacheExpectation(TypedDict):
+    """``reports.cache_checks.cache_expectations``: one canary that expects, or acts on, the prefix cache."""
+
+    expect: str | None
+    cache: str
+    canaries: int
+    mechanisms: dict[str, int]
+    resets_refused: int
+    hits: int
+    misses: int
+    evidence: CacheEvidence
+    counters_shared: int
+    reported: int
+    met: int
+    violated: int
+    unknown: int
+
+
+class ScenarioChecks(TypedDict):
+    temperature_zero: bool | None
+    distinct_request_bodies: dict[str, int]  # canary id -> distinct bodies
+    finish_reasons: dict[str, int]
+    baseline_present: dict[str, bool]
+    baseline_self_consistent: dict[str, bool | None]
+    run_finished: bool
+    skipped_lines: int
+    cache_expectations: NotRequired[dict[str, CacheExpectation]]
+
+
+class HealthFacts(TypedDict):
+    status: str | None
+    completed: bool
+    canaries: int
+    errors: int
+    error_kinds: dict[str, int]
+    error_rate: float | None
+    endpoint_failed: bool
+    levels_without_completions: dict[str, list[int]]  # canary id -> planned levels without completions
+    write_failures: dict[str, int]  # ``collectors.losses.write_failures``: canaries, background, processes, unreadable
+    records_lost: int
+    canaries_reported_not_read: int
+    torn_files: list[str]
+    unusable_numbers: int
+    records_with_unusable_numbers: int
+    non_finite_figures: int
+
+
+class Health(HealthFacts):
+    """``reports.health.run_health``: the facts, what to read first, and notices with counts."""
+
+    headline: list[str]
+    notices: list[str]
+
+
+class ClientLoadLevel(TypedDict):
+    concurrency: int
+    processes: int
+    busiest_share: float
+    mean_share: float
+    busiest_demand: float
+    seconds: float
+    generator_bound: bool
+
+
+class ClientLoad(TypedDict):
+    bound_share: float
+    levels: list[ClientLoadLevel]
+    generator_bound_levels: list[int]
+    summary: str | None
+
+
+REPORT_SCHEMA = 1
+
+
+class Report(TypedDict):
+    """``report.json``, schema 1 (``reports.build.build_report``; read back by ``reports.writer.load_report``).
+
+    With exactly one canary its ``verdict``, ``reference``, ``overall``, ``levels`` and ``forks`` are also
+    copied to the top level, for tools written against the single-canary contract."""
+
+    schema: int
+    run: RunSection
+    input: InputSection
+    canaries: list[Canary]
+    background: list[BackgroundLevel] | None
+    scenario_checks: ScenarioChecks
+    client_load: NotRequired[ClientLoad]  # runs with client CPU samples only
+    health: NotRequired[Health]
+    verdict: NotRequired[str]
+    reference: NotRequired[Reference]
+    overall: NotRequired[Overall]
+    levels: NotRequired[list[Level]]
+    forks: NotRequired[list[Fork]]
+
+
+def is_report(raw: object) -> TypeGuard[Report]:
+    """A decoded ``report.json`` of this schema: an object with ``schema`` 1 and a ``canaries`` list."""
+    return isinstance(raw, dict) and raw.get("schema") == REPORT_SCHEMA and isinstance(raw.get("canaries"), list)
+
+
+# -- comparison.json ------------------------------------------------------------------------------
+
+FigureName = Literal[
+    "canaries",
+    "errors",
+    "unique_completions",
+    "diverged",
+    "divergence_rate",
+    "earliest_divergence",
+    "modal_share",
+    "drift_max",
+    "bitwise_equal_share",
+]
+FigureRow = dict[FigureName, float | None]  # one run's figures (``reports.compare.figures``), or its deltas
+
+
+class CostRow(TypedDict):
+    """``reports.cost.cost_row``: one run's cost beside its determinism at a level."""
+
+    background_tokens_per_s: float | None
+    canary_latency_p50: float | None
+    canary_latency_p99: float | None
+    unique_completions: int | None
+    divergence_rate: float | None
+
+
+class ComparedFigures(TypedDict):
+    runs: list[FigureRow | None]  # None: the canary or the level is missing from that run
+    deltas: list[FigureRow | None]  # against the first run
+
+
+class ComparedLevel(ComparedFigures):
+    concurrency: int
+
+
+class ComparedCost(TypedDict):
+    concurrency: int | Literal["overall"]
+    runs: list[CostRow | None]
+
+
+class ComparedCanary(TypedDict):
+    id: str
+    verdicts: list[str | None]
+    reference_kinds: list[str | None]
+    overall: ComparedFigures
+    levels: list[ComparedLevel]
+    cost: NotRequired[list[ComparedCost]]
+
+
+class ComparedRun(TypedDict):
+    name: str
+    label: NotRequired[str]  # A, B, ...; comparisons from before the letters lack it
+    id: str | None
+    model: str | None
+    endpoint: str | None
+    labels: dict[str, str]
+    server: str | None
+    batch_invariant: NotRequired[bool | None]
+
+
+class Comparison(TypedDict):
+    """``comparison.json``, schema 1 (``reports.compare.compare_reports``)."""
+
+    schema: int
+    frontier: NotRequired[bool]
+    runs: list[ComparedRun]
+    canaries: list[ComparedCanary]
