@@ -8,7 +8,10 @@ from typing import Any
 
 def add_parser(subparsers: Any) -> None:
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "serve", add_help=False, help="start the embedded OpenAI-compatible CPU engine (see 'loadgen serve --help')"
+        "serve",
+        add_help=False,
+        help="start the embedded OpenAI-compatible CPU engine, or one side of a prefill/decode pair (--role; "
+        "see 'loadgen serve --help')",
     )
     p.add_argument("engine_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
