@@ -2,7 +2,7 @@
 
 Why: the engine's batch is what the level says only if the generator adds next to nothing per
 request. In one gevent process (Locust imported, a local runner's stats attached) 256 greenlets
-each drive a real ``CanaryUser`` (``loadgen/load/locustfile.py``) through ``CanaryUser._send``: body
+each drive a real ``CanaryUser`` (``loadgen/load/users.py``) through ``CanaryUser._send``: body
 building, ``loadgen.load.client.send``, dialect parsing, the ``CanaryRecord``, the ``canary_record``
 event into the real ``CanaryCollector``/``JsonlWriter`` (every canary recorded), Locust's stats.
 Each user's client is wrapped so the time from ``request()`` to the end of ``read()`` is "wire";
@@ -31,9 +31,9 @@ from locust.event import EventHook
 
 from loadgen.core.scenario import parse_scenario
 from loadgen.load.client import make_client
-from loadgen.load.locustfile import CanaryUser
 from loadgen.load.runstate import Plan, RunState, state_from_plan
 from loadgen.load.stages import Ticket
+from loadgen.load.users import CanaryUser
 from loadgen.runs.prepare import prepare_run
 
 WARMUP_S = 0.5

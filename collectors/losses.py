@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-# keys of process-<worker>.json (written by loadgen/load/locustfile.py) -> keys of the sum
+# keys of process-<worker>.json (written by loadgen/load/user_side.py) -> keys of the sum
 _FIELDS = {"canary_write_failures": "canaries", "background_write_failures": "background"}
 
 

@@ -41,3 +41,10 @@ def test_the_locustfile_loads_no_report_stack() -> None:
 
 def test_the_check_sees_the_report_stack_where_it_is() -> None:
     assert "pandas" in report_stack(loaded_by("reports.writer"))
+
+
+def test_no_load_module_shadows_the_standard_library() -> None:
+    """Locust puts the locustfile's folder first on ``sys.path`` while it imports it (docs/design.md, "Locust
+    traps"): a ``loadgen/load/queue.py`` would then be what ``import queue`` finds."""
+    names = {p.stem for p in (ROOT / "loadgen" / "load").glob("*.py")}
+    assert sorted(names & sys.stdlib_module_names) == []

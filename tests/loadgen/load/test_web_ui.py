@@ -144,3 +144,71 @@ def _levels_done(runs: Path, levels: set[int]) -> bool:
         if all(sum(r.get("level") == lv and r.get("phase") == "sweep" for r in rows) >= 3 for lv in levels):
             return True
     return False
+
+
+def test_a_second_start_gets_a_run_of_its_own(
+    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    """Two starts from one web UI, one after the other, in one Locust process: the second run's folder,
+    counts, records, live table and report are its own; of the first, the UI shows only its report and
+    table until the second start."""
+    runs = tmp_path / "runs"
+    log_path = tmp_path / "ui.log"
+    with open(log_path, "wb") as log:
+        cmd = ["run", "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", str(runs)]
+        proc = subprocess.Popen([sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{free_port}"
+        wait_http(base + "/")
+        first = _start_and_wait(base, runs, proc, {"levels": "0,1", "canaries_per_level": "2", "labels": "run=1"})
+        assert _served_report(base) == (first / "report.html").read_bytes()
+        assert {row["level"] for row in _live_table(base)} == {"baseline", "0", "1"}
+        second = _start_and_wait(base, runs, proc, {"levels": "0,2", "canaries_per_level": "1", "labels": "run=2"})
+        assert second != first
+        assert _served_report(base) == (second / "report.html").read_bytes()
+        table = _live_table(base)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log_path.read_text()[-2000:]
+    manifest = read_manifest(second)
+    rows = read_jsonl(second / "canaries.jsonl").rows
+    assert manifest.labels == {"run": "2"} and manifest.status == "finished"
+    assert manifest.canaries_reported == len(rows) and manifest.canary_errors == 0
+    assert {row["run_id"] for row in rows} == {second.name}
+    assert {row["level"] for row in rows if row["phase"] == "sweep"} == {0, 2}
+    assert {row["level"] for row in table} == {"baseline", "0", "2"}
+    assert sum(row["canaries"] for row in table) == len(rows) - sum(row["phase"] == "warmup" for row in rows)
+    (process_file,) = second.glob("process-*.json")
+    assert json.loads(process_file.read_text())["canaries_written"] == len(rows)
+    assert read_manifest(first).canaries_reported == len(read_jsonl(first / "canaries.jsonl").rows)
+
+
+def _start_and_wait(base: str, runs: Path, proc: subprocess.Popen[bytes], form: dict[str, str]) -> Path:
+    """Start a run from the UI's form and wait for its report; the new run folder."""
+    before = {p.parent for p in runs.glob("*/report.html")}
+    req = urllib.request.Request(
+        base + "/swarm", data=urllib.parse.urlencode(form | {"scenario": "quickstart"}).encode(), method="POST"
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert json.loads(resp.read())["success"] is True
+    deadline = time.monotonic() + 60
+    while not (new := {p.parent for p in runs.glob("*/report.html")} - before):  # written last
+        assert time.monotonic() < deadline and proc.poll() is None, "no report from the UI-started run"
+        time.sleep(0.2)
+    (run_dir,) = new
+    return run_dir
+
+
+def _served_report(base: str) -> bytes:
+    with urllib.request.urlopen(base + "/loadgen/report", timeout=10) as resp:
+        body: bytes = resp.read()
+    return body
+
+
+def _live_table(base: str) -> list[dict[str, object]]:
+    with urllib.request.urlopen(base + "/stats/requests", timeout=10) as resp:
+        stats = json.loads(resp.read())
+    (tab,) = stats["extended_stats"]
+    rows: list[dict[str, object]] = tab["data"]
+    return rows

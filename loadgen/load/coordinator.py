@@ -1,0 +1,259 @@
+"""The coordinator side of a run, in Locust's master or its only process: the run folder, the stages, the facts.
+
+Why: one process decides which stage a run is in, for every user of every worker. It prepares the
+run folder when no ``loadgen run`` did (a web UI start, plain ``locust -f``), sends the plan and
+every stage change to the user side, counts the canaries they report, chooses the references once
+the baseline is in, and at the end records the facts in the manifest (never a status: the run's
+owner settles that, ``loadgen/runs/lifecycle.py``); when this process prepared the run it ends it too.
+
+State: one ``CoordinatorSide`` per process, hung on Locust's ``Environment`` (``coordinator_side``);
+it holds the run going now (``CoordinatorRun``, prepared at the shape's first tick, which comes
+before ``test_start``, and dropped at ``test_stop``) and, for the web UI, only the live table and the
+folder of the last run that ended. The web UI starts many runs in one process: each gets a fresh
+``CoordinatorRun``. Locust imported here only for its types and runner classes; the locustfile
+wires these methods to Locust's events and messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from locust.env import Environment
+from locust.runners import MasterRunner
+
+from loadgen.core.errors import LoadgenError, UsageError
+from loadgen.core.manifest import read_manifest, update_manifest
+from loadgen.core.scenario import Scenario, load_scenario, parse_scenario, with_overrides
+from loadgen.load.coordination import Coordinator, claim_stop
+from loadgen.load.live import LiveTable
+from loadgen.load.options import Launch, RunOptions, normalise
+from loadgen.load.runstate import Plan
+from loadgen.load.stages import StageTracker, build_stages
+from loadgen.runs.lifecycle import OwnedRun
+from loadgen.runs.prepare import api_key_of, prepare_run
+from scenarios import path_of
+
+log = logging.getLogger("loadgen")
+_ATTR = "loadgen_coordinator"  # the Environment attribute that holds this process's CoordinatorSide
+
+
+@dataclass
+class CoordinatorRun:
+    """One run as its coordinator sees it: from the shape's first tick to ``test_stop``."""
+
+    run_dir: Path
+    coordinator: Coordinator
+    owned: OwnedRun | None  # prepared here (web UI, plain ``locust -f``): this process ends the run too
+    spawn_rate: float
+    done: int = 0
+    errors: int = 0  # canaries that failed, of ``done``
+    trailing_errors: int = 0  # failures in a row since the last ok canary: an endpoint that died ends with many
+    workers: dict[str, str] = field(default_factory=dict)  # worker name -> Locust client id, from their reports
+    live: LiveTable = field(default_factory=LiveTable)
+    references_sent: bool = False
+    claim_max_rate: float | None = None  # sweep.claim_max_rate: a level ends early once the claim cannot hold
+    per_canary: int = 0  # canaries per level and canary id
+
+
+@dataclass(frozen=True)
+class EndedRun:
+    """What the web UI keeps showing of a run once it ended: its live table and its folder (the report)."""
+
+    run_dir: Path
+    rows: list[dict[str, Any]]
+
+
+class CoordinatorSide:
+    """This process's coordinator side: the launch options, the run going now, what the UI shows of the last."""
+
+    def __init__(self, environment: Environment, launch: Launch) -> None:
+        self.environment = environment
+        self.launch = launch  # the options Locust started with, before a web UI start rewrote them
+        self.run: CoordinatorRun | None = None
+        self.ended: EndedRun | None = None
+
+    def current(self) -> CoordinatorRun:
+        """The run going now, prepared on first use: the shape's first tick comes before ``test_start``."""
+        if self.run is None:
+            run_dir, owned = self._prepare()
+            plan = Plan.of(run_dir)
+            scenario = parse_scenario(plan.scenario, f"{run_dir}/manifest.json")
+            sweep = scenario.sweep
+            tracker = StageTracker(build_stages(sweep, len(scenario.canaries)), sweep.settle_timeout_s)
+            self.run = CoordinatorRun(
+                run_dir,
+                Coordinator(tracker),
+                owned,
+                sweep.spawn_rate,
+                claim_max_rate=sweep.claim_max_rate,
+                per_canary=sweep.canaries_per_level,
+            )
+            self.environment.host = plan.base_url
+            assert self.environment.runner is not None
+            self.environment.runner.send_message("lg_plan", plan.to_msg())
+            self._publish()
+            log.info("run folder: %s", run_dir)
+        return self.run
+
+    def _prepare(self) -> tuple[Path, OwnedRun | None]:
+        """The run folder, and the run this process owns: none when ``loadgen run`` prepared the folder and
+        owns it (headless); else this process prepares a new one per start (web UI, plain ``locust -f``),
+        begins it and ends it when the start is over."""
+        opts = normalise(self.environment.parsed_options)
+        if opts.run_dir:
+            run_dir = Path(opts.run_dir)
+            status = read_manifest(run_dir).run_status
+            if status is None or status.ended:
+                raise UsageError(f"{run_dir}: --run-dir must be a run folder that is not over yet (status {status})")
+            return run_dir, None
+        base_url = opts.host or self.environment.host or None
+        source, scenario = self._start_scenario(opts, base_url)
+        run_dir = prepare_run(scenario, source=source, out_dir=Path(opts.out_dir))
+        return run_dir, OwnedRun.begin(run_dir, base_url=base_url, api_key=api_key_of(scenario, source))
+
+    def _start_scenario(self, opts: RunOptions, base_url: str | None) -> tuple[str, Scenario]:
+        """The scenario a start runs. Its API key goes only to the host the process was started with, whatever
+        a web UI start asked for (with ``--ui-allow-changes`` the host may change; then the scenario may not
+        name a key)."""
+        source = str(path_of(opts.scenario))
+        scenario = with_overrides(
+            load_scenario(Path(source)),
+            base_url=base_url,
+            levels=opts.levels,
+            canaries_per_level=opts.canaries_per_level,
+            labels=opts.labels,
+        )
+        key, target = scenario.endpoint.api_key_env, scenario.endpoint.base_url
+        if key is not None and target != (home := self._launch_target()):
+            raise UsageError(
+                f"{source}: its API key ({key}) is sent only to the host this process was started with ({home}), "
+                f"not to {target}"
+            )
+        return source, scenario
+
+    def _launch_target(self) -> str | None:
+        launched = normalise(self.launch.options_namespace())
+        return launched.host or load_scenario(path_of(launched.scenario)).endpoint.base_url
+
+    def start_refusal(self, form: Mapping[str, str]) -> str | None:
+        """Why a web UI start with this form must not go ahead (``Launch.refusal``, then the key's host), or None."""
+        if why := self.launch.refusal(form):
+            return why
+        if not self.launch.allow_changes:
+            return None  # host and scenario are the launch ones: the key goes where it was meant to
+        try:
+            opts = normalise(self.launch.options_namespace(form))
+            self._start_scenario(opts, opts.host)
+        except LoadgenError as exc:
+            return str(exc)
+        return None
+
+    def _publish(self) -> None:
+        if self.run is not None and self.environment.runner is not None:
+            self.environment.runner.send_message("lg_stage", self.run.coordinator.snapshot().to_msg())
+
+    def on_inflight(self, msg: Any, **_: Any) -> None:
+        """``lg_inflight``: a user-side process's busy background users (``loadgen/load/user_side.py``)."""
+        st = self.run
+        if st is None:
+            return
+        data = msg.data
+        st.workers[data["worker"]] = str(msg.node_id)
+        if st.coordinator.on_inflight(data["worker"], data["users"], data["held"], time.monotonic()):
+            self._publish()
+
+    def on_done(self, msg: Any, **_: Any) -> None:
+        """``lg_done``: one canary completed (``loadgen.load.users.done_summary``)."""
+        st = self.run
+        if st is None:
+            return
+        st.done += 1
+        failed = msg.data.get("status") != "ok"
+        st.errors += failed
+        st.trailing_errors = st.trailing_errors + 1 if failed else 0
+        st.live.add(msg.data)
+        stage_index, data = int(msg.data["stage"]), msg.data
+        current = st.coordinator.tracker.current
+        stop = None
+        if current is not None and not current.burst and stage_index == st.coordinator.tracker.index:
+            canary, level = str(data["canary"]), data["level"]
+            diverged = st.live.diverged(canary, level)
+            stop = claim_stop(
+                st.claim_max_rate, st.per_canary, phase=data["phase"], level=level, canary=canary, diverged=diverged
+            )
+            if stop is not None:
+                log.info("level %s ended early: %s", level, stop.reason)
+        st.coordinator.on_done(stage_index, time.monotonic(), stop)
+        stage = st.coordinator.tracker.current
+        if not st.references_sent and (stage is None or stage.phase == "sweep"):
+            st.references_sent = True
+            if refs := st.live.choose_references():
+                assert self.environment.runner is not None
+                self.environment.runner.send_message("lg_reference", {"refs": refs})
+        self._publish()
+
+    def live_rows(self) -> list[dict[str, Any]]:
+        """The web UI's live table: the run going now, else the last one that ended."""
+        if self.run is not None:
+            return self.run.live.rows()
+        return self.ended.rows if self.ended is not None else []
+
+    def latest_report(self) -> Path | None:
+        """The newest report there is: written when a run ends, so while one runs this is the previous run's."""
+        for st in (self.run, self.ended):
+            if st is not None and (st.run_dir / "report.html").exists():
+                return st.run_dir / "report.html"
+        return None
+
+    def _vanished_workers(self, st: CoordinatorRun) -> list[str]:
+        runner = self.environment.runner
+        if not isinstance(runner, MasterRunner) or not st.workers:
+            return []
+        alive = {c.id for c in runner.clients.all if c.state != "missing"}
+        return sorted(name for name, client_id in st.workers.items() if client_id not in alive)
+
+    def finish(self) -> None:
+        """``test_stop``: record the run's facts in its manifest and, if this process owns the run, end it."""
+        st, self.run = self.run, None
+        if st is None:
+            return
+        self.ended = EndedRun(st.run_dir, st.live.rows())
+        tracker = st.coordinator.tracker
+        vanished = self._vanished_workers(st)
+        if vanished:
+            log.warning("workers vanished during the run: %s", ", ".join(vanished))
+        update_manifest(
+            st.run_dir,
+            stages_finished=tracker.finished,
+            canaries_reported=st.done,
+            canary_errors=st.errors,
+            canary_errors_trailing=st.trailing_errors,
+            unsettled_levels=tracker.unsettled_levels,
+            levels_ended_by_claim=tracker.ended_early,
+            workers=sorted(st.workers),
+            workers_vanished=vanished,
+        )
+        if st.owned is not None:
+            try:
+                st.owned.end()
+                log.info("report: %s", st.run_dir / "report.html")
+            except LoadgenError as exc:
+                log.error("report for %s failed: %s", st.run_dir, exc)
+
+
+def attach_coordinator(environment: Environment, launch: Launch) -> CoordinatorSide:
+    side = CoordinatorSide(environment, launch)
+    setattr(environment, _ATTR, side)
+    return side
+
+
+def coordinator_side(environment: Environment) -> CoordinatorSide:
+    """This process's coordinator side, attached by the locustfile's ``init`` listener."""
+    side = getattr(environment, _ATTR, None)
+    assert isinstance(side, CoordinatorSide), "no coordinator side: the locustfile's init listener attaches it"
+    return side

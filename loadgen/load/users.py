@@ -1,0 +1,360 @@
+"""The users Locust runs: one canary user, and background users that hold the level; the waits for a held level.
+
+Why: the canary user sends each canary only when the stage says so and only once the level is held
+(docs/design.md, "held"); the background users keep a varied request in flight each, handing over to
+the next request before one ends. Users are thin: stage arithmetic lives in ``loadgen.load.stages`` and
+``loadgen.load.coordination``, request/timing/fault handling in ``loadgen.load.client``, holding a
+level in ``loadgen.load.holding``, dialects in ``loadgen.core.wire``, writing in ``collectors``.
+
+State: a user takes the run its process takes part in at its start (``loadgen.load.user_side``) and
+keeps it; it holds nothing else between tasks but its connections. Importing this module registers
+nothing with Locust: ``loadgen/load/locustfile.py`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import gevent
+import gevent.pool
+from locust import User, constant, task
+from locust.env import Environment
+from locust.user.task import LOCUST_STATE_STOPPING
+
+from loadgen.core.record import CanaryRecord
+from loadgen.core.wire.urls import api_path
+from loadgen.load.background import BackgroundBodies, BackgroundBody
+from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
+from loadgen.load.client import Outcome, make_client, send, send_payload
+from loadgen.load.holding import Progress, Slot, spawn_delay
+from loadgen.load.live import summarise
+from loadgen.load.runstate import RunState
+from loadgen.load.stages import Ticket
+from loadgen.load.user_side import user_side
+
+CANARY_USERS = 1  # Locust's fixed_count: exactly one of the shape's users is the canary user
+_POLL_S = 0.005
+_PACE_POLL_S = 0.05
+
+
+def _fire_stats(environment: Environment, name: str, out: Outcome) -> None:
+    environment.events.request.fire(
+        request_type="POST",
+        name=name,
+        response_time=(out.latency_s or 0.0) * 1000.0,
+        response_length=out.response_bytes,
+        context={},
+        exception=out.failure(),
+    )
+
+
+def endpoint_client(st: RunState) -> Any:
+    """A one-connection client to the run's endpoint with the scenario's timeouts and key."""
+    ep = st.scenario.endpoint
+    return make_client(
+        st.base_url,
+        connect_timeout_s=ep.connect_timeout_s,
+        read_timeout_s=ep.read_timeout_s,
+        api_key=st.api_key,
+        request_timeout_s=ep.request_timeout_s,
+        max_response_bytes=ep.max_response_bytes,
+    )
+
+
+def _stopping(user: User) -> bool:
+    """Locust asked ``user`` to stop and waits for its current task to return (docs/design.md, "A graceful
+    stop waits for each user's current task to return"): every loop inside a task asks this."""
+    return bool(user._state == LOCUST_STATE_STOPPING)
+
+
+class CanaryUser(User):
+    """Sends the scenario's canaries one at a time, only when the current stage says so."""
+
+    fixed_count = CANARY_USERS
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        self.st = user_side(self.environment).wait_run().state
+        self.http = endpoint_client(self.st)
+
+    def on_stop(self) -> None:
+        if "http" not in vars(self):
+            return  # stopped before the plan came: nothing taken, nothing open
+        self.st.mirror.release()
+        self.http.close()
+
+    @task
+    def canary(self) -> None:
+        st = self.st
+        while True:
+            if st.mirror.finished:
+                gevent.sleep(0.2)
+                return
+            if _stopping(self):
+                return  # a stop (the web UI's button, Ctrl-C) while no ticket is held: nothing to finish
+            if burst := st.mirror.take_burst():
+                self._burst(st, burst)
+                return
+            if ticket := st.mirror.take_ticket():
+                break
+            gevent.sleep(_POLL_S)
+        self._send(st, ticket, self.http)
+        if st.scenario.sweep.canary_pace_s:
+            gevent.sleep(st.scenario.sweep.canary_pace_s)
+
+    def _burst(self, st: RunState, tickets: list[Ticket]) -> None:
+        """Fire every copy at once, each on its own connection, as the original identical-requests experiment."""
+        clients = [endpoint_client(st) for _ in tickets]
+        group = gevent.pool.Group()
+        try:
+            for ticket, http in zip(tickets, clients, strict=True):
+                group.spawn(self._send, st, ticket, http, burst=True)
+            group.join()
+        finally:
+            group.kill()
+            for http in clients:
+                http.close()
+
+    def _send(self, st: RunState, ticket: Ticket, http: Any, *, burst: bool = False) -> None:
+        canary = st.scenario.canaries[ticket.canary_index]
+        features = st.canary_body_features(ticket.canary_index)
+        busy = burst or ticket.level > 0 or st.inflight.total > 0
+        action, reset = prepare_cache(http, canary, st.scenario.endpoint.cache_reset_path, busy=busy)
+        kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=action == "salt")
+        held = None if burst else _wait_held(st, ticket.level, stopping=partial(_stopping, self))
+        if not burst and _stopping(self):
+            return  # stopped while the level was being reached: a canary sent now would not share that level
+        background_held = st.holding.held
+        inflight_at_send = st.inflight.total
+        st.inflight.canary += 1
+        try:
+            out = send(
+                http,
+                api_path(st.base_url, kind),
+                kind,
+                body,
+                tokens_as_ids=features.tokens_as_ids,
+                secret=st.api_key,
+            )
+        finally:
+            st.inflight.canary -= 1
+        record = canary_record(
+            out,
+            run_id=st.run_dir.name,
+            canary=canary,
+            kind=kind,
+            body=body,
+            phase=ticket.phase,
+            level=ticket.level,
+            inflight_at_send=inflight_at_send,
+            worker=st.worker,
+            cache_action=action,
+            cache_reset=reset,
+            burst=burst,
+            held_at_send=held,
+            background_held_at_send=None if burst else background_held,
+        )
+        self.environment.events.canary_record.fire(record=record)
+        _fire_stats(self.environment, f"canary:{canary.id}", out)
+        assert self.environment.runner is not None
+        self.environment.runner.send_message("lg_done", done_summary(st, ticket, record))
+        if out.cancelled:
+            raise gevent.GreenletExit
+
+
+def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> bool:
+    """Wait until the level is held (docs/design.md, "held"): this process's background slots each hold a
+    request the server has started and, in a distributed run, the coordinator's fresh view of every worker
+    says the same; under non-streamed background the engine's own running count must reach the level too.
+    False when ``settle_timeout_s`` passed first (the canary goes anyway, flagged) or when ``stopping()``
+    says the user was asked to stop (the caller then sends nothing)."""
+    deadline = time.monotonic() + st.scenario.sweep.settle_timeout_s
+    while not stopping():
+        asked_engine = False
+        if _level_held(st, level):
+            if st.scenario.background.stream or not level:
+                return True
+            asked_engine = True
+            if st.engine.confirms(level):
+                return True
+        if time.monotonic() > deadline:
+            return False
+        # a /metrics request per 5 ms poll would load the engine while it catches up: ask it every 50 ms
+        gevent.sleep(_PACE_POLL_S if asked_engine else _POLL_S)
+    return False
+
+
+def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s: float) -> None:
+    """A non-streamed request's hand-over point: when, at the pace this process's requests run at, it is
+    about to end (re-read every few tens of ms: the pace is learnt, and changes with the level).
+
+    Counted from when the request was sent (``progress.started_at``), never from this call: the slot's
+    loop gets here only once the request before has ended, a hand-over after this one was sent, and
+    counting from then put every second hand-over at the end of its request, with the slot empty."""
+    while not progress.due.is_set():
+        if not progress.started:  # spawned, not yet sent: its greenlet runs once this one waits
+            progress.due.wait(_POLL_S)
+            continue
+        after = st.pace.handover_after(max_tokens, handover_s)
+        left = _PACE_POLL_S if after is None else progress.started_at + after - time.perf_counter()
+        if left <= 0:
+            return
+        progress.due.wait(min(left, _PACE_POLL_S))
+
+
+def _level_held(st: RunState, level: int) -> bool:
+    if level and not st.scenario.background.stream and st.pace.per_token_s is None:
+        return False  # no non-streamed request has finished yet: slots cannot hand over on time
+    h = st.holding
+    if not st.distributed:
+        return h.slots == level and h.held >= level
+    snap = st.mirror.snapshot
+    return h.all_held and snap is not None and snap.held
+
+
+def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str, Any]:
+    """A canary completion as the coordinator needs it: counters and hashes, small and msgpack-safe."""
+    return summarise(
+        canary=record.canary_id,
+        stage=ticket.stage_index,
+        phase=ticket.phase,
+        level=ticket.level,
+        status=record.status,
+        token_ids=record.token_ids,
+        tokens=record.tokens,
+        text=record.text,
+        reference=st.references.get(record.canary_id),
+    )
+
+
+class BackgroundUser(User):
+    """One background slot: keeps a varied request in flight, handing over to the next before it ends.
+
+    How the slot holds its level (a seeded first delay, started requests, hand-overs) is
+    ``loadgen.load.holding``'s; this class only sends. A hand-over overlaps two requests, so the slot
+    has two connections and alternates between them."""
+
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        run = user_side(self.environment).wait_run()
+        self.st = st = run.state
+        self.background_stats = run.background_stats
+        spec = st.scenario.background
+        index = st.next_user_index()
+        self.clients = [endpoint_client(st), endpoint_client(st)]
+        self.turn = 0
+        self.kind = spec.kind or st.scenario.endpoint.kind
+        probed = st.features.get(self.kind)  # token counts on streamed answers only where the probe saw them
+        self.bodies = BackgroundBodies(
+            spec,
+            index,
+            kind=self.kind,
+            model=st.model,
+            stream=spec.stream,
+            usage=probed is not None and probed.include_usage,
+        )
+        self.path = api_path(st.base_url, self.kind)
+        self.slot = Slot(st.holding)
+        self.children = gevent.pool.Group()
+        st.holding.slots += 1
+        gevent.sleep(spawn_delay(spec.seed, index, spec.spawn_jitter_s))
+
+    def on_stop(self) -> None:
+        if "clients" not in vars(self):
+            return  # stopped before the plan came: nothing started, nothing open
+        self.children.kill()
+        self.st.holding.slots -= 1
+        for http in self.clients:
+            http.close()
+
+    @task
+    def background(self) -> None:
+        """Requests back to back until Locust asks this user to stop, in one task call.
+
+        One task per request would add Locust's task scheduling and a zero-second wait (a hub switch) to
+        every request; the loop checks the stop request Locust leaves (``_state``) after each request, so
+        a stop ends it as promptly as a task boundary would. With ``wait_s`` each request is its own
+        task, and the pause is taken in it as before."""
+        st = self.st
+        spec = st.scenario.background
+        if spec.handover_s > 0 and not spec.wait_s:
+            self._handing_over(st, spec.stream, spec.handover_s)
+            return
+        while True:
+            self._one(st, self.bodies.next(), spec.stream)
+            if spec.wait_s:
+                gevent.sleep(spec.wait_s)
+                return
+            if _stopping(self):
+                return
+
+    def _handing_over(self, st: RunState, stream: bool, handover_s: float) -> None:
+        """Each request runs in a child greenlet; near its end (or at its end) the next one starts: a streamed
+        one when its tokens say so, a non-streamed one on time, at the pace this slot's requests ran at."""
+        body = self.bodies.next()
+        progress = Progress(self.slot, body.max_tokens, handover_s)
+        current = self.children.spawn(self._one, st, body, stream, progress)
+        while True:
+            if stream:
+                progress.due.wait()
+            else:
+                _wait_on_time(st, progress, body.max_tokens, handover_s)
+            if _stopping(self):
+                current.join()
+                return
+            body = self.bodies.next()
+            following = Progress(self.slot, body.max_tokens, handover_s)
+            successor = self.children.spawn(self._one, st, body, stream, following)
+            current.join()
+            current, progress = successor, following
+
+    def _one(self, st: RunState, body: BackgroundBody, stream: bool, progress: Progress | None = None) -> None:
+        snap = st.mirror.snapshot  # None or finished once the last canary is in: background drains until the stop
+        level = snap.level if snap is not None else None
+        http = self.clients[self.turn]
+        self.turn ^= 1
+        if progress is None:
+            progress = Progress(self.slot, body.max_tokens, 0.0)
+        if not stream:
+            progress(0)  # a non-streamed request counts as started once sent
+        st.inflight.background += 1
+        try:
+            out = send_payload(
+                http,
+                self.path,
+                self.kind,
+                body.payload,
+                stream=stream,
+                secret=st.api_key,
+                usage_only=True,
+                progress=progress if stream else None,
+            )
+        finally:
+            st.inflight.background -= 1
+            progress.done()
+        usage = out.usage or {}
+        if out.ok and not stream:
+            tokens = usage.get("completion_tokens")
+            st.pace.update(out.latency_s, tokens if isinstance(tokens, int) else body.max_tokens)
+        st.background.on_request(
+            {
+                "level": level,
+                "phase": (snap.phase if snap else None) or "drain",
+                "sent_at": out.sent_at,
+                "latency_s": out.latency_s,
+                "ttft_s": out.ttft_s,
+                "status": "ok" if out.ok else "error",
+                "error_kind": out.error_kind,
+                "http_status": out.http_status,
+                "shared_prefix": body.shared_prefix,
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
+            }
+        )
+        self.background_stats.add(out)
+        if out.cancelled:
+            raise gevent.GreenletExit
