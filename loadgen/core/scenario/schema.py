@@ -45,6 +45,56 @@ def _looks_like_key(value: str) -> bool:
     return value.startswith(_KEY_PREFIXES) or any(any(c.isdigit() for c in m) for m in _KEY_RUN.findall(value))
 
 
+def check_base_url(v: str) -> str:
+    """An http(s) base URL with a host, no credentials, no query or fragment; its trailing '/' dropped."""
+    parts = urlsplit(v)
+    if parts.username is not None or parts.password is not None:  # never echoed: it may hold a secret
+        raise ValueError(
+            "credentials in the URL would be recorded in the run folder; remove them and name "
+            "an environment variable holding the key in endpoint.api_key_env"
+        )
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http(s) URL such as http://127.0.0.1:8000, got {v!r}")
+    if parts.query or parts.fragment:
+        raise ValueError(
+            "expected a base URL without '?query' or '#fragment' (not shown: it may hold a key; "
+            "name the key's environment variable in endpoint.api_key_env)"
+        )
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError:
+        raise ValueError(f"expected a port between 0 and 65535, got {v!r}") from None
+    return v.rstrip("/")
+
+
+ServerRole = Literal["prefill", "decode", "both"]
+ServerName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+
+
+class Server(_Strict):
+    """One engine behind the endpoint: the endpoint's URL is a router, this is an instance it routes to.
+
+    Traffic never goes here (it goes to ``endpoint.base_url``); the tool reads this server's
+    ``/metrics`` so every canary knows the batch it shared on each side (docs/design.md,
+    "Prefill/decode: servers behind one endpoint")."""
+
+    name: ServerName
+    role: ServerRole = "both"  # "prefill": computes prompts' KV; "decode": decodes from KV it received
+    base_url: str
+    # where its Prometheus gauges are; default base_url + "/metrics"; "" when it has none (x-axis unmeasured)
+    metrics_url: str | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return check_base_url(v)
+
+    @field_validator("metrics_url")
+    @classmethod
+    def _metrics(cls, v: str | None) -> str | None:
+        return check_base_url(v) if v else v
+
+
 class Endpoint(_Strict):
     """Where to send requests. No ``base_url`` means: start the embedded engine."""
 
@@ -61,30 +111,28 @@ class Endpoint(_Strict):
     # POSTed before a canary with cache = "reset": vLLM and the embedded engine "/reset_prefix_cache"
     # (vLLM needs VLLM_SERVER_DEV_MODE=1), SGLang "/flush_cache"
     cache_reset_path: str = Field(default="/reset_prefix_cache", pattern=r"^/")
+    # the engines behind a router (prefill/decode disaggregation): each one's /metrics is read; empty: the
+    # endpoint is one engine and its own /metrics is read
+    servers: list[Server] = Field(default=[], max_length=64)
 
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        parts = urlsplit(v)
-        if parts.username is not None or parts.password is not None:  # never echoed: it may hold a secret
+        return None if v is None else check_base_url(v)
+
+    @field_validator("servers")
+    @classmethod
+    def _distinct_servers(cls, v: list[Server]) -> list[Server]:
+        names = [x.name for x in v]
+        if len(set(names)) != len(names):
+            raise ValueError(f"server names must be distinct (each names its metrics and logs), got {names}")
+        roles = {x.role for x in v}
+        if v and not ({"prefill", "both"} & roles and {"decode", "both"} & roles):
             raise ValueError(
-                "credentials in the URL would be recorded in the run folder; remove them and name "
-                "an environment variable holding the key in endpoint.api_key_env"
+                f"the servers must cover both prefill and decode (roles given: {sorted(roles)}); "
+                "give a 'prefill' and a 'decode' server, or role 'both'"
             )
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"expected an http(s) URL such as http://127.0.0.1:8000, got {v!r}")
-        if parts.query or parts.fragment:
-            raise ValueError(
-                "expected a base URL without '?query' or '#fragment' (not shown: it may hold a key; "
-                "name the key's environment variable in endpoint.api_key_env)"
-            )
-        try:
-            parts.port  # noqa: B018 - urlsplit checks the port only when it is read
-        except ValueError:
-            raise ValueError(f"expected a port between 0 and 65535, got {v!r}") from None
-        return v.rstrip("/")
+        return v
 
     @field_validator("api_key_env")
     @classmethod
