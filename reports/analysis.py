@@ -17,6 +17,7 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.runfolder import CanaryColumns
 from loadgen.core.claims import DEFAULT_MAX_RATE, level_claim
+from loadgen.core.identity import reference_index
 from loadgen.core.stats import histogram, median, num, quantiles, ratio, wilson
 from reports import coresidency, forks, heatmap
 from reports import identity as ident
@@ -119,14 +120,9 @@ class CanaryView:
         pool = base if base.any() else self.comp & (self.phase == "sweep")
         self.ref_kind = "baseline" if base.any() else "modal"
         self.ref_pool = pool
-        if not pool.any():
-            return None
-        counts = np.bincount(self.label[pool])
-        best = np.flatnonzero(counts == counts.max())
-        pool_idx = np.flatnonzero(pool)
-        # earliest first on a tie: the first pooled row (canonical order) whose label is among the best
-        first = pool_idx[np.isin(self.label[pool_idx], best)][0]
-        return int(first)
+        pool_idx = np.flatnonzero(pool)  # canonical order: the order they were sent
+        at = reference_index(self.label[pool_idx].tolist())  # the live table's rule too
+        return None if at is None else int(pool_idx[at])
 
     def _drift(self) -> None:
         if self.identity.kind == "text" or self.ref is None:

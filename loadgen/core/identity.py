@@ -5,6 +5,8 @@ declared in the report, never mixed silently: if even one completion lacks ids, 
 compared by token strings, and the report says how many had each. With text identity, positions are
 characters (Unicode code points). The first divergence of two completions is the first position
 where they differ, the shorter length when one is a strict prefix of the other, none when equal.
+The reference a canary's completions are compared with is the modal completion, the earliest first
+on a tie (``reference_index``).
 
 This is the per-completion form, for code that sees records one at a time (the Locust process's live
 table, cold boots); ``reports.identity`` applies the same rules over a padded matrix. Pure: no I/O,
@@ -14,7 +16,8 @@ no numpy, no pandas.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Hashable, Sequence
 from typing import Any, Literal
 
 import orjson
@@ -59,3 +62,16 @@ def first_divergence(a: Completion, b: Completion) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def reference_index(labels: Sequence[Hashable]) -> int | None:
+    """Which completion is the reference (the rule, in one place): the modal one, the earliest first on a tie.
+
+    ``labels``: one per completion, in the order they were sent, equal exactly where the completions are
+    equal (the completion itself, a hash of it, a group number). The index of the reference's first
+    occurrence; None when there is no completion."""
+    counts = Counter(labels)
+    if not counts:
+        return None
+    top = max(counts.values())
+    return next(i for i, label in enumerate(labels) if counts[label] == top)

@@ -3,9 +3,12 @@
 Why: a user watching the web UI should see determinism break as it happens, not only in the final
 report. Workers send tiny completion summaries (``summarise``: a hash per identity kind the
 completion carries and, once the reference is known, the first-divergence position per kind); the
-coordinator folds them here. Identity and divergence are ``reports.identity``'s rules, applied per
-canary as the report applies them (the strongest kind every completion so far carried), so the live
-table and the report agree. Pure: no Locust, no I/O. The final report is the authority.
+coordinator folds them here. Identity, divergence and the reference are ``loadgen.core.identity``'s
+rules, applied per canary as the report applies them (the strongest kind every completion so far
+carried; the modal baseline completion, the earliest first on a tie: baseline canaries come from the
+one canary user, one at a time, so they arrive in the order they were sent), so the live table and
+the report agree (``tests/loadgen/load/test_live_matches_report.py``). Pure: no Locust, no I/O. The
+final report is the authority.
 """
 
 from __future__ import annotations
@@ -15,7 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.core.identity import KINDS, IdentityKind, choose_kind, first_divergence, identities, identity_hash
+from loadgen.core.identity import (
+    KINDS,
+    IdentityKind,
+    choose_kind,
+    first_divergence,
+    identities,
+    identity_hash,
+    reference_index,
+)
 
 References = dict[str, dict[IdentityKind, list[Any]]]  # canary -> kind -> reference completion (msgpack-safe)
 
@@ -79,8 +90,8 @@ class LiveTable:
     def __init__(self) -> None:
         self.cells: dict[tuple[str, str], Cell] = {}  # (canary, "baseline" or level) -> cell
         self.kinds: dict[str, CanaryKinds] = {}
-        self._baseline: dict[str, dict[str, Counter[str]]] = {}  # canary -> kind -> hash -> count
-        self._first_seen: dict[str, dict[str, dict[str, tuple[int, list[Any]]]]] = {}  # ... -> (order, identity)
+        self._baseline: dict[str, dict[str, list[str]]] = {}  # canary -> kind -> hashes, in arrival order
+        self._identity: dict[str, dict[str, dict[str, list[Any]]]] = {}  # canary -> kind -> hash -> completion
         self.references: References = {}
 
     def add(self, msg: dict[str, Any]) -> None:
@@ -102,9 +113,8 @@ class LiveTable:
             cell.hashes.setdefault(kind, set()).add(h)
         if phase == "baseline" and msg.get("identity"):
             for kind, h in hashes.items():
-                self._baseline.setdefault(canary, {}).setdefault(kind, Counter())[h] += 1
-                seen = self._first_seen.setdefault(canary, {}).setdefault(kind, {})
-                seen.setdefault(h, (len(seen), msg["identity"][kind]))
+                self._baseline.setdefault(canary, {}).setdefault(kind, []).append(h)
+                self._identity.setdefault(canary, {}).setdefault(kind, {}).setdefault(h, msg["identity"][kind])
         if phase == "sweep" and msg.get("first_div"):
             for kind, first in msg["first_div"].items():
                 if first is not None:
@@ -118,10 +128,9 @@ class LiveTable:
                 continue
             refs: dict[IdentityKind, list[Any]] = {}
             for kind in KINDS:
-                if counts := per_kind.get(kind):
-                    first_seen = self._first_seen[canary][kind]
-                    best = max(counts, key=lambda h, c=counts, f=first_seen: (c[h], -f[h][0]))  # type: ignore[misc]
-                    refs[kind] = first_seen[best][1]
+                hashes = per_kind.get(kind, [])
+                if (at := reference_index(hashes)) is not None:
+                    refs[kind] = self._identity[canary][kind][hashes[at]]
             self.references[canary] = refs
         return self.references
 
