@@ -11,9 +11,11 @@ them lacks them, so readers take them with ``.get`` (``build_report`` always wri
 the one schema check (``is_report``) only, importing nothing beyond the ground floor's own types: the
 run's owner imports ``reports.health``, which uses these, in the Locust processes, and the terminal
 summary reads a report without the report stack.
-"""
 
-from __future__ import annotations
+Annotations here are evaluated (no ``from __future__ import annotations``): Python 3.11 sees
+``NotRequired`` in a class-based TypedDict only then, and ``tests/reports/test_model.py`` walks the
+model at run time.
+"""
 
 from typing import Literal, NotRequired, TypedDict, TypeGuard
 
