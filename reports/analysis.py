@@ -9,14 +9,14 @@ sums.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.runfolder import CanaryColumns
-from loadgen.core.claims import DEFAULT_MAX_RATE, level_claim
+from loadgen.core.claims import DEFAULT_MAX_RATE, Claim, level_claim
 from loadgen.core.identity import reference_index
 from loadgen.core.stats import histogram, median, num, quantiles, ratio, wilson
 from reports import coresidency, forks, heatmap
@@ -25,7 +25,6 @@ from reports.kernels import Rows, drift, group_rows
 from reports.model import (
     CanaryAnalysis,
     CanaryFigures,
-    Claim,
     CoResidencyGroup,
     DriftHeatmap,
     Figures,
@@ -63,7 +62,7 @@ class ClaimRule:
     ended_early: frozenset[int] = field(default_factory=frozenset)
 
     def judge(self, figures: Figures, level: int) -> Claim:
-        claim = level_claim(
+        return level_claim(
             figures["diverged"],
             figures["completions"],
             self.max_rate,
@@ -71,7 +70,6 @@ class ClaimRule:
             planned=self.planned,
             ended_early=level in self.ended_early,
         )
-        return cast(Claim, claim)  # level_claim's dict has exactly Claim's keys; loadgen.core returns it untyped
 
 
 class CanaryView:

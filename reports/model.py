@@ -19,6 +19,7 @@ model at run time.
 
 from typing import Literal, NotRequired, TypedDict, TypeGuard
 
+from loadgen.core.claims import Claim
 from loadgen.core.identity import IdentityKind
 from loadgen.core.manifest import EndedByClaim, ServerSettings
 
@@ -95,22 +96,6 @@ class Figures(TypedDict):
     engine_running: Median | None
     latency_s: Latency | None
     co_residency: NotRequired[CoResidency]
-
-
-class Claim(TypedDict):
-    """``loadgen.core.claims.level_claim``: does "divergence rate < max_rate at 95%" hold at a level."""
-
-    max_rate: float
-    confidence: float
-    asked: bool
-    needed: int
-    rule_of_three: int
-    completions: int
-    diverged: int | None
-    upper_bound: float | None
-    holds: bool
-    status: Literal["holds", "impossible", "too_few", "unknown"]
-    ended_early: bool
 
 
 class Level(Figures):

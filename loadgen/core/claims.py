@@ -14,7 +14,7 @@ Pure: numbers in, numbers and a JSON-ready dict out; ``validate_rate`` raises th
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Literal, TypedDict
 
 from loadgen.core.errors import UsageError
 
@@ -119,6 +119,25 @@ def min_rate() -> float:
     return 1.0 - float(ALPHA ** (1.0 / MAX_CLAIM_CANARIES))
 
 
+ClaimStatus = Literal["holds", "impossible", "too_few", "unknown"]
+
+
+class Claim(TypedDict):
+    """``report.json``'s per-level ``claim`` (``level_claim``): does "rate < max_rate at 95%" hold at a level."""
+
+    max_rate: float
+    confidence: float
+    asked: bool
+    needed: int
+    rule_of_three: int
+    completions: int
+    diverged: int | None
+    upper_bound: float | None
+    holds: bool
+    status: ClaimStatus
+    ended_early: bool
+
+
 def level_claim(
     diverged: int | None,
     completions: int,
@@ -127,7 +146,7 @@ def level_claim(
     asked: bool,
     planned: int | None,
     ended_early: bool = False,
-) -> dict[str, Any]:
+) -> Claim:
     """``report.json``'s per-level ``claim``: does "rate < ``p`` at 95%" hold for these figures?
 
     ``status``: ``holds``; ``impossible`` (divergences that even ``planned`` clean completions could not
@@ -136,6 +155,7 @@ def level_claim(
     needed = canaries_needed(p)
     bound = upper_bound(diverged, completions) if diverged is not None else None
     holds = diverged is not None and supports(diverged, completions, p)
+    status: ClaimStatus
     if diverged is None:
         status = "unknown"
     elif holds:
@@ -159,7 +179,7 @@ def level_claim(
     }
 
 
-def describe(claim: dict[str, Any]) -> str:
+def describe(claim: Claim) -> str:
     """One level's claim in words, for the reports and the gate."""
     p, n, k = claim["max_rate"], claim["completions"], claim["diverged"]
     bound = claim.get("upper_bound")

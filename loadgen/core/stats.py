@@ -51,14 +51,6 @@ def median(values: npt.NDArray[Any]) -> float | None:
     return float(np.median(vals)) if vals.size else None
 
 
-def spread(values: npt.NDArray[Any]) -> dict[str, float | None] | None:
-    """min / median / max of the non-NaN values, or ``None`` when there are none."""
-    vals = values[~np.isnan(values)] if values.dtype.kind == "f" else values
-    if vals.size == 0:
-        return None
-    return {"min": num(vals.min()), "median": float(np.median(vals)), "max": num(vals.max())}
-
-
 def quantiles(values: npt.NDArray[np.float64], qs: tuple[float, ...] = (0.5, 0.9, 0.99)) -> dict[str, Any] | None:
     vals = values[~np.isnan(values)]
     if vals.size == 0:

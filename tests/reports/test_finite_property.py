@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from collectors.runfolder import MAX_ABS_LOGPROB, top_gap_counted
-from loadgen.core.stats import median, quantiles, spread
+from loadgen.core.stats import median, quantiles
 from reports import plots
 from reports.finite import scrub
 from reports.render_html import embedded_json, render_html
@@ -145,7 +145,7 @@ def test_scrub_leaves_only_finite_numbers(value: Any) -> None:
 @given(st.lists(FLOATS, max_size=50))
 def test_statistics_never_raise(values: list[float]) -> None:
     arr = np.array(values, dtype=np.float64)
-    for out in (median(arr), spread(arr), quantiles(arr)):
+    for out in (median(arr), quantiles(arr)):
         scrub(out)
 
 
