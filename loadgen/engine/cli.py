@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--kv-fetch-timeout", type=float, default=10.0, help="decode: seconds to fetch a KV before answering 504"
     )
     g.add_argument(
+        "--recompute-last-prompt-token",
+        action="store_true",
+        help="decode: as vLLM's decode server, load the KV of every prompt position but the last, recompute the "
+        "last prompt token here and sample the first token here (default: take the prefill server's first token)",
+    )
+    g.add_argument(
         "--kv-transfer-ttl", type=float, default=60.0, help="prefill: seconds a KV waits for its decode server"
     )
     g.add_argument(
@@ -131,6 +137,7 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
         seed=args.seed,
         logit_scale=args.logit_scale,
         prefix_cache_blocks=args.prefix_cache_blocks,
+        recompute_last=args.recompute_last_prompt_token,
     )
 
 

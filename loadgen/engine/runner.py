@@ -42,6 +42,7 @@ class EngineOptions:
     logit_scale: float = 4.0
     prefix_cache_blocks: int = 1024
     paths: InvariantPaths | None = None
+    recompute_last: bool = False  # a decode leg recomputes its last prompt token, as vLLM's decode server does
 
     @property
     def invariant_paths(self) -> InvariantPaths:
@@ -62,6 +63,7 @@ def build_scheduler(opts: EngineOptions, tokenizer: Tokenizer | None = None) -> 
         prefix_cache=PrefixCache(opts.prefix_cache_blocks, opts.enable_prefix_caching),
         max_num_seqs=opts.max_num_seqs,
         max_num_batched_tokens=opts.max_num_batched_tokens,
+        recompute_last=opts.recompute_last,
     )
 
 

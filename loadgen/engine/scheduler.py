@@ -9,7 +9,9 @@ gained, with the step's batch size (the sequences in that forward pass: a reques
 (loadgen/engine/kvwire.py) a request may ask for its prompt's KV after its prefill step
 (``hand_over``: the delivery carries a copy), or arrive with a KV another server's prefill made
 (``handed``): it is loaded into the slot, never recomputed, the prefill step's first token is taken
-as sampled there, and the sequence decodes from the next step on. It is synchronous and single-threaded
+as sampled there, and the sequence decodes from the next step on; or, with ``recompute_last`` (vLLM's
+decode server), every position but the last prompt token's is loaded, that token is prefilled here as
+a one-row prefill and the first token is sampled here. It is synchronous and single-threaded
 on purpose: :mod:`loadgen.engine.runner` drives it from a thread; tests call ``step`` directly. It
 knows nothing of HTTP.
 """
@@ -155,6 +157,8 @@ class Scheduler(RequestQueue[_Seq]):
     waiting: deque[EngineRequest] = field(default_factory=deque)
     running: dict[str, _Seq] = field(default_factory=dict)
     stats: SchedulerStats = field(default_factory=SchedulerStats)
+    # a decode leg recomputes its last prompt token and samples its first token itself, as vLLM's does
+    recompute_last: bool = False
 
     @property
     def kv(self) -> SlotKV:
@@ -197,7 +201,9 @@ class Scheduler(RequestQueue[_Seq]):
             )
             self.running[req.request_id] = seq
             self.stats.prompt_tokens_total += len(req.prompt_ids)
-            if req.handed is not None:
+            if req.handed is not None and self.recompute_last:
+                self._load_all_but_last(seq, req.handed)  # then prefilled as a one-row prefill, below
+            elif req.handed is not None:
                 loaded.append(self._load_handed(seq, req.handed))
                 continue
             admitted.append(seq)
@@ -218,6 +224,13 @@ class Scheduler(RequestQueue[_Seq]):
             self._release(seq)
             self.stats.finished_total += 1
         return Delivery(seq.req.request_id, seq.cached_tokens, [event], handed.batch_size)
+
+    def _load_all_but_last(self, seq: _Seq, handed: HandedKV) -> None:
+        """vLLM's decode server: the handed-over KV of every prompt position but the last one, past the local
+        prefix-cache hit (which never covers the last token); the step then computes the last one itself."""
+        last = len(seq.req.prompt_ids) - 1
+        self.kv.load(seq.slot, seq.cached_tokens, handed.k[:, :, :last], handed.v[:, :, :last])
+        seq.cached_tokens = last
 
     def _hand_over(self, seq: _Seq, event: TokenEvent, batch_size: int) -> HandedKV:
         """A copy of the prompt's KV as this step's prefill left it, with the token it sampled."""

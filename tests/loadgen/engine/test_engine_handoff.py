@@ -154,6 +154,29 @@ def test_received_blocks_stay_in_the_decoders_prefix_cache() -> None:
     assert _numerics(after) != _numerics(own_hit)
 
 
+def test_a_recomputing_decoder_loads_all_but_the_last_prompt_token_and_samples_the_first_token_itself(
+    three: tuple[Scheduler, Scheduler, Scheduler],
+) -> None:
+    """``recompute_last``, vLLM's decode server: the last prompt position's KV and the prefill step's token are
+    not used (tampering with them changes nothing); the last prompt token is a one-row prefill here, which rounds
+    otherwise than the decoder's own 24-row prefill, so even its own KV reloaded answers differently (vLLM's
+    "own reload"); and the positions before it are the handed-over ones (a foreign KV moves the answer)."""
+    prefiller, colocated, invariant = three
+    decoder = build_scheduler(EngineOptions(enable_prefix_caching=False, recompute_last=True))
+    ids = decoder.tokenizer.encode(D3_SHORT_PROMPT)
+    handed = _prefill(prefiller, ids)
+    k, v = handed.k.copy(), handed.v.copy()
+    k[:, :, -1], v[:, :, -1] = 0.0, 0.0
+    tampered = dataclasses.replace(handed, k=k, v=v, first_token=(handed.first_token + 1) % 4303, batch_size=9)
+    reloaded, _, sizes = _run(decoder, EngineRequest("d", ids, GREEDY, handed=handed))
+    assert _numerics(_run(decoder, EngineRequest("t", ids, GREEDY, handed=tampered))[0]) == _numerics(reloaded)
+    assert sizes[0] == 1  # the first token's step is this server's one-row prefill, alone
+    own, _, _ = _run(colocated, EngineRequest("own", ids, GREEDY))
+    assert _numerics(reloaded) != _numerics(own)
+    from_foreign, _, _ = _run(decoder, EngineRequest("f", ids, GREEDY, handed=_prefill(invariant, ids)))
+    assert _numerics(from_foreign) != _numerics(reloaded)
+
+
 def _params(**kw: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "do_remote_prefill": True,
