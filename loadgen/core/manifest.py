@@ -162,15 +162,29 @@ class HostInfo(TypedDict, total=False):
 
 
 @with_config(OPEN)
+class ProcessFacts(TypedDict, total=False):
+    """One process of a topology loadgen started (``loadgen.launchers.topology``): an engine or the router."""
+
+    name: str  # "prefill", "decode", "engine" (mode reload), "router"
+    role: str  # "prefill", "decode", "both", "router"
+    url: str
+    command: str  # as typed, environment first
+    log: str  # its log in the run folder
+
+
+@with_config(OPEN)
 class EngineFacts(TypedDict, total=False):
     """``engine``: the engine loadgen started. Embedded: ``kind``, ``command`` (its arguments); a launcher's
-    (``loadgen.launchers.Launcher.describe``): ``kind``, ``model``, ``command`` (as typed), ``env``, ``starts``."""
+    (``loadgen.launchers.Launcher.describe``): ``kind``, ``model``, ``command`` (as typed), ``env``, ``starts``;
+    a topology's: ``kind``, ``topology`` (its mode), ``servers`` (the engines and the router), ``starts``."""
 
     kind: str
     model: str | None
     command: str | list[str] | None
     env: dict[str, str]
     starts: int
+    topology: str
+    servers: list[ProcessFacts]
 
 
 @with_config(OPEN)

@@ -72,6 +72,11 @@ def study_size(scenario: Scenario, boots: int | None, requests: int | None) -> C
 
 def launcher_for(scenario: Scenario, source: str, launcher: LauncherSpec | None) -> LauncherSpec:
     """The engine to restart: ``launcher``, the scenario's ``[launcher]``, else the embedded engine."""
+    if scenario.topology is not None and scenario.topology.mode != "colocated":
+        raise ScenarioError(
+            f"{source}: field topology: a cold-boot study restarts one engine; a prefill/decode topology is "
+            "not restarted (remove [topology], or set its mode to 'colocated')"
+        )
     chosen = launcher or scenario.launcher
     if chosen is not None:
         return chosen

@@ -39,7 +39,7 @@ from loadgen.core.scenario import load_scenario, with_overrides
 from loadgen.core.scenario.schema import MAX_LEVEL
 from loadgen.core.stats import wilson
 from loadgen.studies.onset_search import bracket, next_level
-from loadgen.studies.run import check_options, endpoint_for, run
+from loadgen.studies.run import check_options, endpoint_for, keep_logs_in, run
 from reports.model import Reference, Report
 from reports.writer import load_report, report_json, write_text
 
@@ -234,8 +234,7 @@ def onset(
     started = now_iso()
     with endpoint_for(scenario, engine_args or [], log_dir=study) as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
-        if engine is not None:
-            engine.move_log(study / "engine.log")
+        keep_logs_in(engine, study)
         first: dict[str, tuple[str, Any] | None] | None = None
         while (level := next_level(max_level, result.results)) is not None:
             ran = run(
@@ -245,6 +244,7 @@ def onset(
                 levels=[level],
                 canaries_per_level=n,
                 labels={**scenario.labels, "onset_study": study.name},
+                servers=scenario.endpoint.servers or None,
             )
             report = load_report(ran.run_dir / "report.json")
             refs = {str(c.get("id")): _reference(ran.run_dir, c["reference"]) for c in report["canaries"]}

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadgen.core.errors import EngineError, UsageError
-from loadgen.core.manifest import EngineFacts, RunStatus
-from loadgen.core.scenario import LauncherSpec, Scenario, load_scenario, with_overrides
+from loadgen.core.manifest import EngineFacts, RunStatus, read_manifest, update_manifest
+from loadgen.core.scenario import LauncherSpec, Scenario, Server, TopologySpec, load_scenario, with_overrides
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
+from loadgen.launchers.topology import RunningTopology, keep_failed_logs, start_topology
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, prepare_run
 from loadgen.studies.events import EngineReady, EngineStarting, LoadEnded, LoadStarted, Probing, Progress, no_progress
@@ -200,33 +201,62 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
             signal.signal(signum, handler)
 
 
+Started = RunningEngine | RunningTopology  # what endpoint_for started: one engine, or a topology
+
+
+def keep_logs_in(started: Started | None, folder: Path) -> None:
+    """The started processes' logs renamed into ``folder`` (``engine.log``; a topology's one per process)."""
+    if isinstance(started, RunningTopology):
+        started.move_logs(folder)
+    elif started is not None:
+        started.move_log(folder / "engine.log")
+
+
 @contextmanager
 def endpoint_for(
     scenario: Scenario,
     engine_args: list[str],
     launcher: LauncherSpec | None = None,
     *,
+    topology: TopologySpec | None = None,
     log_dir: Path | None = None,
     progress: Progress = no_progress,
-) -> Iterator[tuple[Scenario, RunningEngine | None, EngineFacts | None]]:
+) -> Iterator[tuple[Scenario, Started | None, EngineFacts | None]]:
     """The scenario with a base URL: its own, or an engine started here and stopped on exit: ``launcher``,
-    else the scenario's ``[launcher]``, else the embedded engine (``engine_args`` appended to its arguments).
+    else the scenario's ``[launcher]``, else the embedded engine (``engine_args`` appended to its arguments);
+    with ``topology`` (else the scenario's ``[topology]``) in mode pd or reload, its engines and router
+    (``loadgen.launchers.topology``): the base URL is the router's and ``endpoint.servers`` the engines.
 
     The engine logs into a temporary folder inside ``log_dir`` (the run folders' parent), so that
-    ``RunningEngine.move_log`` can rename the log into the run folder once it exists. ``progress`` hears
+    ``keep_logs_in`` can rename the logs into the run folder once it exists. ``progress`` hears
     when an engine starts and how long it took to answer."""
     if scenario.endpoint.base_url is not None:
         yield scenario, None, None
         return
     spec = launcher or scenario.launcher
-    progress(EngineStarting("embedded" if spec is None else spec.kind))
+    topo = topology or scenario.topology
+    pd = topo is not None and topo.mode != "colocated"
+    kind = "embedded" if spec is None else spec.kind
+    progress(EngineStarting(f"{kind} {'prefill/decode' if topo and topo.mode == 'pd' else 'reload'}" if pd else kind))
     t0 = time.monotonic()
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".loadgen-engine-", dir=log_dir))
     failed_to = log_dir or Path.cwd()  # a failed start keeps its log here: the tmp folder goes on the way out
     try:
-        if spec is None:
+        if topo is not None and pd:
+            base = (spec or LauncherSpec()).model_copy(update={"args": [*(spec.args if spec else []), *engine_args]})
+            try:
+                running = start_topology(base, topo, topo.mode, tmp)
+            except EngineError as exc:
+                raise keep_failed_logs(exc, tmp, failed_to) from None
+            with running:
+                progress(EngineReady(running.url, time.monotonic() - t0))
+                labels = {"engine": base.kind, "topology": topo.mode, **scenario.labels}
+                servers = running.endpoint_servers()
+                resolved = with_overrides(scenario, base_url=running.url, labels=labels, servers=servers)
+                yield resolved, running, running.describe()
+        elif spec is None:
             try:
                 embedded = start_embedded(engine_args, log_path=tmp / "engine.log")
             except EngineError as exc:
@@ -271,11 +301,15 @@ def run(
     processes: int = 0,
     report: bool = True,
     launcher: LauncherSpec | None = None,
+    topology: TopologySpec | None = None,
+    servers: list[Server] | None = None,
     claim_max_rate: float | None = None,
     progress: Progress = no_progress,
 ) -> RunResult:
     """Run ``scenario_path`` headless (or open the web UI); ``progress`` hears the engine start, the probe, the
-    load's start and end (``loadgen.studies.events``), and must not raise."""
+    load's start and end (``loadgen.studies.events``), and must not raise. ``launcher`` and ``topology``
+    replace the scenario's (a matrix cell's); ``servers``: the engines behind ``host``, recorded as
+    ``endpoint.servers`` (a topology started by the caller)."""
     source = str(scenario_path)
     check_options(out_dir, processes)
     scenario = with_overrides(
@@ -285,8 +319,9 @@ def run(
         canaries_per_level=canaries_per_level,
         labels=labels,
         claim_max_rate=claim_max_rate,
+        servers=servers,
     )
-    started = endpoint_for(scenario, engine_args or [], launcher, log_dir=out_dir, progress=progress)
+    started = endpoint_for(scenario, engine_args or [], launcher, topology=topology, log_dir=out_dir, progress=progress)
     with started as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
         if ui:
@@ -303,8 +338,7 @@ def run(
         extra = {"engine": engine_info} if engine_info else {}
         progress(Probing(scenario.endpoint.base_url))
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
-        if engine is not None:
-            engine.move_log(run_dir / "engine.log")
+        keep_logs_in(engine, run_dir)
         # the engine is stopped by endpoint_for on the way out, after the reports: its log is in place already
         owned = OwnedRun.begin(run_dir, base_url=scenario.endpoint.base_url, api_key=api_key_of(scenario, source))
         try:
@@ -314,5 +348,8 @@ def run(
                 code = _wait_forwarding_signals(spawn(cmd, stdout=log, stderr=subprocess.STDOUT))
         finally:
             progress(LoadEnded(run_dir, reporting=report))
+            gone = engine.exited() if isinstance(engine, RunningTopology) else []
+            if gone:  # which part of the endpoint failed, said before the reports are written
+                update_manifest(run_dir, notices=[*read_manifest(run_dir).notices, *gone])
             status = owned.end(report=report)
-    return RunResult(run_dir, status, code, owned.headline)
+    return RunResult(run_dir, status, code, [*gone, *owned.headline])

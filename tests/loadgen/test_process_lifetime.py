@@ -1,9 +1,10 @@
 """A ``loadgen run`` killed with SIGKILL takes its engine and Locust (and Locust's workers) with it.
 
-The real CLI runs a long sweep on the embedded engine; once background load flows it is killed with
-SIGKILL, which runs no cleanup of its own. Every process it had started must be gone within seconds
-(nothing listening on the engine's port), the engine log must be in the run folder, the manifest must
-still say ``running`` (the run was cut short), and ``loadgen report`` must still read the folder.
+The real CLI runs a long sweep on the embedded engine (or on a prefill/decode topology: two embedded
+engines and the real vllm-router); once background load flows it is killed with SIGKILL, which runs no
+cleanup of its own. Every process it had started must be gone within seconds (nothing listening on the
+engine's, the router's or a server's port), every process's log must be in the run folder, the manifest
+must still say ``running`` (the run was cut short), and ``loadgen report`` must still read the folder.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ levels = [3]
 canaries_per_level = 100000
 warmup = 0
 baseline = 1
+"""
+TOPOLOGY = """
+[topology]
+mode = "pd"
 """
 
 
@@ -85,10 +90,10 @@ def wait_for_background(run_dir: Path, timeout_s: float = 90.0) -> None:
     raise AssertionError(f"no canary at level 3 within {timeout_s:g} s: {sorted(p.name for p in run_dir.iterdir())}")
 
 
-@pytest.mark.parametrize("processes", [0, 2])
-def test_sigkill_of_loadgen_run_leaves_no_engine_and_no_locust(tmp_path: Path, processes: int) -> None:
+@pytest.mark.parametrize(("processes", "topology"), [(0, False), (2, False), (0, True)], ids=["one", "workers", "pd"])
+def test_sigkill_of_loadgen_run_leaves_no_engine_and_no_locust(tmp_path: Path, processes: int, topology: bool) -> None:
     scenario = tmp_path / "killed.toml"
-    scenario.write_text(SCENARIO)
+    scenario.write_text(SCENARIO + (TOPOLOGY if topology else ""))
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), "--processes", str(processes)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -99,23 +104,30 @@ def test_sigkill_of_loadgen_run_leaves_no_engine_and_no_locust(tmp_path: Path, p
             time.sleep(0.1)
         (run_dir,) = runs
         wait_for_background(run_dir)
-        engine_url = str(read_manifest(run_dir).endpoint.base_url)
+        manifest = read_manifest(run_dir)
+        urls = [str(manifest.endpoint.base_url), *(s["base_url"] for s in manifest.scenario["endpoint"]["servers"])]
         started = children_of(proc.pid)
-        assert listening(engine_url) and len(started) >= 4 + processes  # guard + engine, guard + Locust (+ workers)
+        # a guard and its command per process: the engine (a topology: two and the router), Locust (+ workers)
+        assert all(map(listening, urls)) and len(started) >= (6 if topology else 2) + 2 + processes
+        assert len(urls) == (3 if topology else 1)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
 
     deadline = time.monotonic() + 10
-    while (left := {p for p in started if alive(p)}) or listening(engine_url):
-        assert time.monotonic() < deadline, f"10 s after the kill: alive {left}, engine up {listening(engine_url)}"
+    while (left := {p for p in started if alive(p)}) or any(map(listening, urls)):
+        up = [u for u in urls if listening(u)]
+        assert time.monotonic() < deadline, f"10 s after the kill: alive {left}, listening {up}"
         time.sleep(0.1)
 
     manifest = read_manifest(run_dir)
     assert manifest.status == "running" and manifest.finished is None  # cut short: nobody ended it
-    log = (run_dir / "engine.log").read_text()
-    assert "READY http://" in log  # the engine's own output, from its start on
-    assert not list(out.glob(".loadgen-engine-*/engine.log"))  # moved into the run folder, not left behind
+    engine_logs = ["engine-prefill.log", "engine-decode.log"] if topology else ["engine.log"]
+    for name in engine_logs:
+        assert "READY http://" in (run_dir / name).read_text()  # the engine's own output, from its start on
+    if topology:
+        assert "Router ready" in (run_dir / "router.log").read_text()
+    assert not list(out.glob(".loadgen-engine-*/*.log"))  # moved into the run folder, not left behind
 
     report = subprocess.run(
         [sys.executable, "-m", "loadgen", "report", str(run_dir)], capture_output=True, text=True, timeout=120

@@ -2,19 +2,30 @@
 
 ``schema`` holds the run itself (endpoint, canaries, background, sweep) and reads TOML files;
 ``engines`` holds the sections that say how engines are started and compared (``[launcher]``,
-``[cold_boot]``, ``[matrix]``). Pydantic only: nothing here sends a request or starts a process.
+``[cold_boot]``, ``[matrix]``); ``topology`` the endpoint as prefill and decode engines behind a router
+(``[topology]``). Pydantic only: nothing here sends a request or starts a process.
 """
 
-from loadgen.core.scenario.engines import PORT_PLACEHOLDER, ColdBootSpec, LauncherSpec, MatrixCell, MatrixSpec
+from loadgen.core.scenario.engines import (
+    PORT_PLACEHOLDER,
+    ColdBootSpec,
+    LauncherSpec,
+    MatrixCell,
+    MatrixSpec,
+    Side,
+    TopologyMode,
+)
 from loadgen.core.scenario.schema import (
     Background,
     Canary,
     Scenario,
+    Server,
     Sweep,
     load_scenario,
     parse_scenario,
     with_overrides,
 )
+from loadgen.core.scenario.topology import RouterSpec, TopologySpec, check_topology
 
 __all__ = [
     "PORT_PLACEHOLDER",
@@ -24,8 +35,14 @@ __all__ = [
     "LauncherSpec",
     "MatrixCell",
     "MatrixSpec",
+    "RouterSpec",
     "Scenario",
+    "Server",
+    "Side",
     "Sweep",
+    "TopologyMode",
+    "TopologySpec",
+    "check_topology",
     "load_scenario",
     "parse_scenario",
     "with_overrides",

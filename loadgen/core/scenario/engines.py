@@ -1,5 +1,5 @@
 """The scenario sections that say how engines are started and compared: ``[launcher]``, ``[cold_boot]``,
-``[matrix]``.
+``[matrix]``, and ``Side``, one server's own args and env (``[topology]``'s sides, a cell's overrides).
 
 Why: a study that restarts an engine, or runs one scenario over several engine configurations, must
 be validated data like the rest of the scenario (a typo fails before any process starts). This
@@ -77,6 +77,21 @@ class LauncherSpec(_Strict):
         return self
 
 
+TopologyMode = Literal["colocated", "pd", "reload"]  # loadgen.core.scenario.topology says what each one starts
+
+
+class Side(_Strict):
+    """One server's own settings: ``args`` appended to ``[launcher].args``, ``env`` merged over its env.
+    GPU shares are args (vLLM ``--gpu-memory-utilization 0.14``), devices env (``CUDA_VISIBLE_DEVICES``)."""
+
+    args: list[str] = []
+    env: EnvVars = {}
+
+    def over(self, base: Side) -> Side:
+        """This side's settings after ``base``'s (a matrix cell's over the scenario's)."""
+        return Side(args=[*base.args, *self.args], env={**base.env, **self.env})
+
+
 class ColdBootSpec(_Strict):
     """Restart the engine ``boots`` times; after each start send every canary ``requests`` times, one at a time."""
 
@@ -88,15 +103,27 @@ class MatrixCell(_Strict):
     """One engine configuration: launcher overrides, or an external endpoint."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.=+-]+$")
-    args: list[str] = []  # appended to [launcher].args
+    args: list[str] = []  # appended to [launcher].args (every server of a topology)
     env: EnvVars = {}  # merged over [launcher].env
     labels: dict[str, str] = {}  # recorded in the cell's manifest (and shown by compare)
     base_url: str | None = None  # an endpoint already running: no launcher for this cell
+    topology: TopologyMode | None = None  # None: [topology].mode where the scenario has one, else colocated
+    prefill: Side = Side()  # over [topology].prefill
+    decode: Side = Side()  # over [topology].decode
+    # the cell whose reference completions this cell's are compared with; None: the first cell
+    compare_to: str | None = Field(default=None, min_length=1)
+    # mode pd: the canaries also sent straight to the decode server before the sweep (its prefix cache reset
+    # after) and after it (as the sweep left it, then after a reset): what its cache kept of the KV it received
+    decoder_direct: bool = False
 
     @model_validator(mode="after")
     def _external_takes_no_overrides(self) -> MatrixCell:
-        if self.base_url is not None and (self.args or self.env):
-            raise ValueError("a cell with 'base_url' starts no engine: drop 'args' and 'env'")
+        if self.base_url is not None and (self.args or self.env or self.prefill.args or self.prefill.env):
+            raise ValueError("a cell with 'base_url' starts no engine: drop 'args', 'env' and 'prefill'")
+        if self.base_url is not None and (self.decode.args or self.decode.env or self.topology or self.decoder_direct):
+            raise ValueError("a cell with 'base_url' starts no engine: drop 'decode', 'topology' and 'decoder_direct'")
+        if self.compare_to == self.name:
+            raise ValueError(f"compare_to names the cell itself ({self.name!r}); name another cell")
         return self
 
 
@@ -109,4 +136,7 @@ class MatrixSpec(_Strict):
         names = [c.name for c in v]
         if len(set(names)) != len(names):
             raise ValueError(f"cell names must be distinct (each names a run folder), got {names}")
+        for c in v:
+            if c.compare_to is not None and c.compare_to not in names:
+                raise ValueError(f"cell {c.name!r}: compare_to {c.compare_to!r} is not a cell; the cells are {names}")
         return v

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from loadgen.core.claims import MAX_CLAIM_CANARIES, canaries_needed
 from loadgen.core.errors import ScenarioError
 from loadgen.core.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
+from loadgen.core.scenario.topology import TopologySpec, check_topology
 
 EndpointKind = Literal["completions", "chat", "generate"]  # "generate": SGLang's native /generate
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -280,6 +281,8 @@ class Scenario(_Strict):
     sweep: Sweep = Sweep()
     labels: dict[str, str] = {}
     launcher: LauncherSpec | None = None  # how to start the engine when endpoint.base_url is not set
+    # the endpoint as prefill and decode engines behind a router, started with [launcher]'s kind (docs/studies.md)
+    topology: TopologySpec | None = None
     cold_boot: ColdBootSpec | None = None  # `loadgen coldboot`: restart the engine between trials
     matrix: MatrixSpec | None = None  # `loadgen matrix`: the same study over several engine configurations
 
@@ -289,6 +292,13 @@ class Scenario(_Strict):
         ids = [c.id for c in v]
         if len(set(ids)) != len(ids):
             raise ValueError(f"canary ids must be distinct (give each [[canaries]] its own id), got {ids}")
+        return v
+
+    @field_validator("topology")
+    @classmethod
+    def _topology_runs(cls, v: TopologySpec | None, info: ValidationInfo) -> TopologySpec | None:
+        if v is not None and (why := check_topology(v, info.data.get("launcher"), v.mode)):
+            raise ValueError(why)
         return v
 
     def canary_kind(self, canary: Canary) -> EndpointKind:
@@ -384,12 +394,16 @@ def with_overrides(
     canaries_per_level: int | None = None,
     labels: dict[str, str] | None = None,
     claim_max_rate: float | None = None,
+    servers: list[Server] | None = None,
 ) -> Scenario:
     """Apply command-line overrides, re-validating so an override gets the same checks as the file.
-    ``claim_max_rate`` also raises ``canaries_per_level`` to the canaries the claim needs, where fewer."""
+    ``claim_max_rate`` also raises ``canaries_per_level`` to the canaries the claim needs, where fewer.
+    ``servers``: the engines behind ``base_url`` (a topology the tool started), replacing the file's."""
     data = scenario.model_dump(mode="python")
     if base_url is not None:
         data["endpoint"]["base_url"] = base_url
+    if servers is not None:
+        data["endpoint"]["servers"] = [s.model_dump(mode="python") for s in servers]
     if levels is not None:
         data["sweep"]["levels"] = levels
     if canaries_per_level is not None:
