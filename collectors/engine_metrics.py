@@ -24,7 +24,7 @@ import urllib.request
 from http.client import HTTPException
 from pathlib import Path
 from types import TracebackType
-from typing import TypedDict
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -153,14 +153,29 @@ def metrics_url(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/metrics"  # no credentials: notices print it
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a redirect with the Authorization header to any host: a redirect is a failed scrape."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
+        fp.close()
+        raise EndpointError(f"{req.full_url}: HTTP {code} redirect to {newurl}, not followed (the key stays here)")
+
+
+# no redirects and no proxies: the API key goes to the configured hosts only, as the probe's (loadgen.runs.probe)
+_OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
+
+
 def fetch_metrics_text(url: str, *, timeout_s: float, api_key: str | None = None) -> str:
-    """GET ``url``; the body as text. Raises ``EndpointError`` naming the URL and what went wrong."""
+    """GET ``url``; the body as text. Raises ``EndpointError`` naming the URL and what went wrong; a redirect
+    is not followed."""
     headers = {"Accept": "text/plain;version=0.0.4"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with _OPENER.open(request, timeout=timeout_s) as response:
             content_type = str(response.headers.get("Content-Type", ""))
             body: bytes = response.read(_MAX_BODY_BYTES)
     except urllib.error.HTTPError as exc:
@@ -203,10 +218,13 @@ class MetricsScraper:
         interval_s: float = DEFAULT_INTERVAL_S,
         api_key: str | None = None,
         timeout_s: float = 2.0,
+        *,
+        url: str | None = None,
     ) -> None:
+        """``url``: the metrics URL itself (a server's ``metrics_url``); else ``/metrics`` at ``base_url``'s root."""
         if not interval_s > 0:
             raise UsageError(f"engine metrics interval_s: expected a positive number of seconds, got {interval_s!r}")
-        self.url = metrics_url(base_url)
+        self.url = url or metrics_url(base_url)
         self.path = out_path / ENGINE_METRICS_FILE if out_path.is_dir() else out_path
         self.interval_s = float(interval_s)
         self.timeout_s = float(timeout_s)

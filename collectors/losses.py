@@ -39,8 +39,11 @@ def write_failures(run_dir: Path) -> dict[str, int]:
     return out
 
 
-def lost_records(failures: dict[str, int], engine_metrics: Mapping[str, object] | None) -> int:
-    """Records of every kind that could not be written: canary and background rows, ``/metrics`` samples."""
-    metrics = (engine_metrics or {}).get("write_failures")
-    extra = metrics if isinstance(metrics, int) and not isinstance(metrics, bool) and metrics > 0 else 0
+def lost_records(failures: dict[str, int], *engine_metrics: Mapping[str, object] | None) -> int:
+    """Records of every kind that could not be written: canary and background rows, ``/metrics`` samples (the
+    endpoint's scraper's and each server's, one summary each)."""
+    extra = 0
+    for summary in engine_metrics:
+        metrics = (summary or {}).get("write_failures")
+        extra += metrics if isinstance(metrics, int) and not isinstance(metrics, bool) and metrics > 0 else 0
     return failures.get("canaries", 0) + failures.get("background", 0) + extra

@@ -10,7 +10,11 @@ Tolerates a torn or corrupt line (skipped and counted per file; a last line cut 
 newline is told apart as ``torn_tail``), unknown extra keys (ignored), missing optional keys, and
 numbers no analysis can use (``collectors.columns``). Raises ``RunFolderError`` (naming the file)
 for an unusable folder or an unknown schema. Must not print, and must not import Locust or anything
-under ``loadgen`` but errors.
+under ``loadgen`` but its ground floor (``loadgen.core``).
+
+A prefill/decode run's servers (the manifest's ``scenario.endpoint.servers``) each have their own samples
+file (``collectors.server_metrics.samples_file``); each is read as ``engine_metrics.jsonl`` is, into one
+sorted series per server (``ServerSeries``). A folder without servers reads exactly as before.
 """
 
 from __future__ import annotations
@@ -43,8 +47,10 @@ from collectors.columns import (
 from collectors.jsonl import iter_objects
 from collectors.losses import write_failures
 from collectors.parallel_read import read_canaries
+from collectors.server_metrics import samples_file
 from loadgen.core.errors import RunFolderError
 from loadgen.core.manifest import Manifest, read_manifest
+from loadgen.core.servers import servers_of
 
 __all__ = [
     "BATCH_OTHERS",
@@ -56,6 +62,7 @@ __all__ = [
     "FloatMatrix",
     "IntMatrix",
     "RunData",
+    "ServerSeries",
     "_torn_tail",
     "cached_tokens",
     "load_run",
@@ -66,6 +73,17 @@ __all__ = [
 ]
 
 MANIFEST_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class ServerSeries:
+    """One server's scraped running gauge (``engine_metrics-<name>.jsonl``): sample times (epoch s, sorted) and
+    the gauge at them (NaN where absent); both empty when the server left no samples."""
+
+    name: str
+    role: str
+    t: FloatMatrix
+    running: FloatMatrix
 
 
 @dataclass
@@ -82,6 +100,7 @@ class RunData:
     engine_prefix_queries: FloatMatrix | None = None  # prefix-cache query counter (tokens) at those times
     engine_prefix_hits: FloatMatrix | None = None  # prefix-cache hit counter (tokens) at those times
     client_cpu: list[ClientCpuSample] = field(default_factory=list)  # the load processes' CPU (client_cpu*.jsonl)
+    servers: list[ServerSeries] = field(default_factory=list)  # the servers behind the endpoint; none for one engine
 
     @property
     def skipped_lines(self) -> int:
@@ -115,7 +134,14 @@ def load_run(run_dir: Path, *, workers: int | None = None, reference: bool = Fal
         engine_prefix_hits=prefix_hits,
         write_failures=write_failures(run_dir),
         client_cpu=read_client_cpu(run_dir),
+        servers=[_read_server(run_dir, s.name, s.role) for s in servers_of(manifest.scenario)],
     )
+
+
+def _read_server(run_dir: Path, name: str, role: str) -> ServerSeries:
+    t, running, _, _ = _read_engine(run_dir / samples_file(name))
+    empty = np.zeros(0, np.float64)
+    return ServerSeries(name, role, empty if t is None else t, empty if running is None else running)
 
 
 def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:

@@ -78,7 +78,7 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
     }
     empty = {k: v for k, v in empty.items() if v}
     failures = dict(run.write_failures)
-    lost = lost_records(failures, m.engine_metrics)
+    lost = lost_records(failures, m.engine_metrics, *(s.get("engine_metrics") for s in m.servers))
     torn = [r.name for r in run.files + run.background_files if r.torn_tail]
     reported = m.canaries_reported
     # canaries the coordinator counted that neither reached the records nor are counted as write failures

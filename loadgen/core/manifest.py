@@ -221,6 +221,19 @@ class EngineMetricsSummary(TypedDict, total=False):
 
 
 @with_config(OPEN)
+class ServerScrape(TypedDict, total=False):
+    """One entry of ``servers``: an engine behind the endpoint (``[[endpoint.servers]]``) and what its scraper saw
+    (``collectors.server_metrics.ServerScrapers.facts``). ``metrics_url`` null: the scenario gave it none."""
+
+    name: str
+    role: str
+    base_url: str
+    metrics_url: str | None
+    file: str  # its samples file in the run folder, ``engine_metrics-<name>.jsonl``
+    engine_metrics: EngineMetricsSummary | None
+
+
+@with_config(OPEN)
 class EndedByClaim(TypedDict, total=False):
     """A sweep level the claim rule ended before its quota (``loadgen.load.stages.StageTracker.end_early``)."""
 
@@ -267,6 +280,7 @@ class Manifest(BaseModel):
     cold_boot: ColdBootSize | None = None  # a cold-boot study's size
     boots: list[BootFacts] = Field(default_factory=list)  # a cold-boot study's engine starts
     engine_metrics: EngineMetricsSummary | None = None  # what the /metrics scraper saw
+    servers: list[ServerScrape] = Field(default_factory=list)  # the servers behind the endpoint, each one's scraper
     notices: list[str] = Field(default_factory=list)
     workers: list[str] = Field(default_factory=list)
     workers_vanished: list[str] = Field(default_factory=list)

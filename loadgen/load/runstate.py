@@ -43,10 +43,10 @@ class RunState:
     holding: Holding = field(default_factory=Holding)
     pace: Pace = field(default_factory=Pace)  # non-streamed background: seconds per token, for hand-overs
     distributed: bool = False  # a Locust worker: other workers hold part of the level
-    engine: EngineCheck = field(init=False)  # the engine's own running count, for non-streamed background
+    engine: EngineCheck = field(init=False)  # the engine's own running count (the loaded side's), to confirm a level
 
     def __post_init__(self) -> None:
-        self.engine = EngineCheck(self.base_url, self.api_key)
+        self.engine = EngineCheck.for_run(self.scenario, self.base_url, self.api_key)
 
     references: References = field(default_factory=dict)  # canary id -> kind -> reference identity, once chosen
     _next_user_index: int = 0

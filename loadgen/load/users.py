@@ -168,7 +168,8 @@ class CanaryUser(User):
 def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> bool:
     """Wait until the level is held (docs/design.md, "held"): this process's background slots each hold a
     request the server has started and, in a distributed run, the coordinator's fresh view of every worker
-    says the same; under non-streamed background the engine's own running count must reach the level too.
+    says the same; under non-streamed background the engine's own running count (the loaded side's, behind a
+    router) must reach the level too.
     False when ``settle_timeout_s`` passed first (the canary goes anyway, flagged) or when ``stopping()``
     says the user was asked to stop (the caller then sends nothing)."""
     deadline = time.monotonic() + st.scenario.sweep.settle_timeout_s
@@ -185,6 +186,14 @@ def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> boo
         # a /metrics request per 5 ms poll would load the engine while it catches up: ask it every 50 ms
         gevent.sleep(_PACE_POLL_S if asked_engine else _POLL_S)
     return False
+
+
+def _from_send(st: RunState) -> bool:
+    """Background that loads the prefill side holds its slot from the send: its first token comes only once its
+    prefill is over (docs/design.md, "Prefill/decode: servers behind one endpoint"). A prefill server's gauge
+    moves a prefill at a time and rarely shows a whole level at once, so no engine check confirms it (streamed):
+    the report measures what each canary's prefill window shared."""
+    return st.scenario.background.side == "prefill"
 
 
 def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s: float) -> None:
@@ -319,8 +328,8 @@ class BackgroundUser(User):
         self.turn ^= 1
         if progress is None:
             progress = Progress(self.slot, body.max_tokens, 0.0)
-        if not stream:
-            progress(0)  # a non-streamed request counts as started once sent
+        if not stream or _from_send(st):
+            progress(0)  # a non-streamed (or prefill-side) request counts as started once sent
         st.inflight.background += 1
         try:
             out = send_payload(

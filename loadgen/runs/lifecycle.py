@@ -24,22 +24,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collectors.engine_metrics import MetricsScraper
+from collectors.engine_metrics import DEFAULT_INTERVAL_S, MetricsScraper
 from collectors.losses import lost_records, write_failures
+from collectors.server_metrics import ServerScrapers
 from loadgen.core.manifest import EngineMetricsSummary, Manifest, RunStatus, now_iso, read_manifest, update_manifest
+from loadgen.core.servers import servers_of
 from reports.health import endpoint_failed, level_quota
 
 
-def settle(manifest: Manifest, failures: dict[str, int], engine_metrics: EngineMetricsSummary | None) -> RunStatus:
+def settle(manifest: Manifest, failures: dict[str, int], *engine_metrics: EngineMetricsSummary | None) -> RunStatus:
     """The final status from the facts: the load side's (``stages_finished``, canary counts) and the
-    write failures counted by every process (``collectors.losses``)."""
+    write failures counted by every process (``collectors.losses``) and every scraper."""
     if not manifest.stages_finished:
         return RunStatus.INTERRUPTED
     errors, sent = manifest.canary_errors or 0, manifest.canaries_reported or 0
     quota = level_quota(manifest.canaries_per_level, manifest.scenario)
     if endpoint_failed(errors, sent, manifest.canary_errors_trailing or 0, quota):
         return RunStatus.ENDPOINT_FAILED
-    if lost_records(failures, engine_metrics) or failures.get("unreadable"):
+    if lost_records(failures, *engine_metrics) or failures.get("unreadable"):
         return RunStatus.FINISHED_WITH_LOSSES
     return RunStatus.FINISHED
 
@@ -52,16 +54,26 @@ class OwnedRun:
     scraper: MetricsScraper | None = None
     status: RunStatus | None = None  # set by ``end``
     headline: list[str] = field(default_factory=list)  # set by ``end``: what to say before any figure
+    servers: ServerScrapers | None = None  # the servers behind the endpoint, scraped instead of it
 
     @classmethod
     def begin(cls, run_dir: Path, *, base_url: str | None, api_key: str | None) -> OwnedRun:
-        """Mark the run running and, when there is an endpoint to watch, start scraping its ``/metrics``."""
-        scraper = None
+        """Mark the run running and, when there is an endpoint to watch, start scraping its ``/metrics``: the
+        endpoint's own, or, when the prepared scenario names the servers behind it (``endpoint.servers``,
+        whoever started them), every server's instead (a router does not expose its engines' gauges)."""
+        scraper, servers = None, None
         if base_url is not None:
-            scraper = MetricsScraper(base_url, run_dir, api_key=api_key)
-            scraper.start()
+            scenario = read_manifest(run_dir).scenario
+            every = scenario.get("endpoint", {}).get("metrics_interval_s") or DEFAULT_INTERVAL_S
+            behind = servers_of(scenario)
+            if behind:
+                servers = ServerScrapers(behind, run_dir, api_key=api_key, interval_s=every)
+                servers.start()
+            else:
+                scraper = MetricsScraper(base_url, run_dir, interval_s=every, api_key=api_key)
+                scraper.start()
         update_manifest(run_dir, status=RunStatus.RUNNING)
-        return cls(run_dir, scraper)
+        return cls(run_dir, scraper, servers=servers)
 
     def end(self, outcome: RunStatus | None = None, *, report: bool = True) -> RunStatus:
         """Stop the scraper, settle the status, write the reports.
@@ -78,14 +90,21 @@ class OwnedRun:
             metrics = self.scraper.summary()
             if self.scraper.notice:
                 notices.append(self.scraper.notice)
+        servers = {}
+        if self.servers is not None:
+            self.servers.close()
+            servers = {"servers": self.servers.facts()}
+            notices += self.servers.notices()
         manifest = read_manifest(self.run_dir)
-        status = outcome or settle(manifest, write_failures(self.run_dir), metrics)
+        scraped = [metrics, *(s.get("engine_metrics") for s in servers.get("servers", []))]
+        status = outcome or settle(manifest, write_failures(self.run_dir), *scraped)
         update_manifest(
             self.run_dir,
             status=status,
             finished=now_iso(),
             notices=[*manifest.notices, *notices],
             **({"engine_metrics": metrics} if metrics is not None else {}),
+            **servers,
         )
         self.status = status
         if report:

@@ -12,12 +12,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from loadgen.core.manifest import MANIFEST_SCHEMA, Manifest, RunStatus, create_run_dir, host_info, now_iso, write_manifest
 from loadgen import __version__
-from loadgen.core.errors import ScenarioError
+from loadgen.core.errors import EndpointError, ScenarioError
+from loadgen.core.manifest import (
+    MANIFEST_SCHEMA,
+    Manifest,
+    RunStatus,
+    create_run_dir,
+    host_info,
+    now_iso,
+    write_manifest,
+)
 from loadgen.core.scenario import Canary, Scenario
-from loadgen.runs.probe import probe
+from loadgen.core.servers import behind_router
 from loadgen.core.wire import Features, Kind
+from loadgen.runs.probe import probe
 
 
 def api_key_of(scenario: Scenario, source: str) -> str | None:
@@ -62,15 +71,20 @@ def prepare_run(scenario: Scenario, *, source: str, out_dir: Path, extra: dict[s
     if base_url is None:
         raise ScenarioError(f"{source}: field endpoint.base_url: no endpoint given (set it, or pass --host)")
     api_key = api_key_of(scenario, source)
-    info = probe(
-        base_url,
-        model=scenario.endpoint.model,
-        kinds=endpoint_kinds(scenario),
-        wanted=wanted_features(scenario),
-        api_key=api_key,
-        timeout_s=min(scenario.endpoint.connect_timeout_s, 10.0),
-        max_response_bytes=scenario.endpoint.max_response_bytes,
-    )  # what it returns has the key redacted: a server may echo it into /version or /v1/models
+    try:
+        info = probe(
+            base_url,
+            model=scenario.endpoint.model,
+            kinds=endpoint_kinds(scenario),
+            wanted=wanted_features(scenario),
+            api_key=api_key,
+            timeout_s=min(scenario.endpoint.connect_timeout_s, 10.0),
+            max_response_bytes=scenario.endpoint.max_response_bytes,
+        )  # what it returns has the key redacted: a server may echo it into /version or /v1/models
+    except EndpointError as exc:
+        if not scenario.endpoint.servers:
+            raise
+        raise EndpointError(behind_router(str(exc), scenario.endpoint.servers)) from None
     run_dir = create_run_dir(out_dir, scenario.name)
     resolved = scenario.model_dump(mode="json")
     resolved["endpoint"]["model"] = info.model

@@ -151,7 +151,9 @@ def read_models(
     if status in (401, 403):
         raise _refused_key(url, status, api_key)
     if status != 200:
-        raise EndpointError(f"{url}: HTTP {status}; expected an OpenAI-compatible server with GET /v1/models")
+        raise EndpointError(
+            f"{url}: HTTP {status} ({_error_text(raw)}); expected an OpenAI-compatible server with GET /v1/models"
+        )
     try:
         body = json.loads(raw)
         ids = [str(m["id"]) for m in body["data"]]

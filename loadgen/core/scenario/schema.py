@@ -114,6 +114,8 @@ class Endpoint(_Strict):
     cache_reset_path: str = Field(default="/reset_prefix_cache", pattern=r"^/")
     # the engines behind a router (prefill/decode disaggregation): each one's /metrics is read; empty: the
     # endpoint is one engine and its own /metrics is read
+    # seconds between /metrics scrapes (of the endpoint, or of each server): shorter catches a short prefill window
+    metrics_interval_s: float = Field(default=0.05, ge=0.005, le=10.0)
     servers: list[Server] = Field(default=[], max_length=64)
 
     @field_validator("base_url")
@@ -196,9 +198,20 @@ class Canary(_Strict):
         return self
 
 
+BackgroundSide = Literal["prefill", "decode"]
+# what ``background.side`` sets where the scenario does not (docs/design.md, "Prefill/decode: servers behind one
+# endpoint"): the prefill side gets long prompts and 1-4 output tokens, the decode side short prompts and long outputs
+SIDE_PRESETS: dict[str, dict[str, tuple[int, int]]] = {
+    "prefill": {"prompt_words": (96, 160), "max_tokens": (1, 4)},
+    "decode": {"prompt_words": (4, 12), "max_tokens": (96, 160)},
+}
+
+
 class Background(_Strict):
     """Traffic that exists to shape the engine's batch; never analysed for determinism."""
 
+    # which side of a prefill/decode endpoint the level loads and is held on; None: one engine (or the decode side)
+    side: BackgroundSide | None = None
     seed: int = 1
     prompt_words: tuple[PromptWords, PromptWords] = (8, 200)
     max_tokens: tuple[PositiveInt, PositiveInt] = (16, 128)
@@ -211,6 +224,14 @@ class Background(_Strict):
     # never move as a wave; a streamed request starts its successor 3 tokens, or this long, before its expected end
     spawn_jitter_s: float = Field(default=0.25, ge=0.0)
     handover_s: float = Field(default=0.05, ge=0.0)  # 0: no hand-over (a slot is empty between requests)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _side_preset(cls, data: Any) -> Any:
+        """A side's lengths where the scenario gives none (a re-validated dump keeps its own)."""
+        if isinstance(data, dict) and isinstance(data.get("side"), str) and data["side"] in SIDE_PRESETS:
+            return {**SIDE_PRESETS[data["side"]], **data}
+        return data
 
     @field_validator("prompt_words", "max_tokens", mode="before")
     @classmethod

@@ -44,6 +44,7 @@ CONTRACT_KEYS = {
     "workers",
     "workers_vanished",
     "engine_metrics",
+    "servers",
     "notices",
     "cold_boot",
     "boots",
