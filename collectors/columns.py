@@ -51,6 +51,7 @@ SCALARS = (
     "ttft_s",
     "error_kind",
     "http_status",
+    "error_message",
     "finish_reason",
     "text",
     "engine_running",

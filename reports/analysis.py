@@ -18,8 +18,9 @@ import pandas as pd  # type: ignore[import-untyped]
 from collectors.runfolder import CanaryColumns
 from loadgen.core.claims import DEFAULT_MAX_RATE, Claim, level_claim
 from loadgen.core.identity import reference_index
+from loadgen.core.servers import SIDES, Side
 from loadgen.core.stats import histogram, median, num, quantiles, ratio, wilson
-from reports import coresidency, forks, heatmap
+from reports import coresidency, forks, heatmap, side_rule, sides
 from reports import identity as ident
 from reports.kernels import Rows, drift, group_rows
 from reports.model import (
@@ -35,6 +36,7 @@ from reports.model import (
     Level,
     Overall,
     Reference,
+    Sides,
 )
 
 
@@ -77,7 +79,7 @@ class CanaryView:
 
     ref_kind: Literal["baseline", "modal"]  # set with the reference
 
-    def __init__(self, cols: CanaryColumns, rows: Rows) -> None:
+    def __init__(self, cols: CanaryColumns, rows: Rows, loaded: Side | None = None) -> None:
         f = cols.frame
         self.cols, self.rows = cols, rows
         self.phase = f["phase"].to_numpy()[rows]
@@ -88,6 +90,13 @@ class CanaryView:
         self.latency = f["latency_s"].to_numpy()[rows]
         self.error_kind = f["error_kind"].to_numpy()[rows]
         self.co = coresidency.measure(f, rows)
+        self.loaded = loaded  # a prefill/decode run: the side its background loads; each side measured apart
+        self.sides = (
+            {s: coresidency.measure(f, rows, scraped_columns=sides.OTHERS[s], promised=s == loaded) for s in SIDES}
+            if loaded is not None and sides.WINDOW_KNOWN in f
+            else None
+        )
+        self.window_known = f[sides.WINDOW_KNOWN].to_numpy(dtype=bool)[rows] if self.sides else None
         self.comp = self.ok & (self.phase != "warmup")
         comp_rows = rows[self.comp]
         self.identity = ident.choose(cols, comp_rows)
@@ -187,7 +196,7 @@ def summarise(c: CanaryView, sel: npt.NDArray[np.bool_]) -> Figures:
     err_kinds: dict[str, int] = {}
     for kind in kinds:
         err_kinds[str(kind)] = err_kinds.get(str(kind), 0) + 1
-    return {
+    out: Figures = {
         "canaries": int(sel.sum()),
         "errors": int((sel & ~c.ok).sum()),
         "error_kinds": dict(sorted(err_kinds.items())),
@@ -214,6 +223,12 @@ def summarise(c: CanaryView, sel: npt.NDArray[np.bool_]) -> Figures:
         "latency_s": latency(c.latency[sel & c.ok]),
         "co_residency": coresidency.level_block(c.co, sel),
     }
+    if c.sides:
+        out["co_residency_sides"] = {
+            "prefill": coresidency.level_block(c.sides["prefill"], sel),
+            "decode": coresidency.level_block(c.sides["decode"], sel),
+        }
+    return out
 
 
 def _forks(c: CanaryView) -> list[Fork]:
@@ -300,10 +315,15 @@ def level_figures(c: CanaryView, sweep: npt.NDArray[np.bool_], level: int, rule:
 
 
 def analyse_canary(
-    cols: CanaryColumns, rows: Rows, levels: list[int] | None = None, rule: ClaimRule = ClaimRule()
+    cols: CanaryColumns,
+    rows: Rows,
+    levels: list[int] | None = None,
+    rule: ClaimRule = ClaimRule(),
+    loaded: Side | None = None,
 ) -> CanaryFigures:
-    """Everything ``report.json`` says about one canary (its rows of ``cols``, any order)."""
-    c = CanaryView(cols, canonical_order(cols, rows))
+    """Everything ``report.json`` says about one canary (its rows of ``cols``, any order); ``loaded``: the side a
+    prefill/decode run's background loads (its frame joined by ``reports.sides.join_sides``)."""
+    c = CanaryView(cols, canonical_order(cols, rows), loaded)
     sweep = c.phase == "sweep"
     all_levels = sorted(set(c.level[sweep].tolist()) | set(levels or []))
     per_level = [level_figures(c, sweep, int(lv), rule) for lv in all_levels]
@@ -312,7 +332,7 @@ def analyse_canary(
         **summarise(c, sweep),
         "first_divergent_concurrency": min(diverged_levels) if diverged_levels else None,
     }
-    return {
+    out: CanaryFigures = {
         "reference": _reference_block(c),
         "overall": overall,
         "levels": per_level,
@@ -321,6 +341,9 @@ def analyse_canary(
         "drift_heatmap": drift_heatmap(c, sweep, all_levels),
         "by_co_residency": by_co_residency(c, sweep),
     }
+    if c.sides:
+        out["sides"] = sides_section(c, sweep)
+    return out
 
 
 def fork_gaps(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> ForkGaps:
@@ -340,11 +363,14 @@ def drift_heatmap(c: CanaryView, sweep: npt.NDArray[np.bool_], levels: list[int]
     return heatmap.drift_by_position(lp, c.rows[sel], ref_lp, c.cmp_len[sel], c.level[sel], levels)
 
 
-def by_co_residency(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> list[CoResidencyGroup] | None:
+def by_co_residency(
+    c: CanaryView, sweep: npt.NDArray[np.bool_], m: coresidency.Measured | None = None
+) -> list[CoResidencyGroup] | None:
     """Sweep canaries grouped by their measured co-residency (the other requests the engine really ran
-    beside them, per-canary median rounded to an integer), with the same figures as a level, computed
-    by ``summarise``; None when no canary was measured."""
-    known, group = coresidency.others_group(c.co, sweep)
+    beside them, per-canary median rounded to an integer; ``m``: one side's, else the canary's), with the
+    same figures as a level, computed by ``summarise``; None when no canary was measured."""
+    m = c.co if m is None else m
+    known, group = coresidency.others_group(m, sweep)
     if not known.any():
         return None
     out: list[CoResidencyGroup] = []
@@ -361,23 +387,50 @@ def by_co_residency(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> list[CoResid
                 "divergence_rate": fig["divergence_rate"],
                 "divergence_rate_ci95": fig["divergence_rate_ci95"],
                 "earliest_divergence": fig["earliest_divergence"],
-                "min": coresidency.whole(c.co.lo[sel].min()),
-                "max": coresidency.whole(c.co.hi[sel].max()),
+                "min": coresidency.whole(m.lo[sel].min()),
+                "max": coresidency.whole(m.hi[sel].max()),
             }
         )
     return out
 
 
+def sides_section(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> Sides:
+    """A prefill/decode run's divergence by each side's load: a table per side (``by_co_residency`` over that
+    side's figure), the heatmap of one against the other (``reports.sides.heatmap``) and which side's load the
+    divergence follows (``reports.side_rule``), over the sweep's completions."""
+    assert c.sides is not None and c.loaded is not None and c.window_known is not None
+    groups = {s: coresidency.others_group(c.sides[s], sweep)[1] for s in SIDES}
+    comp = sweep & c.comp
+    diverged = c.fd >= 0
+    follows = None
+    if c.ref is not None:
+        follows = side_rule.follows({s: c.sides[s].med[comp] for s in SIDES}, diverged[comp])
+    return {
+        "loaded": c.loaded,
+        "prefill_window_unknown": int((sweep & ~c.window_known).sum()),
+        "prefill": by_co_residency(c, sweep, c.sides["prefill"]),
+        "decode": by_co_residency(c, sweep, c.sides["decode"]),
+        "heatmap": sides.heatmap(groups["prefill"][comp], groups["decode"][comp], diverged[comp])
+        if c.ref is not None
+        else None,
+        "follows": follows,
+    }
+
+
 def analyse(
-    cols: CanaryColumns, levels: list[int] | None = None, rule: ClaimRule = ClaimRule()
+    cols: CanaryColumns, levels: list[int] | None = None, rule: ClaimRule = ClaimRule(), loaded: Side | None = None
 ) -> list[CanaryAnalysis]:
     """One entry per canary id, sorted by id: ``{"id", "reference", "overall", "levels", "forks", ...}``."""
     codes, uniq = pd.factorize(cols.frame["canary_id"].astype(str), sort=True)
     if len(uniq) == 1:
-        return [{"id": str(uniq[0]), **analyse_canary(cols, np.arange(len(codes), dtype=np.int64), levels, rule)}]
+        every = np.arange(len(codes), dtype=np.int64)
+        return [{"id": str(uniq[0]), **analyse_canary(cols, every, levels, rule, loaded)}]
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
     return [
-        {"id": str(cid), **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels, rule)}
+        {
+            "id": str(cid),
+            **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels, rule, loaded),
+        }
         for i, cid in enumerate(uniq)
     ]

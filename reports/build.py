@@ -17,8 +17,9 @@ import numpy as np
 from collectors.runfolder import CanaryColumns, RunData
 from loadgen.core.claims import DEFAULT_MAX_RATE
 from loadgen.core.manifest import Manifest, RunStatus
+from loadgen.core.servers import Side, loaded_side, servers_of
 from loadgen.core.wire.server_config import describe
-from reports import client_load, coresidency, cost
+from reports import client_load, coresidency, cost, sides, sides_notes
 from reports.analysis import ClaimRule, analyse, latency
 from reports.cache_checks import cache_expectations, cache_notices
 from reports.finite import scrub
@@ -42,7 +43,8 @@ def build_report(run: RunData) -> Report:
     cols = with_engine_join(run)
     joined = _has_samples(run) and cols.n > 0
     m = run.manifest
-    analysed = analyse(cols, list(m.levels), claim_rule(m)) if cols.n else []
+    loaded = _loaded(m) if run.servers else None
+    analysed = analyse(cols, list(m.levels), claim_rule(m), loaded) if cols.n else []
     canaries: list[Canary] = [{**entry, "verdict": verdict(entry)} for entry in analysed]
     expectations = cache_expectations(
         run.canaries.frame,
@@ -81,6 +83,16 @@ def build_report(run: RunData) -> Report:
     if cols.n:
         measured = coresidency.measure(cols.frame)
         report["run"]["notices"] += coresidency.notices(cols.frame, measured, joined, m.engine_metrics)
+        unmeasured = sides_notes.x_axis_unmeasured(
+            m, joined, run.servers, int((measured.source == coresidency.TRUTH).sum())
+        )
+        report["run"]["notices"] += [unmeasured] if unmeasured else []
+        if run.servers:
+            report["run"]["servers"] = sides_notes.run_servers(m, run.servers)
+            report["run"]["x_axis_unmeasured"] = unmeasured
+            report["run"]["notices"] += sides_notes.notices(cols.frame, servers_of(m.scenario))
+        elif unmeasured:
+            report["run"]["x_axis_unmeasured"] = unmeasured
     # the load processes' own CPU per level; absent for runs from before the samples
     if run.client_cpu:
         report["client_load"] = client_load.section(run.client_cpu)
@@ -192,17 +204,30 @@ def verdict(entry: CanaryAnalysis) -> str:
 
 
 def _has_samples(run: RunData) -> bool:
-    """The run holds ``/metrics`` samples with a running count: the endpoint serves ``/metrics``."""
+    """The run holds ``/metrics`` samples with a running count: the endpoint (or a server behind it) serves them."""
+    if any(np.isfinite(s.running).any() for s in run.servers):
+        return True
     return run.engine_t is not None and run.engine_running is not None and bool(np.isfinite(run.engine_running).any())
+
+
+def _loaded(m: Manifest) -> Side:
+    side = m.scenario.get("background", {}).get("side")
+    return loaded_side(side if side in ("prefill", "decode") else None)
 
 
 def with_engine_join(run: RunData) -> CanaryColumns:
     """The canary columns plus the engine's running gauge joined over each canary's lifetime
-    (``reports.coresidency.join_engine``): computed here, at report time, never stored in the records."""
+    (``reports.coresidency.join_engine``), or, for a run with servers behind its endpoint, each side's over
+    its part of the life (``reports.sides.join_sides``): computed here, at report time, never stored in the
+    records."""
     cols = run.canaries
-    interval = (run.manifest.engine_metrics or {}).get("interval_s")
-    edge = float(interval) if isinstance(interval, int | float) and interval > 0 else 0.05
-    frame = coresidency.join_engine(cols.frame, run.engine_t, run.engine_running, edge_s=edge)
+    scraped = [s.get("engine_metrics") or {} for s in run.manifest.servers] or [run.manifest.engine_metrics or {}]
+    interval = next((i for x in scraped if isinstance(i := x.get("interval_s"), int | float) and i > 0), None)
+    edge = float(interval) if interval is not None else 0.05
+    if run.servers:
+        frame = sides.join_sides(cols.frame, run.servers, _loaded(run.manifest), edge_s=edge)
+    else:
+        frame = coresidency.join_engine(cols.frame, run.engine_t, run.engine_running, edge_s=edge)
     return CanaryColumns(frame, cols.token_ids, cols.token_codes, cols.vocab, cols.logprobs, cols.top_gap)
 
 

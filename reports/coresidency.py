@@ -102,17 +102,28 @@ def expected_others(level: npt.NDArray[np.integer[Any]], phase: npt.NDArray[Any]
     return np.where(np.asarray(phase) == "sweep", np.maximum(exp, 0), 0)
 
 
-def measure(frame: Any, rows: npt.NDArray[np.int64] | None = None) -> Measured:
-    """``Measured`` for ``rows`` of ``frame`` (all rows when None); columns it lacks count as missing."""
+def measure(
+    frame: Any,
+    rows: npt.NDArray[np.int64] | None = None,
+    *,
+    scraped_columns: tuple[str, str, str] = ENGINE_OTHERS,
+    promised: bool = True,
+) -> Measured:
+    """``Measured`` for ``rows`` of ``frame`` (all rows when None); columns it lacks count as missing.
+    ``scraped_columns``: another scraped figure (a prefill/decode side's, ``reports.sides.OTHERS``), without
+    batch sizes; ``promised`` False: the level promises nothing there (the side the background leaves quiet)."""
     idx = np.arange(len(frame), dtype=np.int64) if rows is None else rows
-    truth = [_floats(frame, k, idx) for k in BATCH_OTHERS]
-    scraped = [_floats(frame, k, idx) for k in ENGINE_OTHERS]
+    nan = np.full(len(idx), np.nan)
+    truth = [_floats(frame, k, idx) if scraped_columns == ENGINE_OTHERS else nan for k in BATCH_OTHERS]
+    scraped = [_floats(frame, k, idx) for k in scraped_columns]
     has_truth = ~np.isnan(truth[0])
     has_scraped = ~np.isnan(scraped[0])
     lo, med, hi = (np.where(has_truth, t, s) for t, s in zip(truth, scraped, strict=True))
     source = np.where(has_truth, TRUTH, np.where(has_scraped, METRICS, NONE)).astype(np.int8)
     burst = frame["burst"].to_numpy(dtype=bool)[idx] if "burst" in frame else np.zeros(len(idx), bool)
     expected = expected_others(frame["level"].to_numpy()[idx], frame["phase"].to_numpy()[idx], burst)
+    if not promised:
+        expected = np.zeros_like(expected)
     with np.errstate(invalid="ignore"):
         held = np.where(np.isnan(lo), np.nan, (lo >= expected).astype(np.float64))
     return Measured(lo, med, hi, source, expected, held, _floats(frame, "held_at_send", idx))

@@ -75,6 +75,14 @@ class CoResidency(TypedDict):
     not_held_at_send: int
 
 
+class SidesCoResidency(TypedDict):
+    """A prefill/decode run's co-residency per side (``reports.sides``): the prefill side over each canary's
+    prefill window, the decode side over its decode life; the side its background leaves quiet promises 0."""
+
+    prefill: CoResidency
+    decode: CoResidency
+
+
 class Figures(TypedDict):
     """What a level, the whole sweep (``overall``) or a co-residency group says (``reports.analysis.summarise``)."""
 
@@ -96,6 +104,7 @@ class Figures(TypedDict):
     engine_running: Median | None
     latency_s: Latency | None
     co_residency: NotRequired[CoResidency]
+    co_residency_sides: NotRequired[SidesCoResidency]  # prefill/decode runs only
 
 
 class Level(Figures):
@@ -194,6 +203,54 @@ class CoResidencyGroup(TypedDict):
     max: float | None
 
 
+SideName = Literal["prefill", "decode"]  # loadgen.core.servers.Side
+SidesOutcome = Literal["prefill", "decode", "both", "neither", "too few canaries"]  # reports.side_rule
+
+
+class SideGroup(TypedDict):
+    others: int
+    completions: int
+    diverged: int
+
+
+class SideContrast(TypedDict):
+    """One side's lowest and highest load groups and what the rule made of them (``reports.side_rule``)."""
+
+    verdict: Literal["follows", "no", "flat", "too_few", "unmeasured"]
+    low: SideGroup | None
+    high: SideGroup | None
+
+
+class SideFollows(TypedDict):
+    """Which side's load the divergence follows (``reports.side_rule.follows``)."""
+
+    outcome: SidesOutcome
+    sentence: str
+    prefill: SideContrast
+    decode: SideContrast
+
+
+class SidesHeatmap(TypedDict):
+    """Sweep completions by prefill-side load (rows) and decode-side load (columns) (``reports.sides.heatmap``)."""
+
+    prefill_others: list[int]
+    decode_others: list[int]
+    completions: list[list[int]]
+    diverged: list[list[int]]
+    rate: list[list[float | None]]  # None: no completion in the cell
+
+
+class Sides(TypedDict):
+    """A prefill/decode run's divergence by each side's measured load (``reports.analysis.sides_section``)."""
+
+    loaded: SideName  # the side the background loads: its co-residency is the canary's ``co_residency``
+    prefill_window_unknown: int  # sweep canaries not streamed: no first token, both windows their whole life
+    prefill: list[CoResidencyGroup] | None  # by prefill-side others; None: unmeasured there
+    decode: list[CoResidencyGroup] | None
+    heatmap: SidesHeatmap | None
+    follows: SideFollows | None  # None: no reference
+
+
 class CanaryFigures(TypedDict):
     """Everything ``reports.analysis.analyse_canary`` says about one canary."""
 
@@ -204,6 +261,7 @@ class CanaryFigures(TypedDict):
     fork_gaps: NotRequired[ForkGaps]
     drift_heatmap: NotRequired[DriftHeatmap | None]
     by_co_residency: NotRequired[list[CoResidencyGroup] | None]
+    sides: NotRequired[Sides]  # prefill/decode runs only
 
 
 class CanaryAnalysis(CanaryFigures):
@@ -225,6 +283,17 @@ class ServerConfig(ServerSettings):
     summary: str
 
 
+class RunServer(TypedDict):
+    """One server behind the endpoint, from the manifest's ``servers`` (``reports.sides_notes.run_servers``)."""
+
+    name: str
+    role: str
+    base_url: str | None
+    metrics_url: str | None
+    samples: int  # /metrics samples read back from its file
+    notice: str | None  # why it has none, from its scraper
+
+
 class RunSection(TypedDict):
     id: str | None
     endpoint: str | None
@@ -244,6 +313,8 @@ class RunSection(TypedDict):
     levels_ended_by_claim: NotRequired[list[EndedByClaim]]
     notices: list[str]
     scenario_path: str | None
+    servers: NotRequired[list[RunServer]]  # prefill/decode runs only: the servers behind the endpoint
+    x_axis_unmeasured: NotRequired[str | None]  # why no canary's co-residency was scraped (also in notices)
 
 
 class InputFile(TypedDict):

@@ -15,6 +15,7 @@ from reports import pictures, plots
 from reports.finite import scrub
 from reports.model import Canary, CoResidencyGroup, Fork, Level, Reference, Report
 from reports.render_md import FORK_CLASSES, ci, claim_heading, fmt, fork_count, fork_rule, headline, held, others, pct
+from reports.render_sides import others_cell, sides_html
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
@@ -76,7 +77,7 @@ def levels_table(levels: list[Level]) -> str:
             fmt(None if dr is None else dr["max"]),
             fmt(None if dr is None else dr["mean"]),
             pct(None if dr is None else dr["bitwise_equal_share"]),
-            others(co).replace("/", " / "),
+            others_cell(lv) or others(co).replace("/", " / "),
             held(co),
         ]
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
@@ -192,11 +193,17 @@ def canary_html(entry: Canary) -> str:
     return (
         f"<h2>Canary <code>{escape(entry['id'])}</code></h2>"
         f'<p class="verdict">{escape(entry["verdict"])}</p>{reference_html(entry["reference"])}'
-        f"{levels_table(entry['levels'])}{co_residency_table(entry.get('by_co_residency'))}"
+        f"{levels_table(entry['levels'])}{_sides_or_groups(entry)}"
         f"<div class='charts'>{''.join(charts)}</div>"
         f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{fork_classes_html(entry)}"
         f"{forks_table(entry['forks'])}{claim_html(entry)}"
     )
+
+
+def _sides_or_groups(entry: Canary) -> str:
+    """A prefill/decode run's sides (``reports.render_sides``), else the divergence by measured co-residency."""
+    sides = entry.get("sides")
+    return sides_html(sides) if sides else co_residency_table(entry.get("by_co_residency"))
 
 
 def claim_html(entry: Canary) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from reports.finite import finite
 from reports.mdtext import code, text
 from reports.model import Canary, CoResidency, CoResidencyGroup, Figures, Fork, ForkClass, ForkMethod, Level, Report
+from reports.render_sides import others_cell, sides_md
 
 __all__ = [
     "FORK_CLASSES",
@@ -93,7 +94,7 @@ def levels_table(levels: list[Level]) -> list[str]:
             f"{fmt(lv['diverged'])} | {pct(lv['divergence_rate'])} ({ci(lv['divergence_rate_ci95'])}) | "
             f"{fd_txt} | "
             f"{fmt(None if dr is None else dr['max'])} | {pct(None if dr is None else dr['bitwise_equal_share'])} | "
-            f"{others(co)} | {held(co)} |"
+            f"{others_cell(lv) or others(co)} | {held(co)} |"
         )
     return rows
 
@@ -131,7 +132,8 @@ def canary_section(entry: Canary, heading: str) -> list[str]:
         )
     lines += ["", *levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
     lines += _fork_classes(entry)
-    lines += _co_residency_table(entry.get("by_co_residency"))
+    sides = entry.get("sides")
+    lines += sides_md(sides) if sides else _co_residency_table(entry.get("by_co_residency"))
     lines += claim_lines(entry)
     return lines
 

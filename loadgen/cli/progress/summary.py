@@ -17,12 +17,18 @@ from reports.render_md import levels_table
 
 
 def summary_lines(report: Report) -> list[str]:
-    """Verdict, blank line, per-level table, blank line, per canary (the id first when there are several)."""
+    """Verdict, blank line, per-level table, blank line, per canary (the id first when there are several); a
+    prefill/decode run's sentence on which side's load the divergence follows; why the x-axis is unmeasured."""
     entries = report.get("canaries") or []
     lines: list[str] = []
     for entry in entries:
         verdict = str(entry["verdict"])
         lines += [f"{entry['id']}: {verdict}" if len(entries) > 1 else verdict, "", *levels_table(entry["levels"]), ""]
+        sides = entry.get("sides")
+        if sides and (follows := sides.get("follows")):
+            lines += [follows["sentence"], ""]
+    if unmeasured := report["run"].get("x_axis_unmeasured"):
+        lines += [f"Notice: {unmeasured}", ""]
     return [visible(line) for line in lines]
 
 
