@@ -17,6 +17,7 @@ from reports import cost
 from reports.compare_cells import FIGURES, run_label
 from reports.compare_html import render_html
 from reports.compare_md import render_markdown
+from reports.compare_references import reference_checks
 from reports.model import (
     Canary,
     ComparedCanary,
@@ -81,8 +82,10 @@ def _level(entry: Canary | None, level: int) -> Level | None:
     return None if entry is None else next((x for x in entry["levels"] if x["concurrency"] == level), None)
 
 
-def compare_reports(reports: list[tuple[str, Report]]) -> Comparison:
-    """``reports``: (name, report) pairs, the first being the base that deltas are taken against."""
+def compare_reports(reports: list[tuple[str, Report]], bases: dict[str, str] | None = None) -> Comparison:
+    """``reports``: (name, report) pairs, the first being the base that deltas are taken against. ``bases``
+    (run name -> the run whose reference completions it is compared with; names must be distinct): adds
+    ``references``, each run's reference against its base's (``reports.compare_references``)."""
     names = run_names(reports)
     ids = sorted({e["id"] for _, r in reports for e in r["canaries"]})
     canaries: list[ComparedCanary] = []
@@ -110,7 +113,7 @@ def compare_reports(reports: list[tuple[str, Report]]) -> Comparison:
             }
         )
     flags = [cost.batch_invariant(r) for _, r in reports]
-    return {
+    cmp: Comparison = {
         "schema": 1,
         "frontier": cost.differ(flags),
         "runs": [
@@ -128,6 +131,9 @@ def compare_reports(reports: list[tuple[str, Report]]) -> Comparison:
         ],
         "canaries": canaries,
     }
+    if bases is not None:
+        cmp["references"] = reference_checks(reports, bases)
+    return cmp
 
 
 def _cost(report: Report, entry: Canary | None, level: int | None) -> CostRow | None:

@@ -108,3 +108,15 @@ def level_blocks(canary: ComparedCanary) -> list[Block]:
 
 def batch_invariance(flag: bool | None) -> str:
     return "—" if flag is None else ("on" if flag else "off")
+
+
+REFERENCE_NOTE = (
+    "Each run's reference completion (its modal baseline completion, before any load) against the reference "
+    "of the run named beside it, compared token string by token string: where they first differ, and the two "
+    "tokens there. A run can diverge nowhere inside itself and still break the reference."
+)
+
+
+def run_letters(cmp: Comparison) -> dict[str, str]:
+    """Each run's name to its letter."""
+    return dict(zip([r["name"] for r in cmp["runs"]], labels(cmp), strict=True))

@@ -17,14 +17,17 @@ from reports.compare_cells import (
     COST_COLUMNS,
     COST_NOTE,
     FIGURES,
+    REFERENCE_NOTE,
     TITLES,
     batch_invariance,
     labels,
     level_blocks,
+    run_letters,
     with_delta,
 )
+from reports.compare_references import broke
 from reports.model import ComparedCanary, Comparison, FigureName, Report
-from reports.render_html import esc, page
+from reports.render_html import esc, page, tok
 
 
 def legend(cmp: Comparison) -> str:
@@ -84,11 +87,38 @@ def canary_html(cmp: Comparison, c: ComparedCanary, reports: list[tuple[str, Rep
     return "".join(out)
 
 
+def references_html(cmp: Comparison) -> str:
+    """Which run broke which run's reference, and where; "" for a comparison without ``references``."""
+    refs = cmp.get("references")
+    if refs is None:
+        return ""
+    letter = run_letters(cmp)
+    said = broke(refs) or ["every run's reference completions equal those of the run it is compared with"]
+    head = "<tr><th class='l'>canary</th><th class='l'>run</th><th class='l'>against</th><th class='l'>reference</th>"
+    head += "<th>first divergence</th><th class='l'>there / reference's</th></tr>"
+    rows = []
+    for r in refs:
+        at = r["first_divergence"]
+        there = "—" if at is None else f"{tok(r['token'])} / {tok(r['reference_token'])}"
+        where = "—" if at is None else escape(f"{r['unit']} {at}")
+        rows.append(
+            f"<tr><td class='l'><code>{escape(r['canary'])}</code></td><td class='l'>{escape(letter[r['run']])}</td>"
+            f"<td class='l'>{escape(letter[r['compared_with']])}</td><td class='l'>{escape(r['verdict'])}</td>"
+            f"<td>{where}</td><td class='l'>{there}</td></tr>"
+        )
+    items = "".join(f"<li>{escape(x)}</li>" for x in said)
+    return (
+        f"<h2>Reference completions, run against run</h2><p class='meta'>{escape(REFERENCE_NOTE)}</p>"
+        f"<ul>{items}</ul><table>{head}{''.join(rows)}</table>"
+    )
+
+
 def render_html(cmp: Comparison, reports: list[tuple[str, Report]]) -> str:
     first = labels(cmp)[0]
     body = ["<h1>Batch-invariance comparison</h1>", legend(cmp)]
     body.append(
         f"<p class='meta'>Runs by letter in every chart and table; deltas in parentheses are against run {first}.</p>"
     )
+    body.append(references_html(cmp))
     body += [canary_html(cmp, c, reports) for c in cmp["canaries"]]
     return page("Batch-invariance comparison", "".join(body), cmp)

@@ -14,13 +14,16 @@ from reports.compare_cells import (
     COST_COLUMNS,
     COST_NOTE,
     MD_METRICS,
+    REFERENCE_NOTE,
     batch_invariance,
     delta,
     labels,
     level_blocks,
+    run_letters,
     value,
     with_delta,
 )
+from reports.compare_references import broke
 from reports.mdtext import code, text
 from reports.model import ComparedCanary, Comparison, FigureName
 from reports.render_md import fmt
@@ -70,6 +73,25 @@ def cost_table(cmp: Comparison, canary: ComparedCanary, letters: list[str]) -> l
     return lines
 
 
+def references_md(cmp: Comparison) -> list[str]:
+    """Which run broke which run's reference, and where; nothing for a comparison without ``references``."""
+    refs = cmp.get("references")
+    if refs is None:
+        return []
+    letter = run_letters(cmp)
+    said = broke(refs) or ["every run's reference completions equal those of the run it is compared with"]
+    lines = ["", "### Reference completions, run against run", "", REFERENCE_NOTE, "", *(f"- {text(x)}" for x in said)]
+    lines += ["", "| canary | run | against | reference | first divergence | there / reference's |"]
+    lines.append("|---|---|---|---|---:|---|")
+    for r in refs:
+        at = r["first_divergence"]
+        there = "—" if at is None else f"{code(r['token'])} / {code(r['reference_token'])}"
+        where = "—" if at is None else f"{r['unit']} {at}"
+        run, base = letter[r["run"]], letter[r["compared_with"]]
+        lines.append(f"| {code(r['canary'])} | {run} | {base} | {r['verdict']} | {where} | {there} |")
+    return lines
+
+
 def render_markdown(cmp: Comparison) -> str:
     letters = labels(cmp)
     lines = [
@@ -79,6 +101,7 @@ def render_markdown(cmp: Comparison) -> str:
         "",
     ]
     lines += legend(cmp)
+    lines += references_md(cmp)
     for c in cmp["canaries"]:
         lines += ["", f"### Canary {code(c['id'])}", ""]
         lines += [f"- **{letter}**: {text(v)}" for letter, v in zip(letters, c["verdicts"], strict=True)]

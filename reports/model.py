@@ -513,6 +513,19 @@ class ComparedRun(TypedDict):
     batch_invariant: NotRequired[bool | None]
 
 
+class ReferenceCheck(TypedDict):
+    """One canary's reference completion in one run against another run's (``reports.compare_references``)."""
+
+    canary: str
+    run: str  # run names, as in ``runs``
+    compared_with: str
+    verdict: Literal["same", "diverged", "no reference"]
+    first_divergence: int | None  # None: the same, or no position known
+    unit: Literal["token", "character"]
+    token: str | None  # this run's token at the first divergence; None past its end
+    reference_token: str | None
+
+
 class Comparison(TypedDict):
     """``comparison.json``, schema 1 (``reports.compare.compare_reports``)."""
 
@@ -520,3 +533,4 @@ class Comparison(TypedDict):
     frontier: NotRequired[bool]
     runs: list[ComparedRun]
     canaries: list[ComparedCanary]
+    references: NotRequired[list[ReferenceCheck]]  # where runs were compared by reference (``loadgen matrix``)

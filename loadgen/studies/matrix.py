@@ -3,26 +3,42 @@
 Why: the question "which setting removes the divergence?" needs the same study on each setting,
 run the same way, read side by side (the D3 table: prefix caching on/off x batch invariance 0/1).
 Each ``[matrix]`` cell is launcher overrides (args appended, env merged) or an external
-``base_url``; each runs as a full ``loadgen run`` sweep, or as a cold-boot study when the scenario
-has ``[cold_boot]``, into ``OUT/cells/<cell>/``. Then ``reports.compare_reports`` puts the cells'
-reports side by side (``OUT/comparison.*``) and, for cold-boot matrices, ``OUT/matrix.md`` holds the
-cell x canary table. A cell whose engine fails is recorded as failed and the others still run.
-Raises ``LoadgenError`` subclasses for unusable input; prints nothing.
+``base_url``; with a ``[topology]`` (or its own ``topology``) a cell is a colocated engine, a
+prefill/decode pair behind the router or an engine reloading its own KV, each side with its own
+overrides (``prefill``, ``decode``). Each runs as a full ``loadgen run`` sweep, or as a cold-boot study
+when the scenario has ``[cold_boot]``, into ``OUT/cells/<cell>/``; a cell with ``decoder_direct`` also
+asks its decode server directly before and after its sweep (``loadgen.studies.decoder_direct``). Then
+``reports.compare_reports`` puts the cells' reports (and phases) side by side (``OUT/comparison.*``),
+each cell's reference completions against those of the first cell (or its ``compare_to``) and, for
+cold-boot matrices, ``OUT/matrix.md`` holds the cell x canary table. A cell whose engine fails is
+recorded as failed and the others still run. Raises ``LoadgenError`` subclasses for unusable input;
+prints nothing.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loadgen.core.errors import EndpointError, EngineError, ScenarioError, UsageError
-from loadgen.core.manifest import RunStatus
-from loadgen.core.scenario import LauncherSpec, MatrixCell, Scenario, load_scenario
+from loadgen.core.manifest import EngineFacts, RunStatus
+from loadgen.core.scenario import (
+    LauncherSpec,
+    MatrixCell,
+    Scenario,
+    Server,
+    Side,
+    TopologyMode,
+    TopologySpec,
+    check_topology,
+    load_scenario,
+)
 from loadgen.studies.coldboot import cold_boot
+from loadgen.studies.decoder_direct import BEFORE, SWEEP, Phase, run_phases
 from loadgen.studies.events import CellEnded, CellStarted, Progress, no_progress
-from loadgen.studies.run import run
+from loadgen.studies.run import RunResult, run
 from reports.coldboot import ColdBootSummary, matrix_table
 from reports.compare import compare_reports, write_comparison
 from reports.writer import load_report, report_json, write_text
@@ -37,6 +53,19 @@ class CellResult:
     wall_s: float
     error: str | None = None
     coldboot: ColdBootSummary | None = None  # the cell's cold-boot summary
+    compare_to: str | None = None  # the cell whose reference completions this one's are compared with
+    phases: list[Phase] = field(default_factory=list)  # decoder_direct: the phases beside the sweep's run
+
+    def columns(self, first: str) -> list[tuple[str, Path, str]]:
+        """This cell's runs in the comparison: (name, run folder, the name it is compared with)."""
+        base = self.compare_to or first
+        if self.run_dir is None:
+            return []
+        out = [(self.name, self.run_dir, base)]
+        for p in self.phases:  # in the order they ran: the one before the sweep first
+            against = base if p.name == BEFORE else f"{self.name}/{BEFORE}"
+            out.insert(len(out) - 1 if p.name == BEFORE else len(out), (f"{self.name}/{p.name}", p.run_dir, against))
+        return out
 
 
 @dataclass
@@ -48,6 +77,39 @@ class MatrixResult:
     @property
     def ok(self) -> bool:
         return all(c.status == RunStatus.FINISHED for c in self.cells)
+
+
+def cell_mode(scenario: Scenario, cell: MatrixCell) -> TopologyMode:
+    """The cell's topology mode: its own, else the scenario's ``[topology]``'s, else colocated."""
+    return cell.topology or (scenario.topology.mode if scenario.topology else "colocated")
+
+
+def cell_topology(scenario: Scenario, cell: MatrixCell) -> TopologySpec | None:
+    """The cell's ``[topology]``: the scenario's, in the cell's mode, each side's overrides after the scenario's;
+    None where neither the scenario nor the cell has one (the launcher alone)."""
+    if cell.base_url is not None or (scenario.topology is None and cell.topology is None):
+        return None
+    base = scenario.topology or TopologySpec()
+    update = {"mode": cell_mode(scenario, cell), "prefill": cell.prefill.over(base.prefill)}
+    return base.model_copy(update={**update, "decode": cell.decode.over(base.decode)})
+
+
+def _check_cell_topology(scenario: Scenario, cell: MatrixCell, where: str) -> None:
+    mode, plain = cell_mode(scenario, cell), Side()
+    if mode == "colocated" and (cell.prefill != plain or cell.decode != plain):
+        raise ScenarioError(f"{where}: a colocated cell is one engine: give its flags in 'args' and 'env'")
+    if mode == "reload" and cell.prefill != plain:
+        raise ScenarioError(f"{where}.prefill: mode 'reload' is one engine, set by 'decode' (it prefills for itself)")
+    if cell.decoder_direct and mode != "pd":
+        raise ScenarioError(f"{where}.decoder_direct: needs topology 'pd' (a decode server to ask directly)")
+    if mode == "colocated":
+        return
+    if scenario.cold_boot is not None:
+        raise ScenarioError(f"{where}.topology: a cold-boot study restarts one engine, not a {mode!r} topology")
+    topology = cell_topology(scenario, cell)
+    assert topology is not None
+    if why := check_topology(topology, cell_launcher(scenario.launcher, cell), mode):
+        raise ScenarioError(f"{where}: {why}")
 
 
 def cell_launcher(base: LauncherSpec | None, cell: MatrixCell) -> LauncherSpec | None:
@@ -84,6 +146,9 @@ def check_matrix(scenario: Scenario, source: str, only: list[str] | None = None)
                 f"{source}: field matrix.cells[{i}].base_url: a cold-boot study restarts its engine, which an "
                 "external endpoint does not allow; give the cell args/env for the launcher instead"
             )
+        if cell.base_url is None:
+            index = scenario.matrix.cells.index(cell)
+            _check_cell_topology(scenario, cell, f"{source}: field matrix.cells[{index}]")
     return cells
 
 
@@ -97,9 +162,13 @@ def _run_cell(
 ) -> CellResult:
     labels = {**opts.get("labels", {}), "cell": cell.name, **cell.labels}
     launcher = cell_launcher(scenario.launcher, cell)
+    topology = cell_topology(scenario, cell)
     cell_out = out_dir / "cells" / cell.name
     t0 = time.monotonic()
     try:
+        if cell.decoder_direct:
+            assert topology is not None  # check_matrix: decoder_direct needs mode pd
+            return _run_phased(scenario_path, scenario, cell, launcher, topology, opts, labels, progress)
         if scenario.cold_boot is not None:
             cb = cold_boot(
                 scenario_path,
@@ -119,13 +188,62 @@ def _run_cell(
             canaries_per_level=opts.get("canaries_per_level"),
             labels=labels,
             launcher=launcher,
+            topology=topology,
             processes=opts.get("processes", 0),
             progress=progress,
         )
         assert res.status is not None  # a headless run always ends with a status
-        return CellResult(cell.name, labels, res.run_dir, res.status, time.monotonic() - t0)
+        return CellResult(cell.name, labels, res.run_dir, res.status, time.monotonic() - t0, compare_to=cell.compare_to)
     except (EngineError, EndpointError) as exc:  # this cell's engine; the other cells may still run
-        return CellResult(cell.name, labels, None, RunStatus.FAILED, time.monotonic() - t0, error=str(exc))
+        wall = time.monotonic() - t0
+        return CellResult(cell.name, labels, None, RunStatus.FAILED, wall, error=str(exc), compare_to=cell.compare_to)
+
+
+def _run_phased(
+    scenario_path: Path,
+    scenario: Scenario,
+    cell: MatrixCell,
+    launcher: LauncherSpec | None,
+    topology: TopologySpec,
+    opts: dict[str, Any],
+    labels: dict[str, str],
+    progress: Progress,
+) -> CellResult:
+    """A ``decoder_direct`` cell: its topology once, the decoder's phases around the sweep."""
+    t0 = time.monotonic()
+
+    def run_phase(
+        *,
+        host: str,
+        servers: list[Server],
+        out_dir: Path,
+        phase: str,
+        facts: EngineFacts | None,
+        levels: list[int] | None = None,
+    ) -> RunResult:
+        return run(
+            scenario_path,
+            host=host,
+            servers=servers,
+            engine_facts=facts,
+            out_dir=out_dir,
+            levels=levels or opts.get("levels"),
+            canaries_per_level=opts.get("canaries_per_level"),
+            labels={**labels, "phase": phase},
+            processes=opts.get("processes", 0),
+            progress=progress,
+        )
+
+    cell_out = Path(opts["out_dir"]) / "cells" / cell.name
+    phases = run_phases(scenario, str(scenario_path), launcher, topology, cell_out, run_phase, progress)
+    sweep = next(p for p in phases if p.name == SWEEP)
+    # the cell finished when every phase did; else the first phase's that did not
+    status = next(
+        (p.status or RunStatus.INTERRUPTED for p in phases if p.status != RunStatus.FINISHED), RunStatus.FINISHED
+    )
+    others = [p for p in phases if p.name != SWEEP]
+    wall = time.monotonic() - t0
+    return CellResult(cell.name, labels, sweep.run_dir, status, wall, compare_to=cell.compare_to, phases=others)
 
 
 def run_matrix(
@@ -148,6 +266,7 @@ def run_matrix(
     scenario = load_scenario(scenario_path)
     cells = check_matrix(scenario, source, only)
     opts = {
+        "out_dir": out_dir,
         "boots": boots,
         "requests": requests,
         "levels": levels,
@@ -169,8 +288,11 @@ def run_matrix(
 def write_matrix(result: MatrixResult, scenario: Scenario) -> list[Path]:
     out = result.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    done = [(c.name, load_report(c.run_dir)) for c in result.cells if c.run_dir is not None]
-    paths = write_comparison(compare_reports(done), done, out) if len(done) >= 2 else []
+    ran = [c for c in result.cells if c.run_dir is not None]
+    columns = [col for c in ran for col in c.columns(ran[0].name)] if ran else []
+    done = [(name, load_report(run_dir)) for name, run_dir, _ in columns]
+    bases = {name: base for name, _, base in columns}
+    paths = write_comparison(compare_reports(done, bases), done, out) if len(done) >= 2 else []
     cells = [
         {
             "name": c.name,
@@ -180,6 +302,8 @@ def write_matrix(result: MatrixResult, scenario: Scenario) -> list[Path]:
             "wall_s": round(c.wall_s, 3),
             "error": c.error,
             "coldboot": c.coldboot,
+            "compared_with": c.compare_to or (ran[0].name if ran else None),
+            "phases": [{"name": p.name, "run_dir": str(p.run_dir), "status": p.status} for p in c.phases],
         }
         for c in result.cells
     ]
@@ -201,6 +325,7 @@ def render_matrix(result: MatrixResult, scenario: Scenario) -> str:
         labels = ", ".join(f"{k}={v}" for k, v in c.labels.items())
         where = "—" if c.run_dir is None else f"`{c.run_dir}`"
         lines.append(f"| {c.name} | {labels} | {c.status} | {c.wall_s:.1f} | {where} |")
+        lines += [f"| {c.name}/{p.name} | phase={p.name} | {p.status} | | `{p.run_dir}` |" for p in c.phases]
     failed = [c for c in result.cells if c.error]
     for c in failed:
         lines += ["", f"Cell {c.name} failed:", "", "```", c.error or "", "```"]

@@ -303,13 +303,15 @@ def run(
     launcher: LauncherSpec | None = None,
     topology: TopologySpec | None = None,
     servers: list[Server] | None = None,
+    engine_facts: EngineFacts | None = None,
     claim_max_rate: float | None = None,
     progress: Progress = no_progress,
 ) -> RunResult:
     """Run ``scenario_path`` headless (or open the web UI); ``progress`` hears the engine start, the probe, the
     load's start and end (``loadgen.studies.events``), and must not raise. ``launcher`` and ``topology``
     replace the scenario's (a matrix cell's); ``servers``: the engines behind ``host``, recorded as
-    ``endpoint.servers`` (a topology started by the caller)."""
+    ``endpoint.servers`` (a topology started by the caller), ``engine_facts`` what started them (the manifest's
+    ``engine``)."""
     source = str(scenario_path)
     check_options(out_dir, processes)
     scenario = with_overrides(
@@ -335,6 +337,7 @@ def run(
                 allow_changes=ui_allow_changes,
             )
             return RunResult(out_dir, None, _wait_forwarding_signals(spawn(cmd)))
+        engine_info = engine_info or engine_facts
         extra = {"engine": engine_info} if engine_info else {}
         progress(Probing(scenario.endpoint.base_url))
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
