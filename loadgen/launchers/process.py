@@ -121,11 +121,14 @@ def start_process(
             break
         if line.startswith(b"READY "):
             return RunningEngine(line.split()[1].decode(), proc, command, log_path)
+    exited = proc.poll() is not None
     RunningEngine("", proc, command, log_path).stop(timeout_s=0)
-    raise EngineError(
-        f"engine did not become ready within {ready_timeout_s:g} s (exit code {proc.returncode})\n"
-        f"command: {' '.join(command)}\nlog tail ({log_path}):\n{log_tail(log_path)}"
+    why = (
+        f"exited before it was ready (exit code {proc.returncode})"
+        if exited
+        else f"did not become ready within {ready_timeout_s:g} s (stopped; exit code {proc.returncode})"
     )
+    raise EngineError(f"engine {why}\ncommand: {' '.join(command)}\nlog tail ({log_path}):\n{log_tail(log_path)}")
 
 
 def _pump(proc: subprocess.Popen[bytes], log_path: Path, ready: queue.Queue[bytes | None]) -> None:

@@ -1,0 +1,52 @@
+"""``loadgen run`` of a prefill/decode topology that cannot start, through the real CLI: one error naming the part
+and its role with its log tail, exit 2, no run folder, and every log it wrote kept where run folders go."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
+from pd_processes import router_available
+
+pytestmark = pytest.mark.skipif(not router_available(), reason="vllm-router is not installed (pip install '.[test]')")
+
+SCENARIO = 'name = "pd"\n[[canaries]]\nprompt = "hi"\n[topology]\nmode = "pd"\n'
+
+
+@pytest.mark.parametrize(
+    ("part", "says", "logs"),
+    [
+        (
+            '[topology.prefill]\nargs = ["--max-num-seqs", "0"]\n',
+            ["the prefill server (role prefill) did not start: engine exited before it was ready", "must be positive"],
+            {"engine-prefill.log"},
+        ),
+        (
+            '[topology.router]\nargs = ["--bogus"]\n',
+            ["the router (vllm-router, in front of prefill http://127.0.0.1:", "exited with code 2", "--bogus"],
+            {"engine-prefill.log", "engine-decode.log", "router.log"},
+        ),
+    ],
+    ids=["prefill-exits", "router-refuses"],
+)
+def test_a_topology_that_cannot_start_names_the_part_and_keeps_its_logs(
+    tmp_path: Path, part: str, says: list[str], logs: set[str]
+) -> None:
+    scenario = tmp_path / "pd.toml"
+    scenario.write_text(SCENARIO + part)
+    out = tmp_path / "runs"
+    done = subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert all(s in done.stderr for s in says), done.stderr
+    assert {p.name for p in out.iterdir()} == {*logs, "engine-failed.txt"}  # no run folder, no temporary folder
+    failed = "router.log" if "router" in part else "engine-prefill.log"
+    assert f"log tail ({out / failed})" in done.stderr  # the kept log, not the temporary one it was written to
