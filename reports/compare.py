@@ -18,18 +18,8 @@ from reports.compare_cells import FIGURES, run_label
 from reports.compare_html import render_html
 from reports.compare_md import render_markdown
 from reports.compare_references import reference_checks
-from reports.model import (
-    Canary,
-    ComparedCanary,
-    ComparedCost,
-    ComparedLevel,
-    Comparison,
-    CostRow,
-    FigureRow,
-    Figures,
-    Level,
-    Report,
-)
+from reports.model import Canary, Figures, Level, Report
+from reports.model_compare import ComparedCanary, ComparedCost, ComparedLevel, Comparison, CostRow, FigureRow
 from reports.writer import report_json, write_text
 
 __all__ = ["FIGURES", "compare_reports", "figures", "render_html", "render_markdown", "run_names", "write_comparison"]

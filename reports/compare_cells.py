@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from reports.model import ComparedCanary, ComparedFigures, Comparison, FigureName, FigureRow
+from reports.model_compare import ComparedCanary, ComparedFigures, Comparison, FigureName, FigureRow
 from reports.render_md import fmt
 
 # Every figure a comparison row holds (``reports.compare.figures``), in the order the HTML shows them.

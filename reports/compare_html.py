@@ -26,7 +26,8 @@ from reports.compare_cells import (
     with_delta,
 )
 from reports.compare_references import broke
-from reports.model import ComparedCanary, Comparison, FigureName, Report
+from reports.model import Report
+from reports.model_compare import ComparedCanary, Comparison, FigureName
 from reports.render_html import esc, page, tok
 
 

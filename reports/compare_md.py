@@ -25,7 +25,7 @@ from reports.compare_cells import (
 )
 from reports.compare_references import broke
 from reports.mdtext import code, text
-from reports.model import ComparedCanary, Comparison, FigureName
+from reports.model_compare import ComparedCanary, Comparison, FigureName
 from reports.render_md import fmt
 
 WIDTH = 100

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reports.model import Canary, ReferenceCheck, Report
+from reports.model import Canary, Report
+from reports.model_compare import ReferenceCheck
 
 
 def _first_difference(a: Sequence[str | None], b: Sequence[str | None]) -> int | None:

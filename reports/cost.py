@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from reports.finite import finite
-from reports.model import BackgroundLevel, CostRow, Figures, Report, Throughput
+from reports.model import BackgroundLevel, Figures, Report, Throughput
+from reports.model_compare import CostRow
 
 _ON = {"1", "true", "on", "yes"}
 _OFF = {"0", "false", "off", "no"}

@@ -10,7 +10,8 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
-from reports.model import Canary, ComparedCanary, Comparison, Level
+from reports.model import Canary, Level
+from reports.model_compare import ComparedCanary, Comparison
 from reports.svg import Series, chart, nice_ceiling
 
 Named = list[tuple[str, Canary]]  # (series name, canary entry)

@@ -17,7 +17,8 @@ from collectors.client_cpu import ClientCpuSample, ClientCpuWriter, client_cpu_p
 from collectors.runfolder import load_run
 from reports.build import build_report
 from reports.compare import compare_reports
-from reports.model import Comparison, Report, is_report
+from reports.model import Report, is_report
+from reports.model_compare import Comparison
 
 GOLDEN = Path(__file__).parent / "golden"
 

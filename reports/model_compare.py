@@ -1,0 +1,89 @@
+"""The shape of ``comparison.json`` as TypedDicts: what ``loadgen compare`` and ``loadgen matrix`` write and
+their pages read.
+
+Why apart from ``reports.model``: a comparison is made of reports but is its own document with its own
+readers (``compare_md``, ``compare_html``, ``plots``); this module names its keys and their types and
+nothing else. Annotations are evaluated, as in ``reports.model``, so ``NotRequired`` is seen at run time.
+"""
+
+from typing import Literal, NotRequired, TypedDict
+
+FigureName = Literal[
+    "canaries",
+    "errors",
+    "unique_completions",
+    "diverged",
+    "divergence_rate",
+    "earliest_divergence",
+    "modal_share",
+    "drift_max",
+    "bitwise_equal_share",
+]
+FigureRow = dict[FigureName, float | None]  # one run's figures (``reports.compare.figures``), or its deltas
+
+
+class CostRow(TypedDict):
+    """``reports.cost.cost_row``: one run's cost beside its determinism at a level."""
+
+    background_tokens_per_s: float | None
+    canary_latency_p50: float | None
+    canary_latency_p99: float | None
+    unique_completions: int | None
+    divergence_rate: float | None
+
+
+class ComparedFigures(TypedDict):
+    runs: list[FigureRow | None]  # None: the canary or the level is missing from that run
+    deltas: list[FigureRow | None]  # against the first run
+
+
+class ComparedLevel(ComparedFigures):
+    concurrency: int
+
+
+class ComparedCost(TypedDict):
+    concurrency: int | Literal["overall"]
+    runs: list[CostRow | None]
+
+
+class ComparedCanary(TypedDict):
+    id: str
+    verdicts: list[str | None]
+    reference_kinds: list[str | None]
+    overall: ComparedFigures
+    levels: list[ComparedLevel]
+    cost: NotRequired[list[ComparedCost]]
+
+
+class ComparedRun(TypedDict):
+    name: str
+    label: NotRequired[str]  # A, B, ...; comparisons from before the letters lack it
+    id: str | None
+    model: str | None
+    endpoint: str | None
+    labels: dict[str, str]
+    server: str | None
+    batch_invariant: NotRequired[bool | None]
+
+
+class ReferenceCheck(TypedDict):
+    """One canary's reference completion in one run against another run's (``reports.compare_references``)."""
+
+    canary: str
+    run: str  # run names, as in ``runs``
+    compared_with: str
+    verdict: Literal["same", "diverged", "no reference"]
+    first_divergence: int | None  # None: the same, or no position known
+    unit: Literal["token", "character"]
+    token: str | None  # this run's token at the first divergence; None past its end
+    reference_token: str | None
+
+
+class Comparison(TypedDict):
+    """``comparison.json``, schema 1 (``reports.compare.compare_reports``)."""
+
+    schema: int
+    frontier: NotRequired[bool]
+    runs: list[ComparedRun]
+    canaries: list[ComparedCanary]
+    references: NotRequired[list[ReferenceCheck]]  # where runs were compared by reference (``loadgen matrix``)
