@@ -78,6 +78,8 @@ levels = [0, 2]
 canaries_per_level = 2
 warmup = 1
 baseline = 1
+# this server's background ends at once, so level 2 is never held: wait 0.5 s for it, not 10
+settle_timeout_s = 0.5
 """)
     return path
 

@@ -20,13 +20,13 @@ LEVELS = [0, 2, 4]
 PER_LEVEL = 6
 
 
-def loadgen_run(host: str, out: Path, *extra: str) -> subprocess.Popen[bytes]:
+def loadgen_run(host: str, out: Path, *extra: str, scenario: Path | None = None) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable,
         "-m",
         "loadgen",
         "run",
-        str(path_of("quickstart")),
+        str(scenario or path_of("quickstart")),
         "--host",
         host,
         "--out",
@@ -47,7 +47,12 @@ def quotas() -> Counter[tuple[str, int]]:
 
 
 def test_two_processes_merge_into_one_report(fault_server: str, tmp_path: Path) -> None:
-    proc = loadgen_run(fault_server, tmp_path)
+    """Quickstart with a short settle wait: the fault server's background ends at once, so its levels are
+    never held and every stage and canary would wait out the default 10 s (nothing here asserts held)."""
+    quick = tmp_path / "quickstart.toml"
+    quick.write_text(path_of("quickstart").read_text().replace("[sweep]\n", "[sweep]\nsettle_timeout_s = 0.5\n", 1))
+    assert "settle_timeout_s = 0.5" in quick.read_text()
+    proc = loadgen_run(fault_server, tmp_path / "runs", scenario=quick)
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err.decode()[-3000:]
     run_dir = Path(out.decode().strip().splitlines()[-1])
