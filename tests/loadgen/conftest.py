@@ -65,3 +65,16 @@ def free_port() -> int:
 def wait_http() -> Callable[[str], None]:
     """Wait until a URL answers (any status), or raise after 30 s."""
     return _wait_http
+
+
+@pytest.fixture
+def quickstart_short_settle(tmp_path: Path) -> Path:
+    """``scenarios/quickstart.toml`` waiting 0.5 s, not 10, for a level to be held (``settle_timeout_s``): the
+    fault server's background ends at once, so a level above 0 is never held there and every stage and
+    canary would wait the whole timeout. For runs that assert nothing about held."""
+    from scenarios import path_of
+
+    path = tmp_path / "quickstart.toml"
+    path.write_text(path_of("quickstart").read_text().replace("[sweep]\n", "[sweep]\nsettle_timeout_s = 0.5\n", 1))
+    assert "settle_timeout_s = 0.5" in path.read_text()
+    return path

@@ -46,13 +46,8 @@ def quotas() -> Counter[tuple[str, int]]:
     return Counter({("warmup", 0): 1, ("baseline", 0): 4, **{("sweep", lvl): PER_LEVEL for lvl in LEVELS}})
 
 
-def test_two_processes_merge_into_one_report(fault_server: str, tmp_path: Path) -> None:
-    """Quickstart with a short settle wait: the fault server's background ends at once, so its levels are
-    never held and every stage and canary would wait out the default 10 s (nothing here asserts held)."""
-    quick = tmp_path / "quickstart.toml"
-    quick.write_text(path_of("quickstart").read_text().replace("[sweep]\n", "[sweep]\nsettle_timeout_s = 0.5\n", 1))
-    assert "settle_timeout_s = 0.5" in quick.read_text()
-    proc = loadgen_run(fault_server, tmp_path / "runs", scenario=quick)
+def test_two_processes_merge_into_one_report(fault_server: str, quickstart_short_settle: Path, tmp_path: Path) -> None:
+    proc = loadgen_run(fault_server, tmp_path / "runs", scenario=quickstart_short_settle)
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err.decode()[-3000:]
     run_dir = Path(out.decode().strip().splitlines()[-1])

@@ -21,7 +21,7 @@ from loadgen.core.manifest import read_manifest
 
 
 def test_form_start_uses_typed_options_and_reports(
-    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+    fault_server: str, quickstart_short_settle: Path, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
 ) -> None:
     port = free_port
     log_path = tmp_path / "ui.log"
@@ -32,6 +32,7 @@ def test_form_start_uses_typed_options_and_reports(
                 "-m",
                 "loadgen",
                 "run",
+                str(quickstart_short_settle),
                 "--ui",
                 "--host",
                 fault_server,
@@ -48,7 +49,12 @@ def test_form_start_uses_typed_options_and_reports(
     try:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/")
-        form = {"levels": " 0, 2", "canaries_per_level": "2", "labels": "from=ui", "scenario": "quickstart"}
+        form = {
+            "levels": " 0, 2",
+            "canaries_per_level": "2",
+            "labels": "from=ui",
+            "scenario": str(quickstart_short_settle),
+        }
         req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert json.loads(resp.read())["success"] is True
@@ -116,10 +122,11 @@ def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
         with urllib.request.urlopen(req, timeout=10) as resp:
             assert json.loads(resp.read())["success"] is True
         deadline = time.monotonic() + 60
-        while not _levels_done(tmp_path / "runs", {0}):
-            assert time.monotonic() < deadline and proc.poll() is None, "level 0 never finished"
+        # level 0 done and level 2's two background users running beside the canary user: its first canary
+        # now waits for them to be held
+        while not (_levels_done(tmp_path / "runs", {0}) and _users(base) >= 3):
+            assert time.monotonic() < deadline and proc.poll() is None, "level 2 was never being reached"
             time.sleep(0.1)
-        time.sleep(1.0)  # level 2's first canary is now waiting for its background to be held
         stopped = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
@@ -137,6 +144,12 @@ def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
     assert 2 not in levels  # the waiting canary was never sent
 
 
+def _users(base: str) -> int:
+    """How many users Locust runs now, as its UI says."""
+    with urllib.request.urlopen(base + "/stats/requests", timeout=10) as resp:
+        return int(json.loads(resp.read())["user_count"])
+
+
 def _levels_done(runs: Path, levels: set[int]) -> bool:
     """Whether some run folder holds all 3 canaries of each of ``levels`` (the sweep's, not the reference)."""
     for path in runs.glob("*/canaries.jsonl"):
@@ -147,23 +160,26 @@ def _levels_done(runs: Path, levels: set[int]) -> bool:
 
 
 def test_a_second_start_gets_a_run_of_its_own(
-    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+    fault_server: str, quickstart_short_settle: Path, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
 ) -> None:
     """Two starts from one web UI, one after the other, in one Locust process: the second run's folder,
     counts, records, live table and report are its own; of the first, the UI shows only its report and
     table until the second start."""
     runs = tmp_path / "runs"
     log_path = tmp_path / "ui.log"
+    quick = str(quickstart_short_settle)
     with open(log_path, "wb") as log:
-        cmd = ["run", "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", str(runs)]
+        cmd = ["run", quick, "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", str(runs)]
         proc = subprocess.Popen([sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{free_port}"
         wait_http(base + "/")
-        first = _start_and_wait(base, runs, proc, {"levels": "0,1", "canaries_per_level": "2", "labels": "run=1"})
+        form = {"scenario": quick, "levels": "0,1", "canaries_per_level": "2", "labels": "run=1"}
+        first = _start_and_wait(base, runs, proc, form)
         assert _served_report(base) == (first / "report.html").read_bytes()
         assert {row["level"] for row in _live_table(base)} == {"baseline", "0", "1"}
-        second = _start_and_wait(base, runs, proc, {"levels": "0,2", "canaries_per_level": "1", "labels": "run=2"})
+        form = {"scenario": quick, "levels": "0,2", "canaries_per_level": "1", "labels": "run=2"}
+        second = _start_and_wait(base, runs, proc, form)
         assert second != first
         assert _served_report(base) == (second / "report.html").read_bytes()
         table = _live_table(base)
@@ -187,9 +203,7 @@ def test_a_second_start_gets_a_run_of_its_own(
 def _start_and_wait(base: str, runs: Path, proc: subprocess.Popen[bytes], form: dict[str, str]) -> Path:
     """Start a run from the UI's form and wait for its report; the new run folder."""
     before = {p.parent for p in runs.glob("*/report.html")}
-    req = urllib.request.Request(
-        base + "/swarm", data=urllib.parse.urlencode(form | {"scenario": "quickstart"}).encode(), method="POST"
-    )
+    req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert json.loads(resp.read())["success"] is True
     deadline = time.monotonic() + 60

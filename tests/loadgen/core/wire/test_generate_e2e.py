@@ -104,10 +104,16 @@ def test_generate_kind_compares_by_ids(server: str, stream: bool, tmp_path: Path
     report = orjson.loads((result.run_dir / "report.json").read_bytes())
     (canary,) = report["canaries"]
     assert canary["reference"]["identity"] == "token_ids" and not canary["reference"].get("identity_note")
+    (reference,) = {
+        tuple(token_ids(n, MAX_TOKENS)) for r, n in zip(records, seen, strict=True) if r.phase == "baseline"
+    }
     for level in report["levels"]:
         sent = [n for r, n in zip(records, seen, strict=True) if r.phase == "sweep" and r.level == level["concurrency"]]
         assert level["unique_completions"] == len({tuple(token_ids(n, MAX_TOKENS)) for n in sent})
-    assert max(lv["unique_completions"] for lv in report["levels"]) >= 2  # the load was seen
+        assert level["diverged"] == sum(tuple(token_ids(n, MAX_TOKENS)) != reference for n in sent)
+    # the load was seen: a held level gives every canary there the same count, so the same ids (one unique
+    # completion), but not the reference's
+    assert any(lv["diverged"] for lv in report["levels"] if lv["concurrency"] > 0)
 
 
 @pytest.mark.parametrize("server", [[]], ids=["cumulative"], indirect=True)
