@@ -1,8 +1,9 @@
 """The whole pipeline against a real inference engine: llama.cpp's ``llama-server`` on CPU.
 
 Two real runs of one canary text through completions and chat, streamed and not (the shape of the
-shipped ``serving-paths``), over levels 0, 2 and 6, one with 8 parallel slots (continuous batching)
-and one with a single slot, then ``loadgen compare`` over both. The model is the seeded tiny random-weight llama from
+shipped ``serving-paths``), over levels 0, 2 and 6 (2 canaries of each path per level), one with 8
+parallel slots (continuous batching) and one with a single slot, then ``loadgen compare`` over both.
+The model is the seeded tiny random-weight llama from
 ``tools.llamacpp`` and the binary the one it builds into the cache. Asserted: the pipeline's truths
 (every canary recorded, identity = token ids taken from llama.cpp's logprobs, every level present,
 engine metrics joined, report and comparison written). Not asserted: how many canaries diverge; that
@@ -35,7 +36,7 @@ from tools.llamacpp.build import built_server, cache_for, cache_home
 from tools.llamacpp.tiny_model import DEFAULT_VOCAB, TinyModelSpec, write_tiny_model
 
 LEVELS = [0, 2, 6]
-PER_LEVEL = 4
+PER_LEVEL = 2
 CANARIES = {"completions", "completions-stream", "chat", "chat-stream"}
 SLOTS = {"np8": 8, "np1": 1}  # parallel slots of each run; the first is the comparison's base
 N_VOCAB = 32000  # llama-spm
@@ -44,6 +45,8 @@ N_VOCAB = 32000  # llama-spm
 # llama-server closes the connection after every streamed response while announcing keep-alive; a request
 # sent on it before the close arrives meets a dead socket (recorded as a "connection" error). The canary
 # pauses 50 ms so its connection pool sees the close first; background requests still meet it (data only).
+# One slot runs one request at a time, so level 6 is never held there: its canaries wait 1 s for it, not the
+# default 10 s each (held or not is the engine's behaviour, not asserted).
 SCENARIO = """
 name = "llamacpp-paths"
 
@@ -84,10 +87,11 @@ stream = true
 
 [sweep]
 levels = [0, 2, 6]
-canaries_per_level = 4
+canaries_per_level = 2
 warmup = 1
 baseline = 3
 canary_pace_s = 0.05
+settle_timeout_s = 1
 """
 
 
