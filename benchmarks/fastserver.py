@@ -11,8 +11,12 @@ it answers every POST with the same completion.
 With ``--rate R`` a stream is paced as an engine's decode loop sends it: one event per stream every
 ``1/R`` s, every stream in the same step (``sse_background.py``).
 
-Run: ``python benchmarks/fastserver.py [--cpu N] [--tokens 64] [--top-k 2] [--stream-tokens 64] [--rate R]``;
-prints ``READY http://127.0.0.1:PORT``. ``GET /_served`` returns the number of completions served.
+With ``--metrics FILE`` it answers ``GET /metrics`` with that file (a real engine's exposition), so a run scrapes
+it as it would an engine (``scrape_cost.py``); without, ``/metrics`` is a 404 and nothing is scraped.
+
+Run: ``python benchmarks/fastserver.py [--cpu N] [--tokens 64] [--top-k 2] [--stream-tokens 64] [--rate R]
+[--metrics FILE]``; prints ``READY http://127.0.0.1:PORT``. ``GET /_served`` returns the number of completions
+served.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import asyncio
 import os
 import signal
 import time
+from pathlib import Path
 
 from canned import (
     chunked_stream_response,
@@ -38,7 +43,7 @@ _STREAM_MARKERS = (b'"stream":true', b'"stream": true')
 class Canned:
     """The prepared responses and a served-count."""
 
-    def __init__(self, tokens: int, top_k: int, stream_tokens: int) -> None:
+    def __init__(self, tokens: int, top_k: int, stream_tokens: int, metrics: bytes | None = None) -> None:
         self.whole = http_response(completion_body(tokens, top_k))
         self.stream = chunked_stream_response(stream_events(stream_tokens, top_k))
         self.whole_plain = http_response(completion_body(tokens, 0))
@@ -47,6 +52,7 @@ class Canned:
         self.stream_parts = _chunks(stream_events(stream_tokens, top_k))
         self.stream_plain_parts = _chunks(stream_events(stream_tokens, 0))
         self.models = http_response(models_body())
+        self.metrics = None if metrics is None else http_response(metrics, content_type=b"text/plain; version=0.0.4")
         self.served = 0
 
     def answer(self, request_line: bytes, body: bytes) -> bytes:
@@ -60,6 +66,8 @@ class Canned:
             return self.stream_plain if stream else self.whole_plain
         if path == b"/v1/models":
             return self.models
+        if path == b"/metrics" and self.metrics is not None:
+            return self.metrics
         if path == b"/_served":
             return http_response(str(self.served).encode())
         return _NOT_FOUND
@@ -167,10 +175,12 @@ def main() -> None:
     p.add_argument("--top-k", type=int, default=2, help="logprob alternatives per token (0: no logprobs)")
     p.add_argument("--stream-tokens", type=int, default=64, help="token events in a streamed answer")
     p.add_argument("--rate", type=float, default=0.0, help="stream events per second per stream (0: all at once)")
+    p.add_argument("--metrics", type=Path, default=None, help="answer GET /metrics with this file's bytes")
     args = p.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
-    asyncio.run(serve(args.host, args.port, Canned(args.tokens, args.top_k, args.stream_tokens), args.rate))
+    metrics = None if args.metrics is None else args.metrics.read_bytes()
+    asyncio.run(serve(args.host, args.port, Canned(args.tokens, args.top_k, args.stream_tokens, metrics), args.rate))
 
 
 if __name__ == "__main__":

@@ -19,12 +19,10 @@ import math
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
-from http.client import HTTPException
+from functools import lru_cache
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypedDict
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -32,6 +30,9 @@ import numpy.typing as npt
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.jsonl import JsonlWriter
+from collectors.metrics_client import MetricsClient, ScrapeTimeout, fetch_metrics_text
+
+__all__ = ["MetricsScraper", "ScrapeTimeout", "fetch_metrics_text", "metrics_url", "nearest_running", "parse_metrics"]
 from collectors.metric_names import (
     ENGINES,
     FIELDS,
@@ -49,8 +50,6 @@ from loadgen.core.errors import EndpointError, RunFolderError, UsageError, redac
 from loadgen.core.manifest import EngineMetricsSummary
 
 ENGINE_METRICS_FILE = "engine_metrics.jsonl"
-_MAX_BODY_BYTES = 16 * 1024 * 1024
-_NOT_PROMETHEUS_TYPES = ("text/html", "application/json")
 # HELP/TYPE lines may name a counter with or without its ``_total`` suffix.
 _KEEP = WANTED | {n.removesuffix("_total") for n in WANTED}
 _PREFIXES = tuple(e.prefix for e in ENGINES)
@@ -59,10 +58,6 @@ _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")  # a name check only: val
 Floats = npt.NDArray[np.float64]
 DEFAULT_INTERVAL_S = 0.05
 GAP_FACTOR = 4.0  # an interval between samples longer than this many nominal intervals is a gap
-
-
-class ScrapeTimeout(EndpointError):
-    """A scrape that ran out of time: always counted as a gap, however short the interval was."""
 
 
 class EngineGauges(TypedDict):
@@ -78,30 +73,42 @@ class EngineGauges(TypedDict):
     prefix_cache_hit_rate: float | None
 
 
-def _series_name(line: str) -> str | None:
-    """The metric name a text-format line is about (HELP/TYPE/sample), or None for other comments."""
-    if line.startswith("#"):
-        parts = line.split(None, 3)
-        return parts[2] if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") else None
-    head = line.split("{", 1)[0].split(None, 1)
-    return head[0] if head else ""
+@lru_cache(maxsize=4096)
+def _verdict(name: str) -> str | None:
+    """What a series name means for ``_relevant_lines``: ``""`` keep its lines (a gauge we read, or no metric name
+    at all: the parser must see it to reject it), an engine prefix it starts with, or None (drop). Cached: an
+    exposition repeats a few hundred names in every scrape (a histogram's buckets share one), and the cache is
+    bounded whatever names a server sends."""
+    if name in _KEEP or not _METRIC_NAME.fullmatch(name):
+        return ""
+    return next((p for p in _PREFIXES if name.startswith(p)), None)
 
 
 def _relevant_lines(text: str) -> tuple[str, set[str]]:
     """Lines about the gauges we keep (plus any line that is not Prometheus at all, so that the parser
     rejects it), and the engine prefixes seen. Selecting lines keeps a 100 KB vLLM exposition from
-    costing tens of milliseconds a scrape inside a gevent process; parsing stays prometheus_client's."""
+    costing tens of milliseconds a scrape inside a gevent process; parsing stays prometheus_client's.
+    A line's name: a HELP/TYPE comment's third word, a sample's text before ``{`` or a blank; other comments
+    name none. With a scrape per server every 50 ms on the generator's core (docs/design.md, "Prefill/decode:
+    servers behind one endpoint") this loop is the cost: no call per line but the cached ``_verdict``."""
     kept: list[str] = []
     prefixes: set[str] = set()
     for raw in text.splitlines():
         line = raw.strip()
-        name = _series_name(line) if line else None
-        if name is None:
+        if not line:
             continue
-        if name in _KEEP or not _METRIC_NAME.fullmatch(name):
+        if line[0] == "#":
+            parts = line.split(None, 3)
+            if len(parts) < 3 or parts[1] not in ("HELP", "TYPE"):
+                continue
+            name = parts[2]
+        else:
+            name = "" if line[0] == "{" else line.split("{", 1)[0].split(None, 1)[0]
+        verdict = _verdict(name)
+        if verdict == "":
             kept.append(line)
-        elif name.startswith(_PREFIXES):
-            prefixes.add(next(p for p in _PREFIXES if name.startswith(p)))
+        elif verdict:
+            prefixes.add(verdict)
     prefixes.update(p for p in _PREFIXES if any(line.startswith(p) for line in kept))
     return "\n".join(kept) + "\n", prefixes
 
@@ -153,46 +160,6 @@ def metrics_url(base_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/metrics"  # no credentials: notices print it
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """urllib would follow a redirect with the Authorization header to any host: a redirect is a failed scrape."""
-
-    def redirect_request(
-        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
-    ) -> None:
-        fp.close()
-        raise EndpointError(f"{req.full_url}: HTTP {code} redirect to {newurl}, not followed (the key stays here)")
-
-
-# no redirects and no proxies: the API key goes to the configured hosts only, as the probe's (loadgen.runs.probe)
-_OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
-
-
-def fetch_metrics_text(url: str, *, timeout_s: float, api_key: str | None = None) -> str:
-    """GET ``url``; the body as text. Raises ``EndpointError`` naming the URL and what went wrong; a redirect
-    is not followed."""
-    headers = {"Accept": "text/plain;version=0.0.4"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        with _OPENER.open(request, timeout=timeout_s) as response:
-            content_type = str(response.headers.get("Content-Type", ""))
-            body: bytes = response.read(_MAX_BODY_BYTES)
-    except urllib.error.HTTPError as exc:
-        raise EndpointError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, TimeoutError):
-            raise ScrapeTimeout(f"{url}: timed out after {timeout_s:g} s") from None
-        raise EndpointError(f"{url}: {exc.reason}") from None
-    except TimeoutError:
-        raise ScrapeTimeout(f"{url}: timed out after {timeout_s:g} s") from None
-    except (OSError, HTTPException) as exc:
-        raise EndpointError(f"{url}: {type(exc).__name__}: {exc}") from None
-    if content_type.lower().startswith(_NOT_PROMETHEUS_TYPES):
-        raise EndpointError(f"{url}: Content-Type {content_type}, not Prometheus text")
-    return body.decode("utf-8", errors="replace")
-
-
 class MetricsScraper:
     """Scrapes ``<origin>/metrics`` every ``interval_s`` and appends ``{"t": epoch_s, **gauges}`` lines.
 
@@ -229,6 +196,7 @@ class MetricsScraper:
         self.interval_s = float(interval_s)
         self.timeout_s = float(timeout_s)
         self.api_key = api_key
+        self._client = MetricsClient(self.url, timeout_s=self.timeout_s, api_key=api_key)  # one kept connection
         self.available: bool | None = None  # None until the first scrape
         self.notice: str | None = None
         self.engine: str | None = None
@@ -281,6 +249,7 @@ class MetricsScraper:
 
     def close(self) -> None:
         self.stop()
+        self._client.close()
         with self._write_lock:
             if self._writer is not None:
                 self._writer.close()
@@ -316,7 +285,7 @@ class MetricsScraper:
 
     def _scrape(self) -> tuple[float, EngineGauges]:
         t0 = time.time()
-        text = fetch_metrics_text(self.url, timeout_s=self.timeout_s, api_key=self.api_key)
+        text = self._client.fetch()
         t1 = time.time()
         try:
             return (t0 + t1) / 2, parse_metrics(text)

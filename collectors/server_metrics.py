@@ -6,7 +6,7 @@ Each server gets its own scraper thread and its own file, ``engine_metrics-<name
 ``engine_metrics.jsonl`` has: a run folder from before servers reads as it did, and the reader keeps one
 sorted series per server without a group-by. A server that is down, slow or answers garbage never stops the
 run: its samples are gaps, and ``notices`` names it and its role. The API key goes to each server's own
-metrics URL, a host the scenario configured, and no further (``fetch_metrics_text`` follows no redirect).
+metrics URL, a host the scenario configured, and no further (``collectors.metrics_client`` follows no redirect).
 Must not import Locust, and must not print.
 """
 

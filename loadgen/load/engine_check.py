@@ -13,7 +13,8 @@ measured co-residency is the only witness.
 
 from __future__ import annotations
 
-from collectors.engine_metrics import fetch_metrics_text, metrics_url, parse_metrics
+from collectors.engine_metrics import metrics_url, parse_metrics
+from collectors.metrics_client import MetricsClient
 from loadgen.core.errors import EndpointError
 from loadgen.core.scenario import Scenario
 from loadgen.core.servers import loaded_side, metrics_url_of, side_servers
@@ -26,8 +27,9 @@ class EngineCheck:
 
     def __init__(self, urls: list[str], api_key: str | None, *, queued: bool = False) -> None:
         self.urls = list(urls)
-        self.api_key = api_key
         self.queued = queued  # count waiting requests too
+        # asked every 50 ms while a level is reached: one kept connection per URL
+        self._clients = {u: MetricsClient(u, timeout_s=_TIMEOUT_S, api_key=api_key) for u in self.urls}
 
     @classmethod
     def for_run(cls, scenario: Scenario, base_url: str, api_key: str | None) -> EngineCheck:
@@ -43,9 +45,10 @@ class EngineCheck:
         total: float | None = None
         for url in list(self.urls):
             try:
-                gauges = parse_metrics(fetch_metrics_text(url, timeout_s=_TIMEOUT_S, api_key=self.api_key))
+                gauges = parse_metrics(self._clients[url].fetch())
             except EndpointError:
                 self.urls.remove(url)  # no /metrics, or not one we can read: never ask it again in this run
+                self._clients.pop(url).close()
                 continue
             if gauges["running"] is None:
                 continue
