@@ -8,7 +8,10 @@ this module decides the status from them (``settle``): ``interrupted`` when the 
 complete, ``endpoint_failed`` when the run ended with two levels' worth of failures or nearly every
 canary failed (``reports.health.endpoint_failed``), ``finished_with_losses`` when records could not be written
 (the ``process-*.json`` counts, the scraper's), else ``finished``. The scraper lives in the process that
-owns the run but never in a user process: parsing must not steal time from the load.
+owns the run but never in a user process: parsing must not steal time from the load. When the prepared
+scenario names the servers behind the endpoint (``endpoint.servers``: a prefill/decode router), each server
+is scraped instead of the endpoint (``collectors.server_metrics``), and their summaries go to the
+manifest's ``servers``.
 
 The report writer (``reports.writer``: the run-folder reader, pandas, pyarrow, every renderer) is
 imported in ``end``, where the reports are written, not at the top: the Locust side imports this module
