@@ -8,7 +8,8 @@ until the next one is admitted. So, per background user (a *slot*):
 - its first request waits a seeded random delay (``spawn_delay``), so slots never move as a wave;
 - a streamed request counts as *started* at its first generated token (the engine runs it: some
   servers send a role chunk before admitting a request); a non-streamed one when it is sent and the
-  engine's running count confirms it (``engine_check``);
+  engine's running count confirms it (``engine_check``); behind a prefill/decode router, a request that
+  loads the prefill side when it is sent (its first token comes only once its prefill is over);
 - near the end of a streamed request (``HANDOVER_TOKENS`` tokens still to come, or an expected
   remaining time, from those tokens and the pace they came at, of at most ``handover_s``) the slot
   starts its successor, so the engine never runs fewer than ``level`` background requests (for a
