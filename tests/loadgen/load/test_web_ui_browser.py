@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -76,8 +77,10 @@ def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:
         page.get_by_role("tab", name="Batch invariance").click()
         table = page.locator("table").first
         expect(table).to_contain_text("Unique completions")
-        # the tab fills while the run goes: the level-16 row appears with all 5 canaries counted
-        row16 = table.locator("tr", has_text="story").filter(has=page.locator("td", has_text="16"))
+        # the tab fills while the run goes: the level-16 row appears with all 5 canaries counted (its
+        # concurrency cell is exactly "16": another level's row may hold a 16 in another cell)
+        level16 = page.locator("td:nth-child(2)", has_text=re.compile(r"^\s*16\s*$"))
+        row16 = table.locator("tr", has_text="story").filter(has=level16)
         expect(row16.first).to_be_visible(timeout=120_000)
         # the charts beside the table were drawn when the tab opened (no level yet) and follow the table
         charts = page.locator("#loadgen-live-chart .lg-live")
