@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from loadgen.core.errors import EndpointError
-from loadgen.runs.probe import probe
 from loadgen.core.wire import Features, Kind
+from loadgen.runs.probe import probe
 
 WANTED = Features(return_token_ids=True, logprobs=True, top_logprobs=2, include_usage=True)
 
