@@ -9,23 +9,14 @@ out; no escaping here (each renderer escapes for its own format).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from reports.model_compare import ComparedCanary, ComparedFigures, Comparison, FigureName, FigureRow
 from reports.render_md import fmt
 
-# Every figure a comparison row holds (``reports.compare.figures``), in the order the HTML shows them.
-FIGURES: tuple[FigureName, ...] = (
-    "canaries",
-    "errors",
-    "unique_completions",
-    "diverged",
-    "divergence_rate",
-    "earliest_divergence",
-    "modal_share",
-    "drift_max",
-    "bitwise_equal_share",
-)
+# Every figure a comparison row holds (``reports.compare.figures``), in the order the HTML shows them:
+# the model's own list, so the two cannot drift apart.
+FIGURES: tuple[FigureName, ...] = get_args(FigureName)
 # The figures a per-metric table shows in comparison.md, with their titles (comparison.html shows all).
 MD_METRICS: tuple[tuple[FigureName, str], ...] = (
     ("unique_completions", "Unique completions"),

@@ -8,7 +8,7 @@ nothing else. Annotations are evaluated, as in ``reports.model``, so ``NotRequir
 
 from typing import Literal, NotRequired, TypedDict
 
-FigureName = Literal[
+FigureName = Literal[  # in the order comparison.html shows them (reports.compare_cells.FIGURES)
     "canaries",
     "errors",
     "unique_completions",
