@@ -85,13 +85,19 @@ def cell_mode(scenario: Scenario, cell: MatrixCell) -> TopologyMode:
 
 
 def cell_topology(scenario: Scenario, cell: MatrixCell) -> TopologySpec | None:
-    """The cell's ``[topology]``: the scenario's, in the cell's mode, each side's overrides after the scenario's;
+    """The cell's ``[topology]``: the scenario's, in the cell's mode, each side's overrides after the scenario's
+    (and the cell's connector and connector_extra in place of the scenario's);
     None where neither the scenario nor the cell has one (the launcher alone)."""
     if cell.base_url is not None or (scenario.topology is None and cell.topology is None):
         return None
     base = scenario.topology or TopologySpec()
-    update = {"mode": cell_mode(scenario, cell), "prefill": cell.prefill.over(base.prefill)}
-    return base.model_copy(update={**update, "decode": cell.decode.over(base.decode)})
+    update: dict[str, object] = {"mode": cell_mode(scenario, cell), "prefill": cell.prefill.over(base.prefill)}
+    update["decode"] = cell.decode.over(base.decode)
+    if cell.connector is not None:
+        update["connector"] = cell.connector
+    if cell.connector_extra is not None:
+        update["connector_extra"] = cell.connector_extra
+    return base.model_copy(update=update)
 
 
 def _check_cell_topology(scenario: Scenario, cell: MatrixCell, where: str) -> None:
@@ -100,6 +106,8 @@ def _check_cell_topology(scenario: Scenario, cell: MatrixCell, where: str) -> No
         raise ScenarioError(f"{where}: a colocated cell is one engine: give its flags in 'args' and 'env'")
     if mode == "reload" and cell.prefill != plain:
         raise ScenarioError(f"{where}.prefill: mode 'reload' is one engine, set by 'decode' (it prefills for itself)")
+    if mode == "colocated" and (cell.connector is not None or cell.connector_extra is not None):
+        raise ScenarioError(f"{where}.connector: a colocated cell is one engine; no KV crosses to another")
     if cell.decoder_direct and mode != "pd":
         raise ScenarioError(f"{where}.decoder_direct: needs topology 'pd' (a decode server to ask directly)")
     if mode == "colocated":

@@ -78,6 +78,9 @@ class LauncherSpec(_Strict):
 
 
 TopologyMode = Literal["colocated", "pd", "reload"]  # loadgen.core.scenario.topology says what each one starts
+# how the KV crosses from prefill to decode (vLLM: NixlConnector or ExampleConnector; SGLang: the transfer backend)
+Connector = Literal["nixl", "example", "mooncake"]
+ConnectorExtra = dict[str, str | int | float | bool]
 
 
 class Side(_Strict):
@@ -115,6 +118,9 @@ class MatrixCell(_Strict):
     # mode pd: the canaries also sent straight to the decode server before the sweep (its prefix cache reset
     # after) and after it (as the sweep left it, then after a reset): what its cache kept of the KV it received
     decoder_direct: bool = False
+    # over [topology].connector and .connector_extra: a matrix may mix NIXL pairs with an ExampleConnector reload
+    connector: Connector | None = None
+    connector_extra: ConnectorExtra | None = None
 
     @model_validator(mode="after")
     def _external_takes_no_overrides(self) -> MatrixCell:
@@ -122,6 +128,8 @@ class MatrixCell(_Strict):
             raise ValueError("a cell with 'base_url' starts no engine: drop 'args', 'env' and 'prefill'")
         if self.base_url is not None and (self.decode.args or self.decode.env or self.topology or self.decoder_direct):
             raise ValueError("a cell with 'base_url' starts no engine: drop 'decode', 'topology' and 'decoder_direct'")
+        if self.base_url is not None and (self.connector is not None or self.connector_extra is not None):
+            raise ValueError("a cell with 'base_url' starts no engine: drop 'connector' and 'connector_extra'")
         if self.compare_to == self.name:
             raise ValueError(f"compare_to names the cell itself ({self.name!r}); name another cell")
         return self

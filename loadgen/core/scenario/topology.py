@@ -16,13 +16,12 @@ Pydantic only; starts nothing. Checks that need ``[launcher]`` are the scenario'
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadgen.core.scenario.engines import EnvVars, LauncherSpec, Side, TopologyMode
+from loadgen.core.scenario.engines import Connector, ConnectorExtra, EnvVars, LauncherSpec, Side, TopologyMode
 
-Connector = Literal["nixl", "example", "mooncake"]
 SIDE_KINDS = ("embedded", "vllm", "sglang")  # engine kinds with a prefill/decode mode and a router
 # which connectors each kind's PD mode speaks (the embedded engine: NixlConnector's kv_transfer_params)
 CONNECTORS: dict[str, tuple[Connector, ...]] = {
@@ -56,7 +55,7 @@ class TopologySpec(_Strict):
     # ExampleConnector: the folder both engines store and load KV in; default a fresh temporary folder per start
     kv_path: str | None = Field(default=None, min_length=1)
     # merged into vLLM's kv_connector_extra_config (NIXL across kernels: {enforce_handshake_compat = false})
-    connector_extra: dict[str, str | int | float | bool] = {}
+    connector_extra: ConnectorExtra = {}
     bootstrap_port: Annotated[int, Field(ge=0, le=65535)] = 0  # SGLang's prefill bootstrap port; 0: a free one
 
 

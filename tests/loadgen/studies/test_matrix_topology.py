@@ -42,6 +42,24 @@ def test_a_cells_sides_come_after_the_scenarios_and_its_args_reach_every_server(
     assert check_matrix(s, "s.toml") == s.matrix.cells
 
 
+def test_a_cells_connector_replaces_the_scenarios_so_one_matrix_mixes_nixl_pairs_and_an_example_reload() -> None:
+    cells = [
+        {"name": "colocated", "topology": "colocated"},
+        {"name": "same-kernel"},
+        {"name": "foreign", "connector_extra": {"enforce_handshake_compat": False}},
+        {"name": "reload", "topology": "reload", "connector": "example"},
+    ]
+    s = parse_scenario({**BASE, "matrix": {"cells": cells}}, "s.toml")
+    topologies = [cell_topology(s, c) for c in s.matrix.cells]  # type: ignore[union-attr]
+    assert [(t.connector, t.connector_extra) for t in topologies if t is not None] == [
+        ("nixl", {}),
+        ("nixl", {}),
+        ("nixl", {"enforce_handshake_compat": False}),
+        ("example", {}),
+    ]
+    assert check_matrix(s, "s.toml") == s.matrix.cells
+
+
 def test_the_shipped_pd_scenario_names_every_cell_of_the_study() -> None:
     s = load_scenario(path_of("pd-embedded"))
     assert {cell_mode(s, c) for c in s.matrix.cells} == {"colocated", "pd", "reload"}  # type: ignore[union-attr]
@@ -58,6 +76,8 @@ def test_the_shipped_pd_scenario_names_every_cell_of_the_study() -> None:
         ('topology = "colocated"\nprefill.args = ["-x"]', r"field matrix.cells\[1\]: a colocated cell is one engine"),
         ('topology = "reload"\nprefill.args = ["-x"]', r"field matrix.cells\[1\].prefill: mode 'reload' is one engine"),
         ('topology = "reload"\ndecoder_direct = true', r"field matrix.cells\[1\].decoder_direct: needs topology 'pd'"),
+        ('topology = "colocated"\nconnector = "example"', r"cells\[1\].connector: a colocated cell is one"),
+        ('topology = "pd"\nconnector = "example"', r"connector 'example' is not one embedded speaks here"),
         ('topology = "pd"\nprefill.args = ["--kv-transfer-config", "{}"]', r"topology.prefill.args has --kv-transfer"),
     ],
 )
