@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Real vLLM 0.26 disaggregated prefill/decode on H200 GPUs, measured by the tool itself.
+#
+# Why this script exists: it is the one command list behind docs/results/vllm-pd-h200/ (its README says
+# what each cell showed). On the GPU machine, vLLM comes from the offline kit (two bundle parts, a seeded
+# random Qwen3 made on the GPU), NIXL and vllm-router from their wheels; every engine, pair and router is
+# started by `loadgen matrix` itself (benchmarks/vllm/pd-h200.toml). A device call carries at most 64 MiB,
+# the repository included, so the files come in four calls, back to back (the machine keeps /tmp while held):
+#
+#   stage-part0   carried .vllm/vllm-bundle.part.00           -> /tmp/vk
+#   stage-nixl    carried .nixl/ (nixl-cu13, 56 MiB)          -> /tmp/pdw
+#   stage-router  carried .pdw/ (vllm-router, nixl)           -> /tmp/pdw
+#   install       carried .vllm/vllm-bundle.part.01, .sha256 and .whl/: the kit, Locust, NIXL, the router,
+#                 the model (benchmarks/h200_common.sh)
+#   start-matrix  the lanes below, detached (setsid) so that they outlive the call; wait-matrix waits
+#   collect       results.tar.gz (reports, logs, commands) and records.tar.gz (canary and metrics records)
+#
+# The lanes run side by side, each a sequence of `loadgen matrix --cells` runs (one GPU: every instance
+# shares it, each with a fixed KV cache; two or more GPUs: the decode side of every pair on GPU 1). The
+# decode-load study is pd-h200.toml with background.side = "decode", written into the results:
+#   colocated,colocated-invariant (prefill load) -> the same (decode load)
+#   pd-same-kernel -> the same (decode load)      pd-foreign-prefill -> the same (decode load)
+#   pd-both-invariant -> the same (decode load)   own-reload -> graphs-colocated
+#   graphs-pd-same-kernel                         graphs-pd-foreign-prefill (with the decoder asked directly)
+# Every cell's folder is <study>/<lane>/cells/<cell>/; the comparison across lanes is made afterwards from
+# the reports (`loadgen matrix ... --reuse`, docs/results/vllm-pd-h200/README.md).
+#
+# Usage: bash benchmarks/vllm_pd_h200.sh STAGE [STAGE...]. Send a call's output to a file and print the file
+# after (a device call piped into `tail` has printed nothing and waited out its limit).
+KIT=vllm
+KIT_DIR=/tmp/vk
+VERSIONS_PY='import sys, torch, vllm, transformers, locust, nixl_cu13
+from importlib.metadata import version
+print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda)
+print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)
+print("nixl", version("nixl"), "nixl-cu13", version("nixl-cu13")); print("vllm-router", version("vllm-router"))'
+RESULTS=${RESULTS:-/tmp/vllm-pd-results}
+# shellcheck source=benchmarks/h200_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results
+env_up() {
+    # shellcheck disable=SC1091
+    . /tmp/bundle/env.sh
+    export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+}
+SCENARIO=benchmarks/vllm/pd-h200.toml
+
+stage_from() {  # CARRIED_DIR DEST: what this call carried, into /tmp, where the next calls find it
+    mkdir -p "$2" && cp -r "$1"/. "$2"/ && ls -la "$2"
+}
+
+install_pd() {
+    install
+    log "install: nixl, nixl-cu13, vllm-router"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/pdw/*.whl
+    python3 -c "$VERSIONS_PY" >"$R/versions.txt.more" 2>&1 && cat "$R/versions.txt.more" >>"$R/versions.txt"
+    rm -f "$R/versions.txt.more"
+    cat "$R/versions.txt"
+}
+
+scenarios() {  # the two studies' files under $R: as shipped, and with the decode side loaded
+    local gpus
+    gpus=$(nvidia-smi -L | wc -l)
+    mkdir -p "$R/scenarios"
+    if [ "$gpus" -ge 2 ]; then  # the decode side of every pair on its own GPU
+        sed 's/^env = { CUDA_VISIBLE_DEVICES = "0" }  # decode GPU.*/env = { CUDA_VISIBLE_DEVICES = "1" }/' \
+            "$SCENARIO" >"$R/scenarios/pd-h200.toml"
+    else
+        cp "$SCENARIO" "$R/scenarios/pd-h200.toml"
+    fi
+    sed -e 's/^side = "prefill"/side = "decode"/' -e 's/^name = "vllm-pd-h200"/name = "vllm-pd-h200-decode-load"/' \
+        "$R/scenarios/pd-h200.toml" >"$R/scenarios/pd-h200-decode-load.toml"
+    log "scenarios: $gpus GPU(s); $(grep -c CUDA_VISIBLE_DEVICES "$R/scenarios/pd-h200.toml") side GPU lines"
+}
+
+lane() {  # NAME STUDY:CELLS...: each `loadgen matrix --cells` run in turn
+    local name=$1 spec study cells
+    shift
+    for spec in "$@"; do
+        study=${spec%%:*} cells=${spec#*:}
+        log "lane $name: $study $cells"
+        cmd timeout 1500 python3 -m loadgen matrix "$R/scenarios/$study.toml" --cells "$cells" \
+            --out "$R/$study/$name" >>"$R/lane-$name.out" 2>&1
+        log "lane $name: $study $cells exit $?"
+    done
+}
+
+matrix() {
+    env_up
+    scenarios
+    local P=pd-h200 D=pd-h200-decode-load
+    lane colocated "$P:colocated,colocated-invariant" "$D:colocated,colocated-invariant" &
+    lane same-kernel "$P:pd-same-kernel" "$D:pd-same-kernel" &
+    lane foreign "$P:pd-foreign-prefill" "$D:pd-foreign-prefill" &
+    lane invariant "$P:pd-both-invariant" "$D:pd-both-invariant" &
+    lane reload "$P:own-reload" "$P:graphs-colocated" &
+    lane graphs-same "$P:graphs-pd-same-kernel" &
+    lane graphs-foreign "$P:graphs-pd-foreign-prefill" &
+    wait
+    log "matrix: every lane done"
+}
+
+collect() {
+    env_up
+    nvidia-smi >"$R/nvidia-smi-end.txt" 2>&1
+    tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \
+        --exclude='engine_metrics*.jsonl' --exclude='*.safetensors' .
+    # shellcheck disable=SC2046
+    tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name 'canaries*.jsonl' -o -name 'engine_metrics*.jsonl' | sort)
+    ls -la "$OUT"
+}
+
+detached() {  # STAGE: run it in its own session, from a snapshot of the tree (a later call copies over it)
+    local snap=/tmp/snapshot-$1
+    rm -rf "$snap" && mkdir -p "$snap" && tar -c --exclude=./.vllm --exclude=./.whl --exclude=./.nixl \
+        --exclude=./.pdw . | tar -x -C "$snap"
+    (cd "$snap" && setsid nohup bash -c 'echo $$ >"$1"; exec bash benchmarks/vllm_pd_h200.sh "$2"' _ "$R/$1.pid" "$1" \
+        >"$R/$1.detached.log" 2>&1 < /dev/null &)
+    sleep 1
+}
+
+wait_for() {  # STAGE SECONDS: until it ends, printing the timeline now and then
+    local pid
+    pid=$(cat "$R/$1.pid")
+    for i in $(seq "$2"); do
+        kill -0 "$pid" 2>/dev/null || { log "$1 done"; return 0; }
+        [ $((i % 60)) = 0 ] && tail -3 "$R/timeline.txt"
+        sleep 1
+    done
+    log "$1 still running after $2 s"
+}
+
+for stage in "$@"; do
+    case $stage in
+        stage-part0) stage_from .vllm "$KIT_DIR" ;;
+        stage-nixl) stage_from .nixl /tmp/pdw ;;
+        stage-router) stage_from .pdw /tmp/pdw ;;
+        install) install_pd ;;
+        matrix | collect | scenarios) $stage ;;
+        start-matrix) detached matrix ;;
+        wait-matrix) wait_for matrix "${WAIT_S:-540}" ;;
+        *) echo "unknown stage $stage" >&2; exit 2 ;;
+    esac
+done
