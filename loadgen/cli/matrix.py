@@ -32,6 +32,12 @@ def add_parser(subparsers: Any) -> None:
         "--cells",
         help="comma-separated cell names: run only these (e.g. one GPU's share, or a failed cell again)",
     )
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="sweep matrices: a cell that already has a reported run in --out is compared as it is, not run again "
+        "(shares of one matrix run side by side with --cells into the same --out, then compared together)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr (cells, boots, engine start times)")
     p.set_defaults(func=run)
 
@@ -50,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             canaries_per_level=args.canaries_per_level,
             labels=parse_labels(args.label),
             only=None if args.cells is None else [c.strip() for c in args.cells.split(",") if c.strip()],
+            reuse=args.reuse,
             progress=progress,
         )
     print((args.out / "matrix.md").read_text(encoding="utf-8"), end="")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.core.errors import EndpointError, EngineError, ScenarioError, UsageError
-from loadgen.core.manifest import EngineFacts, RunStatus
+from loadgen.core.manifest import MANIFEST, EngineFacts, RunStatus, read_manifest
 from loadgen.core.scenario import (
     LauncherSpec,
     MatrixCell,
@@ -36,7 +36,7 @@ from loadgen.core.scenario import (
     load_scenario,
 )
 from loadgen.studies.coldboot import cold_boot
-from loadgen.studies.decoder_direct import BEFORE, SWEEP, Phase, run_phases
+from loadgen.studies.decoder_direct import BEFORE, DIRECT, SWEEP, Phase, run_phases
 from loadgen.studies.events import CellEnded, CellStarted, Progress, no_progress
 from loadgen.studies.run import RunResult, run
 from reports.coldboot import ColdBootSummary, matrix_table
@@ -254,6 +254,37 @@ def _run_phased(
     return CellResult(cell.name, labels, sweep.run_dir, status, wall, compare_to=cell.compare_to, phases=others)
 
 
+def _newest_reported(folder: Path) -> Path | None:
+    """The newest run folder directly in ``folder`` that has a report (run folders are named by their UTC start)."""
+    if not folder.is_dir():
+        return None
+    runs = sorted(p for p in folder.iterdir() if (p / "report.json").is_file() and (p / MANIFEST).is_file())
+    return runs[-1] if runs else None
+
+
+def _status(run_dir: Path) -> RunStatus:
+    """A run's status as its manifest says; one this version does not know reads as stopped early."""
+    said = read_manifest(run_dir).status
+    return RunStatus(said) if said in set(RunStatus) else RunStatus.INTERRUPTED
+
+
+def reused_cell(cell: MatrixCell, out_dir: Path, labels: dict[str, str]) -> CellResult | None:
+    """The cell as an earlier run left it in ``out_dir/cells/<cell>/`` (its newest reported run, and a decoder's
+    phases), whatever that run's status; None where it has none. Nothing is run or rewritten."""
+    cell_out = out_dir / "cells" / cell.name
+    run_dir = _newest_reported(cell_out)
+    if run_dir is None:
+        return None
+    status = _status(run_dir)
+    phases = [
+        Phase(name, d, _status(d))
+        for name in (DIRECT if cell.decoder_direct else ())
+        if (d := _newest_reported(cell_out / name)) is not None
+    ]
+    labels = {**labels, "cell": cell.name, **cell.labels}
+    return CellResult(cell.name, labels, run_dir, status, 0.0, compare_to=cell.compare_to, phases=phases)
+
+
 def run_matrix(
     scenario_path: Path,
     *,
@@ -265,14 +296,19 @@ def run_matrix(
     labels: dict[str, str] | None = None,
     processes: int = 0,
     only: list[str] | None = None,
+    reuse: bool = False,
     progress: Progress = no_progress,
 ) -> MatrixResult:
     """Run every cell of ``scenario_path``'s ``[matrix]`` (or those named in ``only``) in order, then write the
-    comparison into ``out_dir``. ``progress`` hears each cell's start and end and, in between, the cell's own
-    run or cold-boot events (``loadgen.studies.events``); it must not raise."""
+    comparison into ``out_dir``. With ``reuse``, a cell that already has a reported run in ``out_dir`` (one
+    ``--cells`` share of the matrix run beside others, into the same folder) is compared as it is, not run
+    again. ``progress`` hears each cell's start and end and, in between, the cell's own run or cold-boot
+    events (``loadgen.studies.events``); it must not raise."""
     source = str(scenario_path)
     scenario = load_scenario(scenario_path)
     cells = check_matrix(scenario, source, only)
+    if reuse and scenario.cold_boot is not None:
+        raise UsageError(f"{source}: --reuse compares sweep cells; a cold-boot matrix runs its boots again")
     opts = {
         "out_dir": out_dir,
         "boots": boots,
@@ -284,6 +320,9 @@ def run_matrix(
     }
     results = []
     for index, cell in enumerate(cells, start=1):
+        if reuse and (kept := reused_cell(cell, out_dir, labels or {})) is not None:
+            results.append(kept)
+            continue
         progress(CellStarted(index, len(cells), cell.name))
         done = _run_cell(scenario_path, scenario, cell, out_dir, opts, progress)
         progress(CellEnded(index, len(cells), cell.name, done.status, done.wall_s))
