@@ -55,6 +55,7 @@ class CellResult:
     coldboot: ColdBootSummary | None = None  # the cell's cold-boot summary
     compare_to: str | None = None  # the cell whose reference completions this one's are compared with
     phases: list[Phase] = field(default_factory=list)  # decoder_direct: the phases beside the sweep's run
+    reused: bool = False  # an earlier run's, compared as it was (``--reuse``): no wall time of this matrix
 
     def columns(self, first: str) -> list[tuple[str, Path, str]]:
         """This cell's runs in the comparison: (name, run folder, the name it is compared with)."""
@@ -282,7 +283,7 @@ def reused_cell(cell: MatrixCell, out_dir: Path, labels: dict[str, str]) -> Cell
         if (d := _newest_reported(cell_out / name)) is not None
     ]
     labels = {**labels, "cell": cell.name, **cell.labels}
-    return CellResult(cell.name, labels, run_dir, status, 0.0, compare_to=cell.compare_to, phases=phases)
+    return CellResult(cell.name, labels, run_dir, status, 0.0, compare_to=cell.compare_to, phases=phases, reused=True)
 
 
 def run_matrix(
@@ -347,6 +348,7 @@ def write_matrix(result: MatrixResult, scenario: Scenario) -> list[Path]:
             "run_dir": None if c.run_dir is None else str(c.run_dir),
             "status": c.status,
             "wall_s": round(c.wall_s, 3),
+            "reused": c.reused,
             "error": c.error,
             "coldboot": c.coldboot,
             "compared_with": c.compare_to or (ran[0].name if ran else None),
@@ -371,7 +373,8 @@ def render_matrix(result: MatrixResult, scenario: Scenario) -> str:
     for c in result.cells:
         labels = ", ".join(f"{k}={v}" for k, v in c.labels.items())
         where = "—" if c.run_dir is None else f"`{c.run_dir}`"
-        lines.append(f"| {c.name} | {labels} | {c.status} | {c.wall_s:.1f} | {where} |")
+        wall = "reused" if c.reused else f"{c.wall_s:.1f}"
+        lines.append(f"| {c.name} | {labels} | {c.status} | {wall} | {where} |")
         lines += [f"| {c.name}/{p.name} | phase={p.name} | {p.status} | | `{p.run_dir}` |" for p in c.phases]
     failed = [c for c in result.cells if c.error]
     for c in failed:

@@ -53,7 +53,7 @@ def test_shares_run_side_by_side_then_reuse_compares_every_cell_without_running_
     cmp = orjson.loads((out / "comparison.json").read_bytes())
     assert [r["name"] for r in cmp["runs"]] == ["a", "b", "c"]
     assert {(r["run"], r["compared_with"]) for r in cmp["references"]} == {("b", "a"), ("c", "b")}
-    assert "| c | cell=c | finished |" in stdout.decode()
+    assert "| c | cell=c | finished | reused |" in stdout.decode()
     matrix = orjson.loads((out / "matrix.json").read_bytes())
     assert [c["run_dir"] for c in matrix["cells"]] == [str(p) for p in sorted(before, key=lambda p: p.parent.name)]
 
