@@ -12,27 +12,35 @@
 #   stage-router  carried .pdw/ (vllm-router, nixl)           -> /tmp/pdw
 #   install       carried .vllm/vllm-bundle.part.01, .sha256 and .whl/: the kit, Locust, NIXL, the router,
 #                 the model (benchmarks/h200_common.sh)
-#   start-matrix  the lanes below, detached (setsid) so that they outlive the call; wait-matrix waits
+#   start-matrix  the lanes below, detached (setsid) so that they outlive the call
+#   wait-matrix   waits up to WAIT_S seconds (default 540); then `collect`, in the same call, every call
 #   collect       results.tar.gz (reports, logs, commands) and records.tar.gz (canary and metrics records)
+#   compare       `loadgen matrix --reuse` per study: every cell's reported run, compared together
 #
-# The lanes run side by side, each a sequence of `loadgen matrix --cells` runs (one GPU: every instance
-# shares it, each with a fixed KV cache; two or more GPUs: the decode side of every pair on GPU 1). The
-# decode-load study is pd-h200.toml with background.side = "decode", written into the results:
-#   colocated,colocated-invariant (prefill load) -> the same (decode load)
-#   pd-same-kernel -> the same (decode load)      pd-foreign-prefill -> the same (decode load)
-#   pd-both-invariant -> the same (decode load)   own-reload -> graphs-colocated
-#   graphs-pd-same-kernel                         graphs-pd-foreign-prefill (with the decoder asked directly)
-# Every cell's folder is <study>/<lane>/cells/<cell>/; the comparison across lanes is made afterwards from
-# the reports (`loadgen matrix ... --reuse`, docs/results/vllm-pd-h200/README.md).
+# The machine is given back after about 30 s without a call, and with it /tmp: make every call right after
+# the one before (install start-matrix wait-matrix collect, then wait-matrix collect until the lanes are
+# done, then compare collect), and read the results only after the last.
+#
+# Four lanes run side by side, each a sequence of `loadgen matrix --cells` shares into one folder per study
+# ($R/pd-h200, $R/pd-h200-decode-load), so that `compare` finds every cell. One GPU: every instance shares
+# it, each with a fixed KV cache, at most 7 at a time (12 at once slowed NIXL's transfers on one GPU to
+# seconds each and starved the eager pairs); two or more GPUs: the decode side of every pair on GPU 1.
+# The decode-load study is pd-h200.toml with background.side = "decode", written into the results. The
+# decoder's own reload runs only there: ExampleConnector stores every prompt's KV, and the prefill-side
+# background's long prompts filled the 64 GiB disk in minutes.
+#   P colocated, P colocated-invariant, D colocated, D colocated-invariant, P graphs-colocated
+#   P pd-same-kernel, D pd-same-kernel, P graphs-pd-same-kernel
+#   P pd-foreign-prefill, D pd-foreign-prefill, P graphs-pd-foreign-prefill (with the decoder asked directly)
+#   P pd-both-invariant, D pd-both-invariant, D own-reload
 #
 # Usage: bash benchmarks/vllm_pd_h200.sh STAGE [STAGE...]. Send a call's output to a file and print the file
 # after (a device call piped into `tail` has printed nothing and waited out its limit).
 KIT=vllm
 KIT_DIR=/tmp/vk
-VERSIONS_PY='import sys, torch, vllm, transformers, locust, nixl_cu13
-from importlib.metadata import version
+VERSIONS_PY='import sys, torch, vllm, transformers, locust
 print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda)
-print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)
+print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)'
+PD_VERSIONS_PY='from importlib.metadata import version
 print("nixl", version("nixl"), "nixl-cu13", version("nixl-cu13")); print("vllm-router", version("vllm-router"))'
 RESULTS=${RESULTS:-/tmp/vllm-pd-results}
 # shellcheck source=benchmarks/h200_common.sh
@@ -52,34 +60,34 @@ install_pd() {
     install
     log "install: nixl, nixl-cu13, vllm-router"
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/pdw/*.whl
-    python3 -c "$VERSIONS_PY" >"$R/versions.txt.more" 2>&1 && cat "$R/versions.txt.more" >>"$R/versions.txt"
-    rm -f "$R/versions.txt.more"
+    python3 -c "$PD_VERSIONS_PY" >>"$R/versions.txt" 2>&1
     cat "$R/versions.txt"
 }
 
 scenarios() {  # the two studies' files under $R: as shipped, and with the decode side loaded
     local gpus
     gpus=$(nvidia-smi -L | wc -l)
-    mkdir -p "$R/scenarios"
+    mkdir -p "$R/scenario-files"
     if [ "$gpus" -ge 2 ]; then  # the decode side of every pair on its own GPU
         sed 's/^env = { CUDA_VISIBLE_DEVICES = "0" }  # decode GPU.*/env = { CUDA_VISIBLE_DEVICES = "1" }/' \
-            "$SCENARIO" >"$R/scenarios/pd-h200.toml"
+            "$SCENARIO" >"$R/scenario-files/pd-h200.toml"
     else
-        cp "$SCENARIO" "$R/scenarios/pd-h200.toml"
+        cp "$SCENARIO" "$R/scenario-files/pd-h200.toml"
     fi
     sed -e 's/^side = "prefill"/side = "decode"/' -e 's/^name = "vllm-pd-h200"/name = "vllm-pd-h200-decode-load"/' \
-        "$R/scenarios/pd-h200.toml" >"$R/scenarios/pd-h200-decode-load.toml"
-    log "scenarios: $gpus GPU(s); $(grep -c CUDA_VISIBLE_DEVICES "$R/scenarios/pd-h200.toml") side GPU lines"
+        "$R/scenario-files/pd-h200.toml" >"$R/scenario-files/pd-h200-decode-load.toml"
+    log "scenarios: $gpus GPU(s); $(grep -c CUDA_VISIBLE_DEVICES "$R/scenario-files/pd-h200.toml") side GPU lines"
 }
 
-lane() {  # NAME STUDY:CELLS...: each `loadgen matrix --cells` run in turn
+lane() {  # NAME P|D:CELLS...: each share in turn (P the prefill-load study, D the decode-load one)
     local name=$1 spec study cells
     shift
     for spec in "$@"; do
-        study=${spec%%:*} cells=${spec#*:}
+        study=pd-h200 cells=${spec#*:}
+        [ "${spec%%:*}" = D ] && study=pd-h200-decode-load
         log "lane $name: $study $cells"
-        cmd timeout 1500 python3 -m loadgen matrix "$R/scenarios/$study.toml" --cells "$cells" \
-            --out "$R/$study/$name" >>"$R/lane-$name.out" 2>&1
+        cmd timeout 1500 python3 -m loadgen matrix "$R/scenario-files/$study.toml" --cells "$cells" \
+            --out "$R/$study" >>"$R/lane-$name.out" 2>&1
         log "lane $name: $study $cells exit $?"
     done
 }
@@ -87,16 +95,23 @@ lane() {  # NAME STUDY:CELLS...: each `loadgen matrix --cells` run in turn
 matrix() {
     env_up
     scenarios
-    local P=pd-h200 D=pd-h200-decode-load
-    lane colocated "$P:colocated,colocated-invariant" "$D:colocated,colocated-invariant" &
-    lane same-kernel "$P:pd-same-kernel" "$D:pd-same-kernel" &
-    lane foreign "$P:pd-foreign-prefill" "$D:pd-foreign-prefill" &
-    lane invariant "$P:pd-both-invariant" "$D:pd-both-invariant" &
-    lane reload "$P:own-reload" "$P:graphs-colocated" &
-    lane graphs-same "$P:graphs-pd-same-kernel" &
-    lane graphs-foreign "$P:graphs-pd-foreign-prefill" &
+    lane colocated P:colocated P:colocated-invariant D:colocated D:colocated-invariant P:graphs-colocated &
+    lane same-kernel P:pd-same-kernel D:pd-same-kernel P:graphs-pd-same-kernel &
+    lane foreign P:pd-foreign-prefill D:pd-foreign-prefill P:graphs-pd-foreign-prefill &
+    lane invariant P:pd-both-invariant D:pd-both-invariant D:own-reload &
     wait
     log "matrix: every lane done"
+}
+
+compare() {  # every cell's newest reported run, compared together (nothing is run again)
+    env_up
+    for study in pd-h200 pd-h200-decode-load; do
+        local cells
+        cells=$(cd "$R/$study/cells" && ls | paste -sd,)
+        cmd python3 -m loadgen matrix "$R/scenario-files/$study.toml" --out "$R/$study" --reuse --cells "$cells" --quiet \
+            >"$R/$study-compare.out" 2>&1
+        log "compare $study: exit $?"
+    done
 }
 
 collect() {
@@ -135,7 +150,7 @@ for stage in "$@"; do
         stage-nixl) stage_from .nixl /tmp/pdw ;;
         stage-router) stage_from .pdw /tmp/pdw ;;
         install) install_pd ;;
-        matrix | collect | scenarios) $stage ;;
+        matrix | collect | compare | scenarios) $stage ;;
         start-matrix) detached matrix ;;
         wait-matrix) wait_for matrix "${WAIT_S:-540}" ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
