@@ -220,7 +220,7 @@ def claim_outcomes(report: Report, max_rate: float) -> list[Outcome]:
                     ended_early=early,
                 )
             passed = bool(claim and claim["holds"])
-            why = f"{scope} is not in the report" if claim is None else f"{scope}: {describe(claim)}"
+            why = "not in the report" if claim is None else describe(claim)  # the name already says the scope
             bound = None if claim is None else claim["upper_bound"]
             out.append(Outcome(f"{cid} {scope}: {name_of}", cid, scope, "claim_max_rate", max_rate, bound, passed, why))
     if not report.get("canaries"):

@@ -180,17 +180,18 @@ def level_claim(
 
 
 def describe(claim: Claim) -> str:
-    """One level's claim in words, for the reports and the gate."""
+    """One level's claim in words, for the reports and the gate: it opens with the report's word for the
+    status (``status`` with ``_`` as a space: "holds", "impossible", "too few", "unknown")."""
     p, n, k = claim["max_rate"], claim["completions"], claim["diverged"]
     bound = claim.get("upper_bound")
     ub = f"95% upper bound {bound:.3g}" if isinstance(bound, int | float) else "no upper bound"
     early = " (level ended early by the claim rule)" if claim.get("ended_early") else ""
     status = claim["status"]
     if status == "unknown":
-        return f"cannot be judged: no reference to compare with{early}"
+        return f"unknown: no reference to compare with{early}"
     seen = f"{k} of {n} diverged, {ub}{early}"
     if status == "holds":
         return f"holds: {seen} <= {p:g}"
     if status == "impossible":
         return f"impossible: {seen}"
-    return f"not shown: {seen}; {claim['needed']} clean completions needed"
+    return f"too few: {seen}; {claim['needed']} clean completions needed"
