@@ -31,6 +31,7 @@ from collectors.coresidency import segment_stats
 from collectors.jsonl import iter_objects
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import SCHEMA, CanaryRecord
+from loadgen.core.runfiles import open_regular
 
 _CHUNK_ROWS = 8192
 _REQUIRED = frozenset(
@@ -124,7 +125,7 @@ def _torn_tail(path: Path, skipped: list[int]) -> bool:
     if not skipped:
         return False
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.seek(0, 2)
             if fh.tell() == 0:
                 return False

@@ -44,6 +44,7 @@ from collectors.columns import (
 )
 from collectors.linecut import Cut, cut
 from loadgen.core.errors import RunFolderError
+from loadgen.core.runfiles import open_regular
 
 _NUMBERS = frozenset((float, int))  # exactly these types convert the way ``usable_logprob`` reads them
 _LIST = frozenset((list,))
@@ -73,7 +74,7 @@ class FastColumnBuilder(ColumnBuilder):
 
     def add_file(self, path: Path) -> FileRead:
         try:
-            with open(path, "rb", buffering=READ_BUFFER) as fh:
+            with open_regular(path, buffering=READ_BUFFER) as fh:
                 count, _, skipped = self.add_lines(fh, path)
         except OSError as exc:
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc

@@ -10,6 +10,9 @@ A write can also stop halfway: a full disk or a file-size limit (``RLIMIT_FSIZE`
 part of a line and refuse the rest. The writer keeps writing what is left until the OS refuses, counts
 every line not wholly written as a failure (``torn`` counts those cut mid-line), and starts its next
 write on a new line, so one torn line never swallows the next record.
+
+Both open through ``loadgen.core.runfiles``: the reader takes only a regular file (no link, FIFO or device
+that a crafted run folder holds, none above ``RECORDS_LIMIT``), the writer never appends through a link.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import orjson
 
 from loadgen.core.errors import RunFolderError
+from loadgen.core.runfiles import open_append, open_regular
 
 _LINE = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 
@@ -38,7 +42,7 @@ class JsonlWriter:
     def __init__(self, path: Path, *, flush_s: float = 0.0) -> None:
         self.path = path
         self.flush_s = flush_s
-        self._fh = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the writer
+        self._fh = open_append(path)  # never through a link; lives as long as the writer
         self._pending = bytearray()  # one growing buffer, not an object per line: those fragment the heap
         self._pending_lines = 0
         self._due = 0.0
@@ -111,7 +115,7 @@ class JsonlRead:
 def iter_objects(path: Path, skipped: list[int]) -> Iterator[dict[str, Any]]:
     """Each complete JSON object line of a JSONL file; appends the numbers of unreadable lines to ``skipped``."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             for n, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue

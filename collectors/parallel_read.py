@@ -32,6 +32,7 @@ import pandas as pd  # type: ignore[import-untyped]
 from collectors.columns import _GONE, CanaryColumns, ColumnBuilder, FileRead, _torn_tail, _widen
 from collectors.fastcolumns import READ_BUFFER, FastColumnBuilder
 from loadgen.core.errors import RunFolderError
+from loadgen.core.runfiles import open_regular, regular_size
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this much canary JSONL per worker, one process reads it all
 
@@ -109,7 +110,7 @@ def read_range(path: Path, start: int, end: int) -> RangeRead:
 def _read_range(path: Path, start: int, end: int) -> RangeRead:
     builder = FastColumnBuilder()
     try:
-        with open(path, "rb", buffering=READ_BUFFER) as fh:
+        with open_regular(path, buffering=READ_BUFFER) as fh:
             fh.seek(start)
             _, lines, skipped = builder.add_lines(_lines_before(fh, end), path)
     except OSError as exc:
@@ -134,7 +135,7 @@ def line_ranges(path: Path, size: int, parts: int) -> list[tuple[int, int]]:
     if size == 0:
         return [(0, 0)]
     cuts = [0]
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         for k in range(1, parts):
             fh.seek(max(size * k // parts, cuts[-1]))
             if fh.tell() > 0:
@@ -184,7 +185,7 @@ def _join(parts: list[CanaryColumns], name: str, fill: float) -> Any:
 
 def _size(path: Path) -> int:
     try:
-        return path.stat().st_size
+        return regular_size(path)
     except OSError as exc:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 

@@ -8,6 +8,9 @@ The CSV is opened by spreadsheets, which run a cell starting with ``=``, ``+``, 
 carriage return as a formula; completions and error messages come from the endpoint. So every text
 cell of the CSV that starts so gets a leading ``'`` (OWASP's advice for CSV injection); numeric columns
 stay numbers (``-0.5`` is not text) and the Parquet file keeps every value as it was.
+
+Both files are written to a temporary file and renamed (``loadgen.core.runfiles.writing``): never through a
+link a crafted run folder holds in their place.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import pyarrow.parquet as pq
 
 from collectors.runfolder import SCALARS, CanaryColumns
 from loadgen.core.errors import RunFolderError
+from loadgen.core.runfiles import output_folder, writing
 
 # every scalar the reader keeps, and which file each record came from
 EXPORTED = (*SCALARS, "file")
@@ -78,9 +82,11 @@ def export_records(cols: CanaryColumns, out_dir: Path, stem: str = "canaries") -
         cells = [None if v is None else orjson.dumps(v).decode() for v in table.column(name).to_pylist()]
         flat = flat.set_column(flat.schema.get_field_index(name), name, pa.array(cells, type=pa.string()))
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, parquet)
-        pacsv.write_csv(csv_safe(flat), csv)
+        output_folder(out_dir)
+        with writing(parquet) as fh:
+            pq.write_table(table, fh)
+        with writing(csv) as fh:
+            pacsv.write_csv(csv_safe(flat), fh)
     except OSError as exc:
         raise RunFolderError(f"{out_dir}: cannot write exports ({exc})") from exc
     return [parquet, csv]

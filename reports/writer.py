@@ -2,12 +2,12 @@
 
 The edge of the reports package: file I/O only, analysis lives in ``reports.build``. Prints nothing
 (``loadgen run`` calls ``write_reports`` at the end of a run). Files are written to a temporary name
-and renamed, so a reader never sees half a report.
+and renamed, so a reader never sees half a report, and never through a link a crafted run folder holds
+(``loadgen.core.runfiles``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,6 +15,7 @@ import orjson
 
 from collectors.runfolder import load_run
 from loadgen.core.errors import RunFolderError
+from loadgen.core.runfiles import read_regular, write_file
 from reports.build import build_report
 from reports.model import REPORT_SCHEMA, Report, is_report
 from reports.render_html import render_html
@@ -22,10 +23,9 @@ from reports.render_md import render_markdown
 
 
 def write_text(path: Path, text: str | bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    """Write a file atomically, never through a link a crafted folder holds (``loadgen.core.runfiles``)."""
     try:
-        tmp.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
-        tmp.replace(path)
+        write_file(path, text)
     except OSError as exc:
         raise RunFolderError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
@@ -60,7 +60,7 @@ def load_report(source: Path) -> Report:
         return build_report(load_run(source))
     path = source / "report.json" if source.is_dir() else source
     try:
-        raw = orjson.loads(path.read_bytes())
+        raw = orjson.loads(read_regular(path))
     except FileNotFoundError as exc:
         raise RunFolderError(f"{path}: missing (expected a run folder or a report.json)") from exc
     except (OSError, orjson.JSONDecodeError) as exc:

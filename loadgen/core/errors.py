@@ -64,6 +64,17 @@ def redact_json(value: Any, secret: str | None) -> Any:
 _HIDDEN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})  # controls, format (bidi) and unassigned
 
 
+_CONTROL = frozenset({"Cc", "Zl", "Zp"})  # C0 and C1 controls, DEL, line and paragraph separators
+
+
+def control_character(text: str) -> str | None:
+    """The first control character of ``text`` (a line feed, ESC, DEL, U+2028), or None.
+
+    A name that lands in a generated shell script or TOML file, or on a terminal, must hold none: a line
+    feed in a run id would start a new command in a reproducer's ``replay.sh``."""
+    return next((c for c in text if unicodedata.category(c) in _CONTROL), None)
+
+
 def visible(text: str, keep: str = "\n\t") -> str:
     """``text`` with every character a terminal could act on, or hide, written as its escape: ESC as
     ``\\x1b``, BEL as ``\\x07``, NUL as ``\\x00``, a right-to-left override as ``\\u202e``. Characters in

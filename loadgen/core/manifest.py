@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import re
 import socket
 from difflib import get_close_matches
 from enum import StrEnum
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, with_config
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator, with_config
 from typing_extensions import TypedDict  # pydantic validates TypedDicts from here on Python < 3.12
 
-from loadgen.core.errors import RunFolderError
+from loadgen.core.errors import RunFolderError, control_character
+from loadgen.core.runfiles import read_regular, write_file
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = 1
@@ -255,6 +257,11 @@ class EndpointInfo(BaseModel):
     api_key_env: str | None = None
     stream: bool | None = None
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        return None if v is None else env_name(v, "endpoint.api_key_env")
+
 
 class Manifest(BaseModel):
     """``manifest.json``: what the run was (scenario, endpoint, server, features) and how it went."""
@@ -293,6 +300,30 @@ class Manifest(BaseModel):
     # levels the claim rule (sweep.claim_max_rate) ended before their quota
     levels_ended_by_claim: list[EndedByClaim] = Field(default_factory=list)
 
+    @field_validator("run_id")
+    @classmethod
+    def _plain_run_id(cls, v: str | None) -> str | None:
+        return None if v is None else plain(v, "run_id")
+
+    @field_validator("labels")
+    @classmethod
+    def _plain_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        return plain_labels(v, "labels")
+
+    @model_validator(mode="after")
+    def _plain_scenario(self) -> Manifest:
+        sc = self.scenario
+        endpoint = sc.get("endpoint")
+        if isinstance(endpoint, dict) and isinstance(endpoint.get("api_key_env"), str):
+            env_name(endpoint["api_key_env"], "scenario.endpoint.api_key_env")
+        labels = sc.get("labels")
+        if isinstance(labels, dict):
+            plain_labels(labels, "scenario.labels")
+        for i, canary in enumerate(sc.get("canaries") or []):
+            if isinstance(canary, dict) and isinstance(canary.get("id"), str):
+                plain(canary["id"], f"scenario.canaries.{i}.id")
+        return self
+
     @property
     def run_status(self) -> RunStatus | None:
         """The status as a ``RunStatus``; None for one this version does not know."""
@@ -303,6 +334,34 @@ class Manifest(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+def plain(value: str, where: str) -> str:
+    """``value`` where it holds no control character (``errors.control_character``); a ``ValueError`` naming
+    ``where`` otherwise: a run id, a label or a canary id lands in a reproducer's ``replay.sh`` and ``replay.toml``."""
+    bad = control_character(value)
+    if bad is not None:
+        raise ValueError(f"{where} holds the control character {bad!r}; a run folder's names hold none")
+    return value
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_name(value: str, where: str) -> str:
+    """``value`` where it is an environment variable's name (it lands as ``$NAME`` in a reproducer's script
+    and README); a ``ValueError`` otherwise, which never shows the value (it may be a key)."""
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"{where}: expected the name of an environment variable (letters, digits and _)")
+    return value
+
+
+def plain_labels(labels: dict[str, str], where: str) -> dict[str, str]:
+    for key, value in labels.items():
+        plain(str(key), f"{where} key {key!r}")
+        if isinstance(value, str):
+            plain(value, f"{where}.{key}")
+    return labels
 
 
 def now_iso() -> str:
@@ -335,16 +394,14 @@ def host_info() -> HostInfo:
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> None:
-    tmp = run_dir / f".{MANIFEST}.tmp"
-    tmp.write_bytes(orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    os.replace(tmp, run_dir / MANIFEST)
+    write_file(run_dir / MANIFEST, orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
 
 
 def read_manifest(run_dir: Path) -> Manifest:
     """The manifest; a missing, unreadable, malformed or unknown-schema one is a RunFolderError."""
     path = run_dir / MANIFEST
     try:
-        data = orjson.loads(path.read_bytes())
+        data = orjson.loads(read_regular(path))
     except FileNotFoundError:
         raise RunFolderError(f"{path}: missing (every run folder has a manifest.json)") from None
     except OSError as exc:

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from loadgen.core.errors import EngineError
+from loadgen.core.runfiles import open_append
 from loadgen.launchers.commands import LaunchPlan
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.process import RunningEngine, log_tail
@@ -54,7 +55,7 @@ def start_health_checked(
     """Start ``plan`` and return once ``plan.health_url`` answers 200; the engine is stopped on failure."""
     assert plan.health_url is not None and plan.base_url is not None
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log_fh:
+    with open_append(log_path) as log_fh:
         try:
             proc = spawn(  # under a guard, leading its own group: it and its workers die with this process
                 plan.argv,

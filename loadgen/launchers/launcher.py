@@ -13,6 +13,7 @@ from types import TracebackType
 
 from loadgen.core.errors import EngineError
 from loadgen.core.manifest import EngineFacts, now_iso
+from loadgen.core.runfiles import open_append
 from loadgen.core.scenario import LauncherSpec
 from loadgen.launchers.commands import LaunchPlan, plan_launch
 from loadgen.launchers.health import free_port, start_health_checked
@@ -43,8 +44,8 @@ class Launcher:
         port = spec.port or (0 if spec.kind == "embedded" else free_port(spec.host))
         plan = plan_launch(spec, port)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "a", encoding="utf-8") as fh:
-            fh.write(f"--- loadgen: start {self.starts + 1} at {now_iso()}: {plan.shown()}\n")
+        with open_append(log_path) as fh:
+            fh.write(f"--- loadgen: start {self.starts + 1} at {now_iso()}: {plan.shown()}\n".encode())
         if plan.ready_by == "line":
             engine = start_process(plan.argv, log_path=log_path, ready_timeout_s=spec.ready_timeout_s, env=plan.env)
         else:

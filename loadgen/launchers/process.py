@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from loadgen.core.errors import EngineError
+from loadgen.core.runfiles import copy_file, open_append, write_file
 from loadgen.launchers.guard import spawn
 
 _TAIL_LINES = 30
@@ -94,7 +94,7 @@ def start_process(
     """Start ``command`` (``env`` added to this process's environment), log its output to ``log_path``,
     and return once it prints ``READY <url>``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log_fh:
+    with open_append(log_path) as log_fh:
         try:
             proc = spawn(
                 command,
@@ -134,7 +134,7 @@ def start_process(
 def _pump(proc: subprocess.Popen[bytes], log_path: Path, ready: queue.Queue[bytes | None]) -> None:
     assert proc.stdout is not None
     handed_over = False
-    with open(log_path, "ab") as fh:
+    with open_append(log_path) as fh:
         for line in proc.stdout:
             fh.write(line)
             fh.flush()
@@ -153,8 +153,8 @@ def keep_failed_log(exc: EngineError, log_path: Path, folder: Path) -> EngineErr
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if log_path.exists() and log_path.resolve() != kept.resolve():
-            shutil.copyfile(log_path, kept)
-        (folder / "engine-failed.txt").write_text(message + "\n", encoding="utf-8")
+            copy_file(log_path, kept)
+        write_file(folder / "engine-failed.txt", message + "\n")
     except OSError:
         return exc
     return EngineError(message)

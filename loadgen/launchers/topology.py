@@ -21,6 +21,7 @@ from types import TracebackType
 
 from loadgen.core.errors import EngineError
 from loadgen.core.manifest import EngineFacts, ProcessFacts
+from loadgen.core.runfiles import copy_file, write_file
 from loadgen.core.scenario import LauncherSpec, Server, TopologyMode, TopologySpec
 from loadgen.launchers.commands import LaunchPlan
 from loadgen.launchers.health import free_port, start_health_checked
@@ -187,8 +188,8 @@ def keep_failed_logs(exc: EngineError, log_dir: Path, folder: Path) -> EngineErr
         folder.mkdir(parents=True, exist_ok=True)
         for log in log_dir.glob("*.log"):
             if log.resolve() != (folder / log.name).resolve():
-                shutil.copyfile(log, folder / log.name)
-        (folder / "engine-failed.txt").write_text(message + "\n", encoding="utf-8")
+                copy_file(log, folder / log.name)
+        write_file(folder / "engine-failed.txt", message + "\n")
     except OSError:
         return exc
     return EngineError(message)

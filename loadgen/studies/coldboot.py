@@ -26,6 +26,7 @@ from collectors.jsonl import JsonlWriter
 from loadgen.core.errors import EngineError, LoadgenError, ScenarioError, UsageError
 from loadgen.core.manifest import BootFacts, RunStatus, now_iso, read_manifest, update_manifest
 from loadgen.core.record import CanaryRecord
+from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
 from loadgen.core.wire import Features
 from loadgen.core.wire.urls import api_path
@@ -229,7 +230,7 @@ class _Study:
         if self.run_dir is not None and self.owned is not None:
             log = self.tmp / "engine.log"
             if log.exists():
-                shutil.copy(log, self.run_dir / "engine.log")
+                copy_file(log, self.run_dir / "engine.log")
             update_manifest(
                 self.run_dir, boots=self.boots, engine=self.engines.describe(), canaries_reported=len(self.records)
             )

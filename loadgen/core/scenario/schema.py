@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from loadgen.core.claims import MAX_CLAIM_CANARIES, canaries_needed
-from loadgen.core.errors import ScenarioError
+from loadgen.core.errors import ScenarioError, control_character
 from loadgen.core.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
 from loadgen.core.scenario.topology import TopologySpec, check_topology
 
@@ -306,6 +306,15 @@ class Scenario(_Strict):
     topology: TopologySpec | None = None
     cold_boot: ColdBootSpec | None = None  # `loadgen coldboot`: restart the engine between trials
     matrix: MatrixSpec | None = None  # `loadgen matrix`: the same study over several engine configurations
+
+    @field_validator("labels")
+    @classmethod
+    def _plain_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            for text in (key, value):
+                if (bad := control_character(text)) is not None:
+                    raise ValueError(f"label {key!r}: holds the control character {bad!r} (labels land in scripts)")
+        return v
 
     @field_validator("canaries")
     @classmethod
