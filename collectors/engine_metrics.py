@@ -241,7 +241,7 @@ class MetricsScraper:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=self.timeout_s + self.interval_s + 1.0)
+            self._thread.join(timeout=self._client.total_s + self.interval_s + 1.0)  # a scrape's most, and a sleep
         with self._write_lock:
             if self._last_t is not None and not self._tail_closed:  # the stretch since the last sample
                 self._tail_closed = True

@@ -47,3 +47,19 @@ def lost_records(failures: dict[str, int], *engine_metrics: Mapping[str, object]
         metrics = (summary or {}).get("write_failures")
         extra += metrics if isinstance(metrics, int) and not isinstance(metrics, bool) and metrics > 0 else 0
     return failures.get("canaries", 0) + failures.get("background", 0) + extra
+
+
+def process_notices(run_dir: Path) -> list[str]:
+    """The ``notices`` every ``process-*.json`` carries (the held-level gate's), each once, in file order;
+    an unreadable file or a value that is not a list of strings adds nothing."""
+    out: list[str] = []
+    for path in sorted(Path(run_dir).glob("process-*.json")):
+        try:
+            info = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        notices = info.get("notices") if isinstance(info, dict) else None
+        for notice in notices if isinstance(notices, list) else []:
+            if isinstance(notice, str) and notice not in out:
+                out.append(notice)
+    return out

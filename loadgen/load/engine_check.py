@@ -8,18 +8,26 @@ waits until it reaches the level. Behind a router, the gauge is the loaded side'
 "prefill"`` the prefill servers', counting waiting as well as running requests (a prompt waits its turn
 there). A server without a usable
 ``/metrics`` is asked once and then not again; with none left the check is skipped and the report's
-measured co-residency is the only witness.
+measured co-residency is the only witness. Each ask is bounded in all (``collectors.metrics_client``: a page
+whole within twice ``_TIMEOUT_S``, and never past the gate's own settle deadline), so a server that trickles
+its page cannot hold the gate; a server given up on is said in ``notices`` (the process file carries them to
+the manifest) and in the log.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+import time
+
 from collectors.engine_metrics import metrics_url, parse_metrics
 from collectors.metrics_client import MetricsClient
-from loadgen.core.errors import EndpointError
+from loadgen.core.errors import EndpointError, redact
 from loadgen.core.scenario import Scenario
 from loadgen.core.servers import loaded_side, metrics_url_of, side_servers
 
 _TIMEOUT_S = 1.0
+log = logging.getLogger(__name__)
 
 
 class EngineCheck:
@@ -28,6 +36,9 @@ class EngineCheck:
     def __init__(self, urls: list[str], api_key: str | None, *, queued: bool = False) -> None:
         self.urls = list(urls)
         self.queued = queued  # count waiting requests too
+        self.notices: list[str] = []  # one per URL given up on, naming it and why
+        self.cut_short = False
+        self._api_key = api_key
         # asked every 50 ms while a level is reached: one kept connection per URL
         self._clients = {u: MetricsClient(u, timeout_s=_TIMEOUT_S, api_key=api_key) for u in self.urls}
 
@@ -41,14 +52,23 @@ class EngineCheck:
         urls = [u for s in side_servers(servers, side) if (u := metrics_url_of(s))]
         return cls(urls, api_key, queued=side == "prefill")
 
-    def running(self) -> float | None:
+    def running(self, deadline: float = math.inf) -> float | None:
+        """The summed count, each URL asked within what is left until ``deadline`` (``time.monotonic()``).
+        ``cut_short`` says whether that deadline came before every URL had answered."""
         total: float | None = None
+        self.cut_short = False
         for url in list(self.urls):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.cut_short = True  # the gate's own deadline: the URLs not asked cannot say this time
+                break
             try:
-                gauges = parse_metrics(self._clients[url].fetch())
-            except EndpointError:
-                self.urls.remove(url)  # no /metrics, or not one we can read: never ask it again in this run
-                self._clients.pop(url).close()
+                gauges = parse_metrics(self._clients[url].fetch(total_s=left))
+            except EndpointError as exc:
+                if time.monotonic() >= deadline and left < self._clients[url].total_s:
+                    self.cut_short = True  # ended by the gate's deadline, not its own: asked again next time
+                    break
+                self._give_up(url, str(exc))
                 continue
             if gauges["running"] is None:
                 continue
@@ -56,7 +76,22 @@ class EngineCheck:
             total = (total or 0.0) + gauges["running"] + queued
         return total
 
-    def confirms(self, level: int) -> bool:
-        """True when the engine runs at least ``level`` requests, or cannot say."""
-        running = self.running()
+    def _give_up(self, url: str, why: str) -> None:
+        """No /metrics, or not one we can read in time: never ask it again in this run, and say so."""
+        self.urls.remove(url)
+        self._clients.pop(url).close()
+        why = redact(why.removeprefix(f"{url}: "), self._api_key)  # it may quote the server (a reason phrase)
+        notice = (
+            f"held-level gate: {url} not asked again in this run ({why}); a level under non-streamed "
+            "background counted as held without its running count"
+        )
+        self.notices.append(notice)
+        log.warning("%s", notice)
+
+    def confirms(self, level: int, deadline: float = math.inf) -> bool:
+        """True when the engine runs at least ``level`` requests, or cannot say; False when ``deadline``
+        passed before it could."""
+        running = self.running(deadline)
+        if self.cut_short:
+            return False
         return running is None or running >= level

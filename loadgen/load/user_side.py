@@ -135,6 +135,7 @@ def _write_process_file(st: RunState, *, finished: bool) -> None:
         "canary_write_failures": st.canaries.writer.failures,
         "background_written": st.background.writer.written,
         "background_write_failures": st.background.writer.failures,
+        "notices": st.engine.notices,  # the held-level gate's: the run's owner puts them in the manifest
     }
     (st.run_dir / f"process-{st.worker}.json").write_bytes(orjson.dumps(info))
 

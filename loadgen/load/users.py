@@ -179,7 +179,7 @@ def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> boo
             if st.scenario.background.stream or not level:
                 return True
             asked_engine = True
-            if st.engine.confirms(level):
+            if st.engine.confirms(level, deadline):  # asked within the same deadline: a trickled page ends there
                 return True
         if time.monotonic() > deadline:
             return False

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collectors.engine_metrics import DEFAULT_INTERVAL_S, MetricsScraper
-from collectors.losses import lost_records, write_failures
+from collectors.losses import lost_records, process_notices, write_failures
 from collectors.server_metrics import ServerScrapers
 from loadgen.core.manifest import EngineMetricsSummary, Manifest, RunStatus, now_iso, read_manifest, update_manifest
 from loadgen.core.servers import servers_of
@@ -98,6 +98,7 @@ class OwnedRun:
             self.servers.close()
             servers = {"servers": self.servers.facts()}
             notices += self.servers.notices()
+        notices += process_notices(self.run_dir)  # the Locust processes' (the held-level gate's)
         manifest = read_manifest(self.run_dir)
         scraped = [metrics, *(s.get("engine_metrics") for s in servers.get("servers", []))]
         status = outcome or settle(manifest, write_failures(self.run_dir), *scraped)

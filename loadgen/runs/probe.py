@@ -7,9 +7,10 @@ The probe prompt is unrelated to any canary, so it warms no canary prefix in a c
 
 Blocking stdlib HTTP (works with or without gevent's patching). It follows no redirect: the API key
 goes to the configured host and nowhere else. Raises ``EndpointError`` naming the URL; prints nothing.
-The server is not trusted: an answer is read up to ``endpoint.max_response_bytes`` and within twice its
-timeout, and the key is redacted from every error and from what is kept (``/v1/models``, ``/version``),
-since a server may echo request headers back.
+The server is not trusted: an answer is read up to ``endpoint.max_response_bytes`` and, connect to last
+byte, status line and headers included, within twice its timeout (``loadgen.core.deadline_http``), and the
+key is redacted from every error and from what is kept (``/v1/models``, ``/version``), since a server may
+echo request headers back.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from loadgen.core.deadline_http import DeadlineExceeded, DeadlineHTTPConnection, DeadlineHTTPSConnection
 from loadgen.core.errors import EndpointError, redact, redact_json
 from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.core.wire import Features, Kind, MalformedResponse, build_body, features_from_probe, parse_body
@@ -74,9 +76,42 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         )
 
 
-# No proxies either: the load path (geventhttpclient) connects directly, so the probe must see the same server
-# and a proxy must never see the key.
-_OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
+class _DeadlineHTTP(urllib.request.HTTPHandler):
+    """urllib's HTTP with every read of the answer, headers included, ended at one total deadline."""
+
+    def __init__(self, total_s: float) -> None:
+        super().__init__()
+        self.total_s = total_s
+
+    def _connection(self, host: str, **kwargs: Any) -> DeadlineHTTPConnection:
+        conn = DeadlineHTTPConnection(host, **kwargs)
+        conn.expect_by(self.total_s)
+        return conn
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._connection, req)
+
+
+class _DeadlineHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, total_s: float) -> None:
+        super().__init__()
+        self.total_s = total_s
+
+    def _connection(self, host: str, **kwargs: Any) -> DeadlineHTTPSConnection:
+        conn = DeadlineHTTPSConnection(host, **kwargs)
+        conn.expect_by(self.total_s)
+        return conn
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._connection, req, context=self._context)  # type: ignore[attr-defined]
+
+
+def _opener(total_s: float) -> urllib.request.OpenerDirector:
+    """No redirect followed, and no proxies either: the load path (geventhttpclient) connects directly, so the
+    probe must see the same server and a proxy must never see the key. The answer is whole within ``total_s``."""
+    return urllib.request.build_opener(
+        _NoRedirect, urllib.request.ProxyHandler({}), _DeadlineHTTP(total_s), _DeadlineHTTPS(total_s)
+    )
 
 
 def _request(
@@ -87,8 +122,9 @@ def _request(
     body: dict[str, Any] | None = None,
     max_bytes: int = MAX_RESPONSE_BYTES,
 ) -> tuple[int, bytes]:
-    """One request: its status and body. ``timeout_s`` bounds each wait; the body must be whole within
-    twice that and at most ``max_bytes`` long (a server trickling bytes, or sending without end)."""
+    """One request: its status and body. ``timeout_s`` bounds each wait; the answer, status line and headers
+    included, must be whole within twice that, and its body at most ``max_bytes`` long (a server trickling
+    bytes, or sending without end)."""
     headers = {"Accept": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -97,14 +133,19 @@ def _request(
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
-    deadline = time.monotonic() + 2 * timeout_s
+    total_s = 2 * timeout_s
     try:
         try:
-            resp = _OPENER.open(req, timeout=timeout_s)
+            resp = _opener(total_s).open(req, timeout=timeout_s)
         except urllib.error.HTTPError as exc:
             resp = exc  # an error status: its body is read under the same rules (and errors)
         with resp:
-            return int(resp.status), _read_body(resp, url, max_bytes, deadline)
+            return int(resp.status), _read_body(resp, url, max_bytes)
+    except DeadlineExceeded:
+        raise EndpointError(
+            f"{url}: the answer was still arriving after {total_s:g} s in all (each byte within {timeout_s:g} s); "
+            "the server trickles it"
+        ) from None
     except urllib.error.URLError as exc:
         raise EndpointError(f"{url}: cannot connect ({exc.reason})") from None
     except http.client.HTTPException as exc:
@@ -117,16 +158,15 @@ def _request(
         raise EndpointError(f"{url}: connection failed ({type(exc).__name__}: {exc})") from None
 
 
-def _read_body(resp: Any, url: str, max_bytes: int, deadline: float) -> bytes:
-    """The body, piece by piece as it arrives: a server may send without end, or a byte at a time."""
+def _read_body(resp: Any, url: str, max_bytes: int) -> bytes:
+    """The body, piece by piece as it arrives: a server may send without end (a trickle ends at the
+    connection's deadline: ``DeadlineExceeded``)."""
     chunks: list[bytes] = []
     size = 0
     while chunk := resp.read1(65536):
         size += len(chunk)
         if size > max_bytes:
             raise EndpointError(f"{url}: answered with more than {max_bytes} bytes (endpoint.max_response_bytes)")
-        if time.monotonic() > deadline:
-            raise EndpointError(f"{url}: the answer was still arriving at its deadline; the server trickles it")
         chunks.append(chunk)
     return b"".join(chunks)
 
