@@ -8,7 +8,8 @@ marked), a README in plain words and a scenario plus script that replay it with 
 This module assembles that folder from its parts (``reports.repro_choice``: the record and its
 reference; ``repro_in_flight``: the load; ``repro_side_by_side``: the reference beside it;
 ``repro_replay``: the replay; ``repro_readme``: the README) and words ``endpoint.json`` and
-``completion.json`` itself.
+``completion.json`` itself. ``replay.toml`` is parsed back from its text (``tomllib``) and must hold the
+scenario meant; the scenario returned for the CLI to validate is the one read back.
 
 Pure: a loaded run, raw records and background rows in (the CLI reads them), file contents out. No
 I/O, no printing. Never writes a header or an API key: only the body recorded as sent, and the
@@ -17,19 +18,22 @@ I/O, no printing. Never writes a header or an API key: only the body recorded as
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 from collectors.runfolder import RunData
+from loadgen.core.errors import RunFolderError
 from loadgen.core.wire.server_config import describe
 from loadgen.core.wire.urls import api_path
 from reports.repro_choice import Choice, resolved_divergence
 from reports.repro_in_flight import in_flight
 from reports.repro_readme import readme
-from reports.repro_replay import dict_or_empty, replay_scenario, replay_script
+from reports.repro_replay import dict_or_empty, engine_args, replay_scenario, replay_script
 from reports.repro_side_by_side import side_by_side, side_by_side_md
+from reports.shtext import comment_value, read_back
 from reports.toml_writer import toml_text
 
 FILES = (
@@ -110,17 +114,52 @@ def build_folder(
         "completion.json": _json(completion_info(choice, record, reference, first_div)),
         "side_by_side.md": side_by_side_md(choice, table, first_div).encode(),
         "replay.toml": (_toml_header(choice, run) + toml_text(scenario)).encode(),
-        "replay.sh": replay_script(run, choice, default_host, scenario["endpoint"].get("api_key_env")).encode(),
+        "replay.sh": _replay_sh(run, choice, default_host, scenario["endpoint"].get("api_key_env")),
     }
     files["README.md"] = readme(run, choice, record, reference, first_div, load, endpoint, table, notes).encode()
-    return {name: files[name] for name in FILES}, scenario
+    return {name: files[name] for name in FILES}, toml_read_back(files["replay.toml"], scenario)
+
+
+def _replay_sh(run: RunData, choice: Choice, host: str | None, key_env: str | None) -> bytes:
+    """``replay.sh``, read back (``reports.shtext.read_back``): the URL one word, the engine's arguments one
+    word each and last before ``"$@"``, no comment a value could end."""
+    text = replay_script(run, choice, host, key_env)
+    args = engine_args(run) or []
+    read_back(
+        text,
+        [[f"host={host or ''}"], [*(f"--engine-arg={a}" for a in args), "$@"]],
+        [choice.canary_id, str(run.manifest.run_id), key_env or ""],
+    )
+    return text.encode()
+
+
+def toml_read_back(text: bytes, scenario: dict[str, Any]) -> dict[str, Any]:
+    """``replay.toml`` parsed back from its text (``tomllib``) before it is written: the scenario it holds,
+    which must be the one meant (a comment or string a value from the run folder broke is a ``RunFolderError``)."""
+    try:
+        parsed = tomllib.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise RunFolderError(f"replay.toml: does not read back as TOML ({exc}); not written") from None
+    if parsed != _without_none(orjson.loads(orjson.dumps(scenario, option=orjson.OPT_SERIALIZE_NUMPY))):
+        raise RunFolderError("replay.toml: a value from the run folder does not read back as written; not written")
+    return parsed
 
 
 def _toml_header(choice: Choice, run: RunData) -> str:
     return (
-        f"# Replay of canary {choice.canary_id!r}, record {choice.number} of run {run.manifest.run_id}.\n"
+        f"# Replay of canary {comment_value(choice.canary_id)}, record {choice.number} of run "
+        f"{comment_value(run.manifest.run_id)}.\n"
         "# Run it with: sh replay.sh [BASE_URL]  (or: loadgen run replay.toml --host BASE_URL)\n\n"
     )
+
+
+def _without_none(value: Any) -> Any:
+    """A JSON value as TOML holds it: no null in any table (``toml_text`` leaves such keys out)."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
 
 
 def _json(value: Any) -> bytes:

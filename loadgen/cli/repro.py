@@ -3,8 +3,9 @@
 A thin edge over ``reports.repro``: read the run folder, pick the record (``reports.repro_choice.select``), read
 that record and the reference record back from their ``canaries*.jsonl`` files, stream the background
 rows that overlapped it, check that the replay scenario validates, and write the folder (default
-``RUN_DIR/repro-<id>-<n>/``; files of the same names are replaced). Unusable input raises a
-``LoadgenError`` (the CLI exits 2).
+``RUN_DIR/repro-<id>-<n>/``). An existing folder is reused only when it is a real folder holding nothing but
+files of the reproducer's names, which are replaced (``loadgen.core.runfiles.output_folder``); no file is
+written through a link. Unusable input raises a ``LoadgenError`` (the CLI exits 2).
 
 No API key is ever written: the files hold only the recorded request body and the key variable's name;
 as a last guard, the value of that variable, where set here, is redacted from every file.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,13 @@ from typing import Any
 from collectors.jsonl import iter_objects
 from collectors.runfolder import load_run
 from loadgen.core.errors import RunFolderError, UsageError, redact
+from loadgen.core.runfiles import output_folder, write_file
 from loadgen.core.scenario.schema import parse_scenario
-from reports.repro import build_folder
+from reports.repro import FILES, build_folder
 from reports.repro_choice import select
 from reports.repro_in_flight import lifetime, overlaps
+
+CANARY_ID = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
 def write_repro(run_dir: Path, canary: str, record: int | None, out: Path | None = None) -> Path:
     """Write the reproducer folder; returns its path."""
+    if not CANARY_ID.fullmatch(canary):  # a scenario's ids are such; it names the folder and lands in replay.sh
+        raise UsageError(f"--canary {canary!r}: expected letters, digits, '_', '.' or '-' only (a canary id)")
     try:
         run = load_run(run_dir)
     except RunFolderError as exc:  # name the argument at fault: the folder given as RUN_DIR
@@ -72,19 +79,16 @@ def write_repro(run_dir: Path, canary: str, record: int | None, out: Path | None
     parse_scenario(scenario, "replay.toml")  # a replay that would not load is a bug here, never a file
     target = out if out is not None else run_dir / f"repro-{choice.canary_id}-{choice.number}"
     try:
-        target.mkdir(parents=True, exist_ok=True)
+        output_folder(target, FILES)
     except OSError as exc:
         raise UsageError(f"--out {target}: cannot create the folder ({exc.strerror or exc})") from None
     secret = _secret(run.manifest.endpoint.api_key_env)
     for name, data in files.items():
         text = data.decode()
-        path = target / name
         try:
-            path.write_text(redact(text, secret))
+            write_file(target / name, redact(text, secret), mode=0o777 if name.endswith(".sh") else 0o666)
         except OSError as exc:
             raise UsageError(f"--out {target}: cannot write {name} ({exc.strerror or exc})") from None
-        if name.endswith(".sh"):
-            path.chmod(0o755)
     return target
 
 

@@ -422,8 +422,8 @@ def _validated(data: dict[str, Any], path: Path) -> Manifest:
         return Manifest.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise RunFolderError(f"{path}: field {where}: {err['msg']}") from None
+        where = ".".join(str(x) for x in err["loc"])  # none for a check of several fields (names its own)
+        raise RunFolderError(f"{path}: field {where}: {err['msg']}" if where else f"{path}: {err['msg']}") from None
 
 
 FIELDS = frozenset(f.alias or name for name, f in Manifest.model_fields.items())  # the keys this version writes
