@@ -109,6 +109,7 @@ def prepare_run(scenario: Scenario, *, source: str, out_dir: Path, extra: dict[s
             "started": now_iso(),
             "status": RunStatus.PREPARED,
             "host": host_info(),
+            "notices": list(info.notices),  # what of the server's answers was normalised to be kept
             **(extra or {}),
         }
     )

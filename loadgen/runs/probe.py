@@ -10,7 +10,9 @@ goes to the configured host and nowhere else. Raises ``EndpointError`` naming th
 The server is not trusted: an answer is read up to ``endpoint.max_response_bytes`` and, connect to last
 byte, status line and headers included, within twice its timeout (``loadgen.core.deadline_http``), and the
 key is redacted from every error and from what is kept (``/v1/models``, ``/version``), since a server may
-echo request headers back.
+echo request headers back. What is kept of its JSON answers is normalised where it is decoded
+(``loadgen.core.jsonsafe``: finite numbers, valid Unicode, 64-bit integers, bounded depth), said in
+``ServerInfo.notices``; a model id the run would send but cannot (a lone surrogate) is refused.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from loadgen.core.deadline_http import DeadlineExceeded, DeadlineHTTPConnection, DeadlineHTTPSConnection
 from loadgen.core.errors import EndpointError, redact, redact_json
+from loadgen.core.jsonsafe import describe, lone_surrogate, normalised
 from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.core.wire import Features, Kind, MalformedResponse, build_body, features_from_probe, parse_body
 from loadgen.core.wire.server_config import info_series, server_settings
@@ -50,6 +54,7 @@ class ServerInfo:
     version: str | None
     kinds: dict[Kind, KindProbe]
     config: dict[str, Any] = field(default_factory=dict)  # what the server says of its settings (read_config)
+    notices: list[str] = field(default_factory=list)  # what of its answers was normalised to be kept
 
     def features_json(self) -> dict[str, Any]:
         return {
@@ -183,9 +188,31 @@ def _refused_key(url: str, status: int, api_key: str | None) -> EndpointError:
     )
 
 
+def _decoded(raw: bytes, url: str, notes: list[str] | None) -> Any:
+    """``raw`` as JSON, normalised to be kept (``loadgen.core.jsonsafe``); what was changed is said in ``notes``.
+    ValueError for what is not JSON, or nests too deep for Python's parser."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deep to read") from None
+    changes: Counter[str] = Counter()
+    body = normalised(body, changes)
+    note = f"{url}: {describe(changes)}, kept as normalised (loadgen.core.jsonsafe)"
+    if changes and notes is not None and note not in notes:  # a route asked twice (the version, the settings)
+        notes.append(note)
+    return body
+
+
 def read_models(
-    base_url: str, *, api_key: str | None, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
+    base_url: str,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+    notes: list[str] | None = None,
 ) -> tuple[list[str], Any]:
+    """The model ids as the server spells them (a lone surrogate kept: ``_probe`` refuses to send one) and the
+    body, normalised to be kept."""
     url = origin(base_url) + v1_path(base_url, "models")
     status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
     if status in (401, 403):
@@ -195,13 +222,14 @@ def read_models(
             f"{url}: HTTP {status} ({_error_text(raw)}); expected an OpenAI-compatible server with GET /v1/models"
         )
     try:
-        body = json.loads(raw)
-        ids = [str(m["id"]) for m in body["data"]]
+        ids = [str(m["id"]) for m in json.loads(raw)["data"]]
+    except RecursionError:
+        raise EndpointError(f"{url}: answered JSON nested too deep to read; expected an OpenAI model list") from None
     except (ValueError, KeyError, TypeError):
         raise EndpointError(
             f"{url}: answered, but not with an OpenAI model list ({{'data': [{{'id': ...}}]}})"
         ) from None
-    return ids, body
+    return ids, _decoded(raw, url, notes)
 
 
 def _server_root(base_url: str) -> str:
@@ -210,22 +238,32 @@ def _server_root(base_url: str) -> str:
 
 
 def read_version(
-    base_url: str, *, api_key: str | None, timeout_s: float, max_bytes: int = MAX_RESPONSE_BYTES
+    base_url: str,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+    notes: list[str] | None = None,
 ) -> str | None:
     """The server's version: vLLM's and llama.cpp's ``/version``; SGLang has none and says it in ``/server_info``
     (``/get_server_info`` before 0.5)."""
     for route in ("/version", "/server_info", "/get_server_info"):
-        body = _json_or_none(_server_root(base_url) + route, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+        body = _json_or_none(
+            _server_root(base_url) + route, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes
+        )
         if isinstance(body, dict) and isinstance(body.get("version"), (str, int, float)):
             return str(body["version"])
     return None
 
 
-def _json_or_none(url: str, *, api_key: str | None, timeout_s: float, max_bytes: int) -> Any:
-    """A GET answered 200 with JSON, decoded; None for anything else (a route the server lacks is no error)."""
+def _json_or_none(
+    url: str, *, api_key: str | None, timeout_s: float, max_bytes: int, notes: list[str] | None = None
+) -> Any:
+    """A GET answered 200 with JSON, decoded and normalised (``_decoded``); None for anything else (a route
+    the server lacks is no error)."""
     try:
         status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
-        return json.loads(raw) if status == 200 else None
+        return _decoded(raw, url, notes) if status == 200 else None
     except (EndpointError, ValueError):
         return None
 
@@ -237,6 +275,7 @@ def read_config(
     timeout_s: float,
     cached_tokens_reported: bool | None,
     max_bytes: int = MAX_RESPONSE_BYTES,
+    notes: list[str] | None = None,
 ) -> dict[str, Any]:
     """What the server says of its own settings (``loadgen.core.wire.server_config``): ``settings``, the raw
     ``*_info`` series of ``/metrics``, and which routes answered. Best effort: every route may be absent."""
@@ -249,9 +288,11 @@ def read_config(
     except EndpointError:
         pass
     vllm = _json_or_none(
-        root + "/server_info?config_format=json", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes
+        root + "/server_info?config_format=json", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes
     )
-    sglang = _json_or_none(root + "/get_server_info", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+    sglang = _json_or_none(
+        root + "/get_server_info", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes
+    )
     return {
         "settings": server_settings(info, vllm, sglang, cached_tokens_reported=cached_tokens_reported),
         "info_series": info,
@@ -360,7 +401,11 @@ def probe(
         raise EndpointError(redact(str(exc), api_key)) from None
     version = None if info.version is None else redact(info.version, api_key)
     return replace(
-        info, models=redact_json(info.models, api_key), version=version, config=redact_json(info.config, api_key)
+        info,
+        models=redact_json(info.models, api_key),
+        version=version,
+        config=redact_json(info.config, api_key),
+        notices=[redact(n, api_key) for n in info.notices],
     )
 
 
@@ -373,16 +418,23 @@ def _probe(
     timeout_s: float,
     max_bytes: int,
 ) -> ServerInfo:
-    ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+    notes: list[str] = []
+    ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes)
     if model is None:
         if not ids:
             raise EndpointError(f"{base_url}: /v1/models lists no model; set endpoint.model")
         model = ids[0]
         if api_key and api_key in model:  # it would travel in every request body, recorded in every record
             raise EndpointError(f"{base_url}: the first model /v1/models lists holds the API key; set endpoint.model")
+        if lone_surrogate(model):  # sent in every request, written in every record: it has no UTF-8 form
+            raise EndpointError(
+                f"{origin(base_url) + v1_path(base_url, 'models')}: the first model /v1/models lists is not valid "
+                "Unicode (a lone surrogate); set endpoint.model"
+            )
     elif ids and model not in ids:
-        raise EndpointError(f"{base_url}: model {model!r} is not served; the server has {ids}")
-    version = read_version(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
+        shown = [normalised(i, Counter()) for i in ids]
+        raise EndpointError(f"{base_url}: model {model!r} is not served; the server has {shown}")
+    version = read_version(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes)
     probes = {
         k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0), max_bytes=max_bytes)
         for k in sorted(kinds)
@@ -394,5 +446,6 @@ def _probe(
         timeout_s=timeout_s,
         cached_tokens_reported=all(reported) if reported else None,
         max_bytes=max_bytes,
+        notes=notes,
     )
-    return ServerInfo(base_url, model, models, version, probes, config)
+    return ServerInfo(base_url, model, models, version, probes, config, notes)
