@@ -4,7 +4,8 @@ Why: a full disk or a file-size limit makes appends fail (or stop halfway throug
 run goes on. Each Locust process counts its own failures (``JsonlWriter``) and writes them into
 ``process-<worker>.json`` at its end; the run's owner settles the status from this sum
 (``finished_with_losses``) and the report shows it. Reads only; never raises for a missing or
-unreadable process file (that is counted too: its failures are unknown).
+unreadable process file (that is counted too: its failures are unknown), except for a link or special
+file in its place, which ``loadgen.core.runfiles`` refuses with a ``RunFolderError`` naming it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
+
+from loadgen.core.runfiles import read_regular
 
 # keys of process-<worker>.json (written by loadgen/load/user_side.py) -> keys of the sum
 _FIELDS = {"canary_write_failures": "canaries", "background_write_failures": "background"}
@@ -25,7 +28,7 @@ def write_failures(run_dir: Path) -> dict[str, int]:
     for path in sorted(Path(run_dir).glob("process-*.json")):
         out["processes"] += 1
         try:
-            info = orjson.loads(path.read_bytes())
+            info = orjson.loads(read_regular(path))
         except (OSError, orjson.JSONDecodeError):
             out["unreadable"] += 1
             continue
@@ -55,7 +58,7 @@ def process_notices(run_dir: Path) -> list[str]:
     out: list[str] = []
     for path in sorted(Path(run_dir).glob("process-*.json")):
         try:
-            info = orjson.loads(path.read_bytes())
+            info = orjson.loads(read_regular(path))
         except (OSError, orjson.JSONDecodeError):
             continue
         notices = info.get("notices") if isinstance(info, dict) else None

@@ -29,6 +29,7 @@ from locust.exception import StopUser
 from locust.runners import WorkerRunner
 
 from collectors.client_cpu import ClientCpuWriter, client_cpu_path
+from loadgen.core.runfiles import write_file
 from loadgen.load.bulk_stats import BulkStats
 from loadgen.load.coordination import StageSnapshot
 from loadgen.load.cpu_sampler import CpuSampler
@@ -137,7 +138,7 @@ def _write_process_file(st: RunState, *, finished: bool) -> None:
         "background_write_failures": st.background.writer.failures,
         "notices": st.engine.notices,  # the held-level gate's: the run's owner puts them in the manifest
     }
-    (st.run_dir / f"process-{st.worker}.json").write_bytes(orjson.dumps(info))
+    write_file(st.run_dir / f"process-{st.worker}.json", orjson.dumps(info))
 
 
 def attach_user_side(environment: Environment) -> UserSide:
