@@ -14,6 +14,7 @@ writing it as TOML ``reports.toml_writer``'s.
 from __future__ import annotations
 
 import shlex
+import sys
 from typing import Any
 
 from collectors.runfolder import RunData
@@ -105,16 +106,27 @@ def engine_args(run: RunData) -> list[str] | None:
     return [str(a) for a in cmd[len(EMBEDDED_PREFIX) :]]
 
 
-def replay_script(run: RunData, choice: Choice, default_host: str | None, key_env: str | None = None) -> str:
+def replay_script(
+    run: RunData, choice: Choice, default_host: str | None, key_env: str | None = None, python: str | None = None
+) -> str:
     """``replay.sh``: ``loadgen run replay.toml`` against the URL given, else the run's own endpoint
-    (or the engine loadgen started for it, with the same arguments)."""
+    (or the engine loadgen started for it, with the same arguments).
+
+    The script runs the loadgen it was made with, ``python -m loadgen`` (``python``, default
+    ``sys.executable``: the interpreter that writes the reproducer, so that a virtualenv the README's set-up
+    made need not be activated to replay); ``$LOADGEN`` names another command and
+    ``$LOADGEN_PYTHON`` another interpreter; where neither is set and the interpreter is gone (the folder
+    was copied to another machine), a ``loadgen`` on ``PATH``."""
     args = engine_args(run)
     lines = [
         "#!/bin/sh",
         f"# Replays canary {choice.canary_id!r}, record {choice.number} of run {run.manifest.run_id}, with loadgen:",
         "# the same request among background traffic shaped like the run's, at the record's level (replay.toml).",
         "# Usage: sh replay.sh [BASE_URL] [more `loadgen run` options, e.g. --out runs --canaries-per-level 4]",
-        "#   LOADGEN: the command to run (default: loadgen)",
+        "# Which loadgen: the one that made this reproducer, run as `$LOADGEN_PYTHON -m loadgen` (no virtualenv",
+        "# to activate); else a `loadgen` on PATH.",
+        "#   LOADGEN_PYTHON: another Python to run it with (default: the one below)",
+        '#   LOADGEN: another command instead, e.g. LOADGEN=loadgen or LOADGEN="python3 -m loadgen"',
     ]
     if key_env:
         lines.append(
@@ -123,16 +135,25 @@ def replay_script(run: RunData, choice: Choice, default_host: str | None, key_en
     lines += [
         "set -eu",
         'here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)',
+        f"python=${{LOADGEN_PYTHON:-{shlex.quote(python or sys.executable or '')}}}",
+        "run_loadgen() {",
+        '  if [ -n "${LOADGEN-}" ]; then exec $LOADGEN "$@"; fi  # split into words on purpose: a command line',
+        '  if [ -n "$python" ] && [ -x "$python" ]; then exec "$python" -m loadgen "$@"; fi',
+        '  if command -v loadgen >/dev/null 2>&1; then exec loadgen "$@"; fi',
+        '  echo "replay.sh: no loadgen: ${python:-no Python recorded} is not there and none is on PATH;'
+        ' set LOADGEN_PYTHON or LOADGEN" >&2',
+        "  exit 127",
+        "}",
         f"host={shlex.quote(default_host or '')}",
         'case "${1-}" in http://*|https://*) host=$1; shift ;; esac',
         'if [ -n "$host" ]; then',
-        '  exec ${LOADGEN:-loadgen} run "$here/replay.toml" --host "$host" "$@"',
+        '  run_loadgen run "$here/replay.toml" --host "$host" "$@"',
         "fi",
     ]
     extra = "".join(f" --engine-arg={shlex.quote(a)}" for a in args or [])
     if args is not None:
         lines.append("# no URL: start the embedded engine as the run did")
-    lines.append(f'exec ${{LOADGEN:-loadgen}} run "$here/replay.toml"{extra} "$@"')
+    lines.append(f'run_loadgen run "$here/replay.toml"{extra} "$@"')
     return "\n".join(lines) + "\n"
 
 

@@ -108,7 +108,8 @@ def test_repro_of_a_real_run_and_its_replay(noisy_engine: str, tmp_path: Path) -
     assert replay.sweep.levels == [record["level"] if record["phase"] == "sweep" else 0]
     assert tomllib.loads((folder / "replay.toml").read_text())["labels"]["repro_of"] == run_dir.name
 
-    env = {**os.environ, KEY_ENV: KEY, "LOADGEN": f"{sys.executable} -m loadgen"}
+    # the README's set-up installs into a virtualenv it never activates: no loadgen on PATH, no $LOADGEN
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path)), KEY_ENV: KEY}
     again = subprocess.run(
         [
             "sh",
