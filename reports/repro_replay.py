@@ -19,6 +19,7 @@ from typing import Any
 
 from collectors.runfolder import RunData
 from reports.repro_choice import Choice
+from reports.shtext import comment_value
 
 EMBEDDED_PREFIX = ["-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0"]
 
@@ -120,7 +121,8 @@ def replay_script(
     args = engine_args(run)
     lines = [
         "#!/bin/sh",
-        f"# Replays canary {choice.canary_id!r}, record {choice.number} of run {run.manifest.run_id}, with loadgen:",
+        f"# Replays canary {comment_value(choice.canary_id)}, record {choice.number} of run "
+        f"{comment_value(run.manifest.run_id)}, with loadgen:",
         "# the same request among background traffic shaped like the run's, at the record's level (replay.toml).",
         "# Usage: sh replay.sh [BASE_URL] [more `loadgen run` options, e.g. --out runs --canaries-per-level 4]",
         "# Which loadgen: the one that made this reproducer, run as `$LOADGEN_PYTHON -m loadgen` (no virtualenv",
@@ -130,7 +132,8 @@ def replay_script(
     ]
     if key_env:
         lines.append(
-            f"#   the API key is read from ${key_env} (the scenario names the variable; no key is stored here)"
+            f"#   the API key is read from ${comment_value(key_env)} (the scenario names the variable; "
+            "no key is stored here)"
         )
     lines += [
         "set -eu",
