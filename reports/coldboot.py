@@ -3,7 +3,8 @@
 Why: the D3 question ("is the first request after boot different, and is that the cache?") is
 answered per boot, not per concurrency level, so it gets its own summary beside ``report.json``:
 ``summarise`` turns cold-boot canary records into ``coldboot.json``'s object, ``render_markdown``
-into ``coldboot.md``, ``matrix_table`` puts several cells' summaries in one D3-style table.
+into ``coldboot.md``, ``matrix_table`` puts several cells' summaries in one D3-style table and
+``compared`` gives the part of a summary a comparison keeps (``comparison.json``'s ``coldboot``).
 
 Completions are compared by one identity per canary (token ids, else token strings, else text,
 as docs/design.md says), never mixed. Failed requests are counted, never compared; a boot with a failed
@@ -20,6 +21,7 @@ from typing import TypedDict
 from collectors.runfolder import cached_tokens
 from loadgen.core.identity import Completion, IdentityKind, choose_kind, first_divergence, identities
 from loadgen.core.record import CanaryRecord
+from reports.model_compare import ComparedColdBoot
 
 SUMMARY_SCHEMA = 1
 
@@ -177,7 +179,7 @@ def render_markdown(summary: ColdBootSummary, *, title: str = "Cold boot: the fi
             "|---:|---|---|---|---:|---|",
         ]
         for b in c["boots"]:
-            seq = " ".join("x" if x is None else x for x in b["completions"])
+            seq = sequence(b)
             cached = " ".join("?" if t is None else str(t) for t in b["cached_prompt_tokens"])
             lines.append(
                 f"| {b['boot']} | {seq} | {_yes(b['first_differs'])} | {_yes(b['rest_agree'])} "
@@ -199,6 +201,32 @@ def matrix_table(cells: Sequence[tuple[str, ColdBootSummary]]) -> str:
             row += ["—", "—"] if c is None else [fraction(c), f"{c['distinct_first']} / {c['distinct_warm']}"]
         lines.append(f"| {name} | " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def sequence(boot: BootReading) -> str:
+    """A boot's completions in order as letters, ``x`` for a failed request: ``A B B B``."""
+    return " ".join("x" if x is None else x for x in boot["completions"])
+
+
+def compared(run: str, summary: ColdBootSummary) -> ComparedColdBoot:
+    """What a comparison keeps of a run's cold-boot summary: the counts and each boot's sequence."""
+    return {
+        "run": run,
+        "boots": summary["boots"],
+        "requests_per_boot": summary["requests_per_boot"],
+        "canaries": [
+            {
+                "id": c["id"],
+                "boots_counted": c["boots_counted"],
+                "first_differs_rest_agree": c["first_differs_rest_agree"],
+                "distinct_first": c["distinct_first"],
+                "distinct_warm": c["distinct_warm"],
+                "boots_with_errors": c["boots_with_errors"],
+                "sequences": [sequence(b) for b in c["boots"]],
+            }
+            for c in summary["canaries"]
+        ],
+    }
 
 
 def _yes(v: bool | None) -> str:

@@ -10,10 +10,12 @@ missing from a run shows as ``null``, never 0.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from loadgen.core.errors import RunFolderError
 from reports import cost
+from reports.coldboot import ColdBootSummary, compared
 from reports.compare_cells import FIGURES, run_label
 from reports.compare_html import render_html
 from reports.compare_md import render_markdown
@@ -72,10 +74,15 @@ def _level(entry: Canary | None, level: int) -> Level | None:
     return None if entry is None else next((x for x in entry["levels"] if x["concurrency"] == level), None)
 
 
-def compare_reports(reports: list[tuple[str, Report]], bases: dict[str, str] | None = None) -> Comparison:
+def compare_reports(
+    reports: list[tuple[str, Report]],
+    bases: dict[str, str] | None = None,
+    coldboot: list[ColdBootSummary | None] | None = None,
+) -> Comparison:
     """``reports``: (name, report) pairs, the first being the base that deltas are taken against. ``bases``
     (run name -> the run whose reference completions it is compared with; names must be distinct): adds
-    ``references``, each run's reference against its base's (``reports.compare_references``)."""
+    ``references``, each run's reference against its base's (``reports.compare_references``). ``coldboot``
+    (each run's cold-boot summary, None for a sweep run): adds ``coldboot`` for the runs that have one."""
     names = run_names(reports)
     ids = sorted({e["id"] for _, r in reports for e in r["canaries"]})
     canaries: list[ComparedCanary] = []
@@ -123,7 +130,27 @@ def compare_reports(reports: list[tuple[str, Report]], bases: dict[str, str] | N
     }
     if bases is not None:
         cmp["references"] = reference_checks(reports, bases)
+    boots = [compared(n, s) for n, s in zip(names, coldboot or [], strict=False) if s is not None]
+    if boots:
+        cmp["coldboot"] = boots
     return cmp
+
+
+def coldboot_of(path: Path) -> ColdBootSummary | None:
+    """The cold-boot summary beside a run (``RUN_DIR/coldboot.json``, or beside its ``report.json``); None
+    for a sweep run, or one whose summary cannot be read (the comparison then shows its report only)."""
+    folder = path.parent if path.name == "report.json" else path
+    try:
+        summary = json.loads((folder / "coldboot.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict):
+        return None
+    try:
+        compared(folder.name, summary)  # type: ignore[arg-type]  # every key the comparison reads is there
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return summary  # type: ignore[return-value]
 
 
 def _cost(report: Report, entry: Canary | None, level: int | None) -> CostRow | None:

@@ -9,8 +9,11 @@ out; no escaping here (each renderer escapes for its own format).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Literal, get_args
 
+from reports.finite import finite
 from reports.model_compare import ComparedCanary, ComparedFigures, Comparison, FigureName, FigureRow
 from reports.render_md import fmt
 
@@ -46,11 +49,39 @@ COST_COLUMNS: tuple[tuple[CostKey, str, str], ...] = (
     ("unique_completions", "unique", "unique"),
     ("divergence_rate", "div. rate", "divergence rate"),
 )
+COST_PLACES: dict[CostKey, int] = {"unique_completions": 0, "divergence_rate": 3}  # a count; a share
 COST_NOTE = (
     "Background tokens/s: completion tokens of the level's successful background requests over the level's "
     "wall time (first background send to last background end); overall: all levels' tokens over the sum of "
     "their wall times. Canary latency: the canary's own p50 and p99 at that level."
 )
+
+
+def decimals(values: list[float]) -> int:
+    """Decimals for a whole column, by its largest magnitude: 0 from 100 up, 1 from 10, 2 from 1, else 3."""
+    top = max((abs(v) for v in values), default=0.0)
+    return 0 if top >= 100 else 1 if top >= 10 else 2 if top >= 1 else 3
+
+
+def column_format(values: list[object], places: int | None = None) -> Callable[[object], str]:
+    """One number format for a column of ``values``: thousands separators and the same decimals on every
+    row (``875`` above ``1,100``, never ``875`` above ``1.1e+03``), ``places`` of them or as many as the
+    column's magnitude calls for (``decimals``). A missing or non-finite value is a dash."""
+    if places is None:
+        places = decimals([float(v) for v in values if finite(v) and math.isfinite(float(v))])
+
+    def show(v: object) -> str:
+        if not finite(v) or isinstance(v, bool):
+            return "—"
+        return f"{float(v):,.{places}f}"
+
+    return show
+
+
+def cost_formats(canary: ComparedCanary) -> dict[CostKey, Callable[[object], str]]:
+    """Each cost column's one format over the canary's cost table (every level and run)."""
+    rows = [row for lv in canary.get("cost", []) for row in lv["runs"] if row is not None]
+    return {k: column_format([r[k] for r in rows], COST_PLACES.get(k)) for k, _, _ in COST_COLUMNS}
 
 
 def run_label(index: int) -> str:

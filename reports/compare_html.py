@@ -3,7 +3,9 @@
 Why this shape: a reader compares runs by eye first, so per canary the charts come first, one line
 per run in each (unique completions, divergence rate, earliest divergence, logprob drift, latency
 versus concurrency), then one small table per figure (a column per run, deltas against run A), then
-the cost table. Runs are named by letter, with a legend table at the top (``reports.compare_cells``).
+the cost table. Runs are named by letter, with a legend table at the top (``reports.compare_cells``). Cold-boot runs
+(``loadgen matrix d3-2x2``) get their own table, the first request after a boot against the rest, and a
+canary measured at one concurrency level only gets no chart versus concurrency (it would be one dot).
 Pure: the comparison dict and the compared reports in, a self-contained page out (the charts are
 ``reports.plots``'; every string from a run goes through ``html.escape``).
 """
@@ -20,6 +22,7 @@ from reports.compare_cells import (
     REFERENCE_NOTE,
     TITLES,
     batch_invariance,
+    cost_formats,
     labels,
     level_blocks,
     run_letters,
@@ -59,16 +62,18 @@ def cost_html(cmp: Comparison, canary: ComparedCanary, letters: list[str]) -> st
     head = "<tr><th>concurrency</th><th class='l'>run</th><th>batch-invariant</th>"
     head += "".join(f"<th>{escape(title)}</th>" for _, _, title in COST_COLUMNS) + "</tr>"
     rows = []
+    show = cost_formats(canary)
     for lv in canary.get("cost", []):
         for letter, flag, row in zip(letters, flags, lv["runs"], strict=True):
-            cells = "".join(f"<td>{esc(None if row is None else row[k])}</td>" for k, _, _ in COST_COLUMNS)
+            cells = "".join(f"<td>{escape(show[k](None if row is None else row[k]))}</td>" for k, _, _ in COST_COLUMNS)
             lead = (
                 f"<td>{esc(lv['concurrency'])}</td><td class='l'>{escape(letter)}</td><td>{batch_invariance(flag)}</td>"
             )
             rows.append(f"<tr>{lead}{cells}</tr>")
     out = f"<h3>Cost beside determinism</h3><p class='meta'>{escape(COST_NOTE)}</p>"
     out += f"<table>{head}{''.join(rows)}</table>"
-    if cmp.get("frontier"):
+    measured = [r for lv in canary.get("cost", []) if lv["concurrency"] != "overall" for r in lv["runs"] if r]
+    if cmp.get("frontier") and any(r["background_tokens_per_s"] is not None for r in measured):
         out += f"<div class='charts'>{plots.frontier(cmp, canary)}</div>"
     return out
 
@@ -79,13 +84,53 @@ def canary_html(cmp: Comparison, c: ComparedCanary, reports: list[tuple[str, Rep
     unit = next((u for _, e in named if (u := e["reference"].get("unit"))), "token")
     out = [f"<h2>Canary <code>{escape(c['id'])}</code></h2><ul>"]
     out += [f"<li><b>{escape(x)}</b>: {esc(v)}</li>" for x, v in zip(letters, c["verdicts"], strict=True)]
-    out.append("</ul><div class='charts'>")
-    out += [plots.unique_vs_level(named), plots.rate_vs_level(named), plots.earliest_vs_level(named, unit)]
-    out += [plots.drift_vs_level(named), plots.latency_vs_level(named), "</div>"]
+    out.append("</ul>")
+    if len(c["levels"]) >= 2:  # a line needs two levels: a cold-boot run has one (0), a chart of it is one dot
+        out.append("<div class='charts'>")
+        out += [plots.unique_vs_level(named), plots.rate_vs_level(named), plots.earliest_vs_level(named, unit)]
+        out += [plots.drift_vs_level(named), plots.latency_vs_level(named), "</div>"]
+    else:
+        out.append(f"<p class='meta'>{escape(ONE_LEVEL)}</p>")
     out.append("<h3>Figures by concurrency</h3><div class='charts'>")
     out += [figure_table(c, key, letters) for key in FIGURES]
     out += ["</div>", cost_html(cmp, c, letters)]
     return "".join(out)
+
+
+ONE_LEVEL = "One concurrency level in every run: no chart versus concurrency; the tables below have the figures."
+
+
+def coldboot_html(cmp: Comparison) -> str:
+    """The cold-boot answer (``reports.coldboot``): per run and canary, boots where the first request after
+    a boot differs and the rest agree, and each boot's completions in order; "" without cold-boot runs."""
+    boots = cmp.get("coldboot")
+    if not boots:
+        return ""
+    letter = run_letters(cmp)
+    head = "<tr><th class='l'>run</th><th class='l'>canary</th><th>first differs, rest agree</th>"
+    head += "<th>distinct first / warm</th><th>boots with errors</th><th class='l'>completions per boot</th></tr>"
+    rows = []
+    for b in boots:
+        for c in b["canaries"]:
+            seqs = "".join(f"<div><code>{escape(x)}</code></div>" for x in c["sequences"])
+            rows.append(
+                f"<tr><td class='l'><b>{escape(letter.get(b['run'], b['run']))}</b></td>"
+                f"<td class='l'><code>{escape(c['id'])}</code></td>"
+                f"<td>{c['first_differs_rest_agree']} / {c['boots_counted']}</td>"
+                f"<td>{c['distinct_first']} / {c['distinct_warm']}</td><td>{c['boots_with_errors']}</td>"
+                f"<td class='l'>{seqs}</td></tr>"
+            )
+    first = boots[0]
+    note = (
+        f"{first['boots']} boots per run, {first['requests_per_boot']} one-at-a-time requests per canary per boot. "
+        "First differs, rest agree: boots where request 1 differs from requests 2..N and those agree. Distinct "
+        "first / warm: distinct request-1 and request-2..N completions across boots. Letters name distinct "
+        "completions in order of first appearance; x is a failed request."
+    )
+    return (
+        f"<h2>First request after a cold boot versus the rest</h2><p class='meta'>{escape(note)}</p>"
+        f"<table class='coldboot'>{head}{''.join(rows)}</table>"
+    )
 
 
 def references_html(cmp: Comparison) -> str:
@@ -120,6 +165,6 @@ def render_html(cmp: Comparison, reports: list[tuple[str, Report]]) -> str:
     body.append(
         f"<p class='meta'>Runs by letter in every chart and table; deltas in parentheses are against run {first}.</p>"
     )
-    body.append(references_html(cmp))
+    body += [coldboot_html(cmp), references_html(cmp)]
     body += [canary_html(cmp, c, reports) for c in cmp["canaries"]]
     return page("Batch-invariance comparison", "".join(body), cmp)

@@ -16,6 +16,7 @@ from reports.compare_cells import (
     MD_METRICS,
     REFERENCE_NOTE,
     batch_invariance,
+    cost_formats,
     delta,
     labels,
     level_blocks,
@@ -26,7 +27,6 @@ from reports.compare_cells import (
 from reports.compare_references import broke
 from reports.mdtext import code, text
 from reports.model_compare import ComparedCanary, Comparison, FigureName
-from reports.render_md import fmt
 
 WIDTH = 100
 
@@ -64,9 +64,10 @@ def cost_table(cmp: Comparison, canary: ComparedCanary, letters: list[str]) -> l
     flags = [r.get("batch_invariant") for r in cmp["runs"]]
     head = "| concurrency | run | batch-inv. | " + " | ".join(md for _, md, _ in COST_COLUMNS) + " |"
     lines = [head, "|---:|---|---|" + "---:|" * len(COST_COLUMNS)]
+    show = cost_formats(canary)
     for lv in canary.get("cost", []):
         for letter, flag, row in zip(letters, flags, lv["runs"], strict=True):
-            cells = [fmt(None if row is None else row[k]) for k, _, _ in COST_COLUMNS]
+            cells = [show[k](None if row is None else row[k]) for k, _, _ in COST_COLUMNS]
             lines.append(
                 f"| {text(lv['concurrency'])} | {letter} | {batch_invariance(flag)} | " + " | ".join(cells) + " |"
             )
@@ -92,6 +93,25 @@ def references_md(cmp: Comparison) -> list[str]:
     return lines
 
 
+def coldboot_md(cmp: Comparison) -> list[str]:
+    """The cold-boot answer per run and canary (as ``comparison.html`` has it); nothing without cold-boot runs."""
+    boots = cmp.get("coldboot")
+    if not boots:
+        return []
+    letter = run_letters(cmp)
+    lines = ["", "### First request after a cold boot versus the rest", ""]
+    lines += ["| run | canary | first differs, rest agree | distinct first / warm | boots with errors |"]
+    lines.append("|---|---|---:|---:|---:|")
+    for b in boots:
+        for c in b["canaries"]:
+            lines.append(
+                f"| {letter.get(b['run'], b['run'])} | {code(c['id'])} | "
+                f"{c['first_differs_rest_agree']} / {c['boots_counted']} | "
+                f"{c['distinct_first']} / {c['distinct_warm']} | {c['boots_with_errors']} |"
+            )
+    return lines
+
+
 def render_markdown(cmp: Comparison) -> str:
     letters = labels(cmp)
     lines = [
@@ -101,6 +121,7 @@ def render_markdown(cmp: Comparison) -> str:
         "",
     ]
     lines += legend(cmp)
+    lines += coldboot_md(cmp)
     lines += references_md(cmp)
     for c in cmp["canaries"]:
         lines += ["", f"### Canary {code(c['id'])}", ""]

@@ -79,6 +79,27 @@ class ReferenceCheck(TypedDict):
     reference_token: str | None
 
 
+class ComparedColdBootCanary(TypedDict):
+    """One canary of one cold-boot run (``reports.coldboot.ColdBootCanary``, without the completions' texts)."""
+
+    id: str
+    boots_counted: int
+    first_differs_rest_agree: int
+    distinct_first: int
+    distinct_warm: int
+    boots_with_errors: int
+    sequences: list[str]  # per boot, its completions in order as letters ("A B B B"; x: a failed request)
+
+
+class ComparedColdBoot(TypedDict):
+    """A cold-boot run's answer (``reports.coldboot.compared``): does the first request after a boot differ?"""
+
+    run: str  # the run's name, as in ``runs``
+    boots: int
+    requests_per_boot: int
+    canaries: list[ComparedColdBootCanary]
+
+
 class Comparison(TypedDict):
     """``comparison.json``, schema 1 (``reports.compare.compare_reports``)."""
 
@@ -87,3 +108,4 @@ class Comparison(TypedDict):
     runs: list[ComparedRun]
     canaries: list[ComparedCanary]
     references: NotRequired[list[ReferenceCheck]]  # where runs were compared by reference (``loadgen matrix``)
+    coldboot: NotRequired[list[ComparedColdBoot]]  # the cold-boot runs among them (``loadgen matrix``, ``compare``)

@@ -10,12 +10,16 @@ import math
 from collections.abc import Callable
 from typing import Literal
 
+from reports.compare_cells import run_label
 from reports.model import Canary, Level
 from reports.model_compare import ComparedCanary, Comparison
-from reports.svg import Series, chart, nice_ceiling
+from reports.svg import Series, chart, nice_ceiling, tick
 
 Named = list[tuple[str, Canary]]  # (series name, canary entry)
-LATENCIES: tuple[Literal["p50", "p90"], ...] = ("p50", "p90")  # the canary latency quantiles drawn
+# The canary latency quantiles drawn: the same two the cost tables beside the charts print
+# (``reports.cost.cost_row``, ``reports.compare_cells.COST_COLUMNS``), by the same names.
+Quantile = Literal["p50", "p99"]
+LATENCIES: tuple[Quantile, ...] = ("p50", "p99")
 
 
 def _axis(entries: Named) -> tuple[dict[int, float], list[tuple[float, str]]]:
@@ -42,7 +46,9 @@ def _series(
 def unique_vs_level(entries: Named) -> str:
     _, ticks = _axis(entries)
     series = _series(entries, lambda lv: lv["unique_completions"] if lv["completions"] else None)
-    return chart("Unique completions vs concurrency", series, ticks, "unique completions", x_label="concurrency")
+    return chart(
+        "Unique completions vs concurrency", series, ticks, "unique completions", x_label="concurrency", integer_y=True
+    )
 
 
 def rate_vs_level(entries: Named) -> str:
@@ -54,7 +60,9 @@ def rate_vs_level(entries: Named) -> str:
 def earliest_vs_level(entries: Named, unit: str = "token") -> str:
     _, ticks = _axis(entries)
     series = _series(entries, lambda lv: lv.get("earliest_divergence"))
-    return chart("Earliest divergence vs concurrency", series, ticks, f"{unit} position", x_label="concurrency")
+    return chart(
+        "Earliest divergence vs concurrency", series, ticks, f"{unit} position", x_label="concurrency", integer_y=True
+    )
 
 
 def drift_vs_level(entries: Named) -> str:
@@ -77,12 +85,12 @@ def latency_vs_level(entries: Named) -> str:
         part = _series(entries, _latency(q))
         for s in part:
             s.name += f" {q}"
-            s.dashed = q == "p90"
+            s.dashed = q != LATENCIES[0]
         series += part
     return chart("Canary latency by concurrency (context)", series, ticks, "seconds", x_label="concurrency")
 
 
-def _latency(q: Literal["p50", "p90"]) -> Callable[[Level], float | None]:
+def _latency(q: Quantile) -> Callable[[Level], float | None]:
     return lambda lv: None if lv["latency_s"] is None else lv["latency_s"][q]
 
 
@@ -104,26 +112,29 @@ def divergence_cdf(entry: Canary, unit: str = "token") -> str:
         series.append(Series(f"c={lv['concurrency']}", pts))
     for s in series:
         s.points.append((float(max_pos), s.points[-1][1]))
-    ticks = [(0.0, "0"), (max_pos / 2, f"{max_pos / 2:.0f}"), (float(max_pos), str(max_pos))]
+    ticks = [(0.0, "0"), (float(max_pos // 2), tick(max_pos // 2)), (float(max_pos), tick(max_pos))]
     return chart("First divergence: cumulative share by position", series, ticks, "share diverged", 1.0, unit)
 
 
 def frontier(cmp: Comparison, canary: ComparedCanary) -> str:
     """Cost versus divergence: per run, each level's background throughput (x) against the canary's
     divergence rate (y), from a comparison's ``cost`` rows (``reports.compare``); levels without
-    background throughput are left out."""
+    background throughput are left out. Runs are named by their letter, as everywhere on the page,
+    and each point by its level (``c=8``)."""
     series = []
     flags: dict[bool | None, str] = {True: "batch-invariant on", False: "batch-invariant off"}
     for i, run in enumerate(cmp["runs"]):
         flag = flags.get(run.get("batch_invariant"), "unknown")
         pts: list[tuple[float, float | None]] = []
+        tags: list[str] = []
         for lv in canary.get("cost", []):
             row = lv["runs"][i]
             if lv["concurrency"] == "overall" or row is None or row["background_tokens_per_s"] is None:
                 continue
             pts.append((row["background_tokens_per_s"], row["divergence_rate"]))
-        series.append(Series(f"{run['name']} ({flag})", pts))
+            tags.append(f"c={lv['concurrency']}")
+        series.append(Series(f"{run.get('label') or run_label(i)} ({flag})", pts, tags=tags))
     xs = [x for s in series for x, _ in s.points if isinstance(x, int | float) and math.isfinite(x)]
     top = nice_ceiling(max(xs, default=1.0))
-    ticks = [(0.0, "0"), (top / 2, f"{top / 2:.3g}"), (top, f"{top:.3g}")]
+    ticks = [(0.0, "0"), (top / 2, tick(top / 2)), (top, tick(top))]
     return chart("Cost vs divergence (frontier)", series, ticks, "share diverged", 1.0, "background tokens/s")

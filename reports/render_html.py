@@ -21,19 +21,52 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
 padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
-.verdict{font-size:16px;font-weight:600;background:#f1f5f9;border-left:4px solid #2563eb;padding:8px 12px}
-.warn{background:#fef3c7;border-left:4px solid #d97706;padding:6px 12px;margin:6px 0}
+.verdict{font-size:16px;font-weight:600;background:#f1f5f9;border-left:6px solid #64748b;padding:8px 12px}
+.verdict.diverged{background:#fef2f2;border-left-color:#dc2626}.verdict.invariant{background:#f0fdf4;
+border-left-color:#16a34a}.cue{display:inline-block;font-size:13px;letter-spacing:.04em;text-transform:uppercase;
+color:#fff;background:#64748b;border-radius:3px;padding:1px 8px;margin-right:10px;vertical-align:1px}
+.diverged .cue{background:#dc2626}.invariant .cue{background:#15803d}
+.alert{font-size:16px;font-weight:600;background:#fef2f2;border-left:6px solid #991b1b;padding:8px 12px}
+.nw{white-space:nowrap}td{white-space:nowrap}td.l{white-space:normal}
+.warn{background:#fef3c7;border-left:4px solid #d97706;padding:6px 12px;margin:6px 0;font-size:13px}
 .meta{color:#555}table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f8fafc}td.l,th.l{text-align:left}
 .charts{display:flex;flex-wrap:wrap;gap:12px}.chart{border:1px solid #eee;background:#fff}
 .chart .title{font-weight:600;font-size:13px}.chart .tick{font-size:11px;fill:#555}.chart .legend{font-size:11px}
 .chart .axis{stroke:#999}.chart .grid{stroke:#eee}.chart .line{fill:none;stroke-width:2}
-.chart .bar{stroke-width:2;opacity:.5}
+.chart .bar{stroke-width:2;opacity:.5}.chart .point-label{font-size:10px}
 code,.tok{font-family:ui-monospace,Menlo,Consolas,monospace;background:#f1f5f9;border-radius:3px;padding:0 2px;
 white-space:pre}
 .split{font-family:ui-monospace,Menlo,Consolas,monospace}.prefix{color:#555}.fork{margin:4px 0 4px 24px}
 .ref{color:#166534}.oth{color:#b91c1c}
 """
+
+
+OUTCOMES = {"diverged": "Diverged", "invariant": "Invariant", "no answer": "No answer"}
+
+
+def outcome(entry: Canary) -> str:
+    """The canary's verdict in one word: ``diverged`` (a completion left the reference, or the baseline
+    disagrees with itself), ``invariant`` (every completion equals the reference) or ``no answer`` (no
+    completion to judge)."""
+    o: dict[str, Any] = dict(entry.get("overall", {}))  # none in a hand-made entry: judged by its reference
+    ref = entry["reference"]
+    if (o.get("unique_completions") or 0) > 1 or o.get("earliest_divergence") is not None:
+        return "diverged"
+    if (o.get("diverged") or 0) > 0 or ref.get("self_consistent") is False:
+        return "diverged"
+    return "invariant" if (o.get("completions") or 0) > 0 else "no answer"
+
+
+def verdict_box(entry: Canary, name: bool = False) -> str:
+    """The verdict with its cue: a coloured word (``outcome``) first, then the sentence; ``name``: the
+    canary's id too (the summary at the top of the page)."""
+    kind = outcome(entry)
+    who = f"<code>{escape(entry['id'])}</code>: " if name else ""
+    return (
+        f'<p class="verdict {kind.replace(" ", "-")}" data-outcome="{kind}"><span class="cue">{OUTCOMES[kind]}</span>'
+        f"{who}{escape(entry['verdict'])}</p>"
+    )
 
 
 def esc(v: Any) -> str:
@@ -59,7 +92,7 @@ def levels_table(levels: list[Level]) -> str:
         "<tr><th>concurrency</th><th>canaries</th><th>errors</th><th>unique</th><th>diverged</th>"
         "<th>divergence rate</th><th>95% CI</th><th>first div. min / median / max</th><th>modal share</th>"
         "<th>drift max</th><th>drift mean</th><th>bitwise equal</th><th>others min / med / max</th>"
-        "<th>held</th></tr>"
+        "<th>held throughout</th></tr>"
     )
     rows = []
     for lv in levels:
@@ -192,7 +225,7 @@ def canary_html(entry: Canary) -> str:
     ]
     return (
         f"<h2>Canary <code>{escape(entry['id'])}</code></h2>"
-        f'<p class="verdict">{escape(entry["verdict"])}</p>{reference_html(entry["reference"])}'
+        f"{verdict_box(entry)}{reference_html(entry['reference'])}"
         f"{levels_table(entry['levels'])}{_sides_or_groups(entry)}"
         f"<div class='charts'>{''.join(charts)}</div>"
         f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{fork_classes_html(entry)}"
@@ -217,9 +250,31 @@ def claim_html(entry: Canary) -> str:
         f"<td>{esc(lv['claim']['diverged'])}</td><td>{esc(lv['claim']['upper_bound'])}</td></tr>"
         for lv in entry["levels"]
     )
+    note = bounds_note(entry)
     return (
         f"<h3>Claim</h3><p class='meta'>{escape(head)}</p><table><tr><th>concurrency</th><th>claim</th>"
         f"<th>completions</th><th>diverged</th><th>95% upper bound</th></tr>{rows}</table>"
+        + (f"<p class='meta bounds-note'>{escape(note)}</p>" if note else "")
+    )
+
+
+def bounds_note(entry: Canary) -> str:
+    """Where the levels table's 95% interval (two-sided Wilson) and the claim's 95% upper bound (exact,
+    one-sided) read differently, a sentence that says why and where; "" where they agree as printed."""
+    differ = []
+    for lv in entry["levels"]:
+        wilson, claim = lv.get("divergence_rate_ci95"), lv.get("claim")
+        if not wilson or len(wilson) != 2 or not claim or claim.get("upper_bound") is None:
+            continue
+        shown, exact = pct(wilson[1]), pct(claim["upper_bound"])
+        if shown != exact:
+            differ.append(f"concurrency {lv['concurrency']}: Wilson {shown}, exact {exact}")
+    if not differ:
+        return ""
+    return (
+        "The 95% CI in the table above is the two-sided Wilson score interval, a reading of the rate; the claim "
+        "is decided on the exact one-sided (Clopper-Pearson) 95% upper bound, a guarantee, so their upper ends "
+        "differ (" + "; ".join(differ) + ")."
     )
 
 
@@ -250,14 +305,17 @@ def page(title: str, body: str, data: object) -> str:
 
 
 def render_html(report: Report) -> str:
+    """The page: what failed first (``headline``), then each canary's verdict with its cue, then who ran what,
+    then the notices (they qualify the verdict; they must not be read before it), then per canary the rest."""
     run = report["run"]
     labels = ", ".join(f"{k}={v}" for k, v in sorted(run.get("labels", {}).items()))
-    head = (
-        "<h1>Batch-invariance report</h1>"
-        + "".join(f'<p class="verdict">{esc(h)}</p>' for h in headline(report))
-        + f"<p class='meta'>run <code>{esc(run.get('id'))}</code> · model "
+    head = "<h1>Batch-invariance report</h1>" + "".join(f'<p class="alert">{esc(h)}</p>' for h in headline(report))
+    head += "".join(verdict_box(e, name=True) for e in report["canaries"])
+    head += (
+        f"<p class='meta'>run <code>{esc(run.get('id'))}</code> · model "
         f"<code>{esc(run.get('model'))}</code> at <code>{esc(run.get('endpoint'))}</code> · status "
-        f"{esc(run.get('status'))} · {esc(run.get('started'))} → {esc(run.get('finished'))}"
+        f"{esc(run.get('status'))} · <span class='nw'>{esc(run.get('started'))}</span> → "
+        f"<span class='nw'>{esc(run.get('finished'))}</span>"
         + (f" · labels {escape(labels)}" if labels else "")
         + "</p>"
     )

@@ -5,6 +5,11 @@ model-produced or user-produced strings. Missing points (``None``) break the lin
 so do NaN and infinite values, which are counted and named under the chart ("2 values not plotted"),
 and the y axis scales to the largest finite value however large (``1.7e308`` included) without
 overflowing.
+
+Every chart follows one legend rule, owned here (``legend``): the legend is laid out in rows below
+the plot area, never over the plotted data; the bar charts (``reports.svg_bars``) use it too. Axis
+labels are written by ``tick`` (``1,000``, never ``1e+03``), and an x tick at the frame's edge is
+anchored so its text stays inside the picture.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from reports.finite import finite
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04")
 W, H, L, R, T, B = 560, 260, 56, 12, 28, 40
+CHAR_W = 6.2  # a generous width of one character of the 11px legend and tick text, for layout
+ROW = 14  # one legend row
+SWATCH = 18  # a legend entry's mark, before its name
 
 
 @dataclass
@@ -27,10 +35,72 @@ class Series:
     band: list[tuple[float, float, float]] = field(default_factory=list)  # (x, lo, hi) error bars
     step: bool = False
     dashed: bool = False
+    tags: list[str] = field(default_factory=list)  # a label beside each point ("" for none), aligned with points
 
 
 def fmt(v: float) -> str:
     return f"{v:.3g}"
+
+
+def tick(v: float) -> str:
+    """An axis label: digits a reader expects (``1,000``, ``2.5``, ``0.025``), never an exponent between
+    1e-4 and 1e15, at most three significant digits."""
+    a = abs(v)
+    if not math.isfinite(v) or a >= 1e15 or (a < 1e-4 and a != 0):
+        return fmt(v)
+    if a == 0:
+        return "0"
+    text = f"{v:,.{max(0, 2 - math.floor(math.log10(a)))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+@dataclass(frozen=True)
+class Key:
+    """One legend entry: a name and its mark (``line``, ``dash`` or ``box``) in its colour."""
+
+    name: str
+    color: str
+    mark: str = "line"
+
+
+def text_width(s: str) -> float:
+    return len(s) * CHAR_W
+
+
+def legend(keys: list[Key], top: float, left: float = L, right: float = W - R) -> tuple[str, float]:
+    """The legend rule of every chart: entries in rows from ``top`` (below the plot area and its axis
+    labels), left to right, wrapping at ``right``; returns the SVG and the height it takes (0 for no
+    keys). Each entry is a ``<g class="key">`` holding its mark and a ``<text class="legend">``."""
+    if not keys:
+        return "", 0.0
+    out, x, row = ['<g class="legend-box">'], left, 0
+    for k in keys:
+        width = SWATCH + text_width(k.name)
+        if x > left and x + width > right:
+            x, row = left, row + 1
+        y = top + ROW * row + ROW / 2
+        if k.mark == "box":
+            mark = f'<rect x="{x:.1f}" y="{y - 5:.1f}" width="12" height="10" fill="{k.color}"/>'
+        else:
+            dash = ' stroke-dasharray="5 3"' if k.mark == "dash" else ""
+            mark = (
+                f'<line x1="{x:.1f}" y1="{y:.1f}" x2="{x + 14:.1f}" y2="{y:.1f}" stroke="{k.color}" '
+                f'stroke-width="2"{dash}/>'
+            )
+        out.append(
+            f'<g class="key">{mark}<text x="{x + SWATCH:.1f}" y="{y + 4:.1f}" class="legend" fill="{k.color}">'
+            f"{lbl(k.name)}</text></g>"
+        )
+        x += width + 12
+    out.append("</g>")
+    return "".join(out), ROW * (row + 1) + 4
+
+
+def x_tick(x: float, y: float, label: str) -> str:
+    """An x-axis label centred on ``x``, or anchored at the picture's edge where centred text would leave it."""
+    half = text_width(label) / 2
+    anchor, at = ("end", W - 2.0) if x + half > W - 2 else ("start", 2.0) if x - half < 2 else ("middle", x)
+    return f'<text x="{at:.1f}" y="{y}" class="tick" text-anchor="{anchor}">{lbl(label)}</text>'
 
 
 def lbl(s: object) -> str:
@@ -76,7 +146,8 @@ def plottable(series: list[Series]) -> tuple[list[Series], int]:
             points.append((x, y))
         band = [b for b in s.band if all(finite(v) for v in b)]
         dropped += len(s.band) - len(band)
-        out.append(Series(s.name, points, band, s.step, s.dashed))
+        tags = [t for (x, _), t in zip(s.points, s.tags, strict=False) if finite(x)]
+        out.append(Series(s.name, points, band, s.step, s.dashed, tags))
     return out, dropped
 
 
@@ -87,7 +158,10 @@ def chart(
     y_label: str,
     y_max: float | None = None,
     x_label: str = "",
+    integer_y: bool = False,
 ) -> str:
+    """A line chart: one polyline (and dots) per series over the frame, the legend below it (``legend``).
+    ``integer_y``: the y axis counts things (completions, positions), so its ticks are whole numbers."""
     series, dropped = plottable(series)
     x_ticks = [(x, label) for x, label in x_ticks if finite(x)]
     xs = [x for s in series for x, _ in s.points] + [x for s in series for x, _, _ in s.band] + [x for x, _ in x_ticks]
@@ -97,6 +171,11 @@ def chart(
         d = max(1.0, abs(x0) * 1e-9)
         x0, x1 = (x0 - d, x0) if x0 > 0 else (x0, x0 + d)
     top = y_max if y_max is not None and finite(y_max) and y_max > 0 else nice_ceiling(max([*ys, 0.0]))
+    if integer_y and top < 1e15:  # the middle tick a whole number too: 0 / 13 / 26, not 0 / 12.5 / 25
+        top = max(2.0, 2 * math.ceil(top / 2))
+    keys = [Key(s.name, PALETTE[i % len(PALETTE)], "dash" if s.dashed else "line") for i, s in enumerate(series)]
+    keys_svg, keys_h = legend(keys, H)
+    height = H + keys_h
 
     def px(x: float) -> float:  # halves first: the span of two huge values must not overflow
         return L + (x / 2 - x0 / 2) / (x1 / 2 - x0 / 2) * (W - L - R)
@@ -105,17 +184,18 @@ def chart(
         return H - B - min(1.0, max(0.0, y / top)) * (H - T - B)
 
     out = [
-        f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{escape(title)}">',
+        f'<svg class="chart" viewBox="0 0 {W} {height:.0f}" width="{W}" height="{height:.0f}" role="img" '
+        f'aria-label="{escape(title)}">',
         f'<text x="{L}" y="16" class="title">{escape(title)}</text>',
         f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" class="axis"/>',
         f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" class="axis"/>',
     ]
     for frac in (0.0, 0.5, 1.0):
         y = top * frac
-        out.append(f'<text x="{L - 4}" y="{py(y) + 4:.1f}" class="tick" text-anchor="end">{fmt(y)}</text>')
+        out.append(f'<text x="{L - 4}" y="{py(y) + 4:.1f}" class="tick" text-anchor="end">{tick(y)}</text>')
         out.append(f'<line x1="{L}" y1="{py(y):.1f}" x2="{W - R}" y2="{py(y):.1f}" class="grid"/>')
     for x, label in x_ticks:
-        out.append(f'<text x="{px(x):.1f}" y="{H - B + 14}" class="tick" text-anchor="middle">{escape(label)}</text>')
+        out.append(x_tick(px(x), H - B + 14, label))
     out.append(f'<text x="{(L + W) / 2:.0f}" y="{H - 6}" class="tick" text-anchor="middle">{escape(x_label)}</text>')
     out.append(
         f'<text x="12" y="{(T + H - B) / 2:.0f}" class="tick" transform="rotate(-90 12 {(T + H - B) / 2:.0f})" '
@@ -143,14 +223,26 @@ def chart(
                 for x, y in run
                 if not s.step
             ]
-        out.append(
-            f'<text x="{W - R - 4}" y="{T + 14 * i + 4}" class="legend" text-anchor="end" fill="{color}">'
-            f"{escape(s.name)}</text>"
-        )
+        tagged = zip(s.points, s.tags, strict=False)
+        out += [_tag(px(x), py(y), t, color, i % 2) for (x, y), t in tagged if t and y is not None]
+    out.append(keys_svg)
     if dropped:
         out.append(not_plotted(dropped))
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _tag(x: float, y: float, text: str, color: str, tier: int) -> str:
+    """A point's own label (e.g. its concurrency level), right of it and above it, kept inside the frame;
+    ``tier`` 1 one line higher, so two series' labels at one place (both runs at rate 0) do not overlap."""
+    right = x + 5 + text_width(text) <= W - R
+    at_x, anchor = (x + 5, "start") if right else (x - 5, "end")
+    above = y - 5 - 11 * tier
+    at_y = above if above - 10 >= T else y + 13 + 11 * tier
+    return (
+        f'<text x="{at_x:.1f}" y="{at_y:.1f}" class="point-label" text-anchor="{anchor}" fill="{color}">'
+        f"{lbl(text)}</text>"
+    )
 
 
 def _runs(points: list[tuple[float, float | None]]) -> list[list[tuple[float, float]]]:

@@ -5,6 +5,8 @@ Pure: labels and numbers in, an SVG string out; every label is escaped here. A b
 count is not a finite number (NaN, ±infinity, None, a string), or whose count is negative, is left
 out, counted and named under the chart ("2 values not plotted"). Heights scale to the largest finite
 count, positions to the largest finite position, however large (``1.7e308``), without overflowing.
+A legend goes below the bars (``reports.svg.legend``, the one rule of every chart); positions that are
+all whole numbers (token positions) get whole-number ticks.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from reports.finite import finite
-from reports.svg import lbl, not_plotted
+from reports.svg import Key, lbl, not_plotted, tick, x_tick
+from reports.svg import legend as keys_below
 
 W, L, R, T = 560, 64, 12, 28
 BAR, MARK = "#2563eb", "#dc2626"
@@ -29,11 +32,13 @@ def histogram(title: str, bins: list[tuple[str, Any, bool]], x_label: str, y_lab
     dropped = sum(1 for _, n, _ in good if n is None)
     top = max([n for _, n, _ in good if n is not None] + [0.0]) or 1.0
     bw = (W - L - R) / max(1, len(bins))
+    keys_svg, keys_h = keys_below([Key(legend, MARK, "box")] if legend else [], h)
     out = [
-        f'<svg class="chart" viewBox="0 0 {W} {h}" width="{W}" height="{h}" role="img" aria-label="{lbl(title)}">',
+        f'<svg class="chart" viewBox="0 0 {W} {h + keys_h:.0f}" width="{W}" height="{h + keys_h:.0f}" role="img" '
+        f'aria-label="{lbl(title)}">',
         f'<text x="{L}" y="16" class="title">{lbl(title)}</text>',
         f'<line x1="{L}" y1="{h - b}" x2="{W - R}" y2="{h - b}" class="axis"/>',
-        f'<text x="{L - 4}" y="{T + 4}" class="tick" text-anchor="end">{top:.3g}</text>',
+        f'<text x="{L - 4}" y="{T + 4}" class="tick" text-anchor="end">{tick(top)}</text>',
     ]
     for i, (label, n, mark) in enumerate(good):
         x = L + i * bw
@@ -52,9 +57,7 @@ def histogram(title: str, bins: list[tuple[str, Any, bool]], x_label: str, y_lab
         f'<text x="12" y="{(T + h - b) / 2:.0f}" class="tick" transform="rotate(-90 12 {(T + h - b) / 2:.0f})" '
         f'text-anchor="middle">{lbl(y_label)}</text>'
     )
-    if legend:
-        out.append(f'<text x="{W - R}" y="{T + 4}" class="legend" text-anchor="end" fill="{MARK}">{lbl(legend)}</text>')
-    out += [not_plotted(dropped), "</svg>"]
+    out += [keys_svg, not_plotted(dropped), "</svg>"]
     return "\n".join(x for x in out if x)
 
 
@@ -98,8 +101,10 @@ def strips(title: str, rows: list[tuple[str, list[tuple[Any, Any]]]], x_label: s
                 f"<title>{lbl(name)}, {p:.6g}: {n:.0f}</title></rect>"
             )
     base = T + max(1, len(clean)) * strip
-    for x in (x_min, x_min / 2 + x_max / 2, x_max):
-        out.append(f'<text x="{px(x) + bw / 2:.1f}" y="{base + 12}" class="tick" text-anchor="middle">{x:.4g}</text>')
+    whole = all(p == int(p) for _, pts in clean for p, _ in pts if abs(p) < 1e15)
+    middle = x_min / 2 + x_max / 2
+    for x in (x_min, float(round(middle)) if whole and abs(middle) < 1e15 else middle, x_max):
+        out.append(x_tick(px(x) + bw / 2, base + 12, tick(x)))
     out.append(f'<text x="{(L + W) / 2:.0f}" y="{h - 6}" class="tick" text-anchor="middle">{lbl(x_label)}</text>')
     out += [not_plotted(dropped), "</svg>"]
     return "\n".join(x for x in out if x)

@@ -1,7 +1,8 @@
 """``loadgen compare RUN_DIR... --out DIR``: runs side by side (comparison.json/.md/.html).
 
 A thin edge over ``reports.compare_reports`` and ``reports.write_comparison``. Each argument is a run
-folder (re-analysed from its records) or a ``report.json``; the first is the base for deltas. The
+folder (re-analysed from its records) or a ``report.json``; the first is the base for deltas. A cold-boot
+run's ``coldboot.json`` beside it joins the comparison (``comparison.json``'s ``coldboot``). The
 pages name the runs A, B, ... in argument order (``comparison.json`` keeps each run's ``label``).
 """
 
@@ -11,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from loadgen.core.errors import UsageError
-from reports.compare import compare_reports, write_comparison
+from reports.compare import coldboot_of, compare_reports, write_comparison
 from reports.writer import load_report
 
 
@@ -32,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
         raise UsageError("compare: give at least two RUN_DIR arguments")
     reports = [(_name(p), load_report(p)) for p in args.runs]
-    paths = write_comparison(compare_reports(reports), reports, args.out)
+    cmp = compare_reports(reports, coldboot=[coldboot_of(p) for p in args.runs])  # a cold-boot run's answer too
+    paths = write_comparison(cmp, reports, args.out)
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

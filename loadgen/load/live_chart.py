@@ -77,10 +77,23 @@ def render(rows: Sequence[dict[str, Any]]) -> str:
         return [Series(c, [(pos[lv], pick(p)) for lv, p in sorted(by_canary[c].items())]) for c in canaries]
 
     charts = [
-        chart("Unique completions vs concurrency", series(lambda p: p.unique), ticks, "unique", x_label="concurrency"),
+        chart(
+            "Unique completions vs concurrency",
+            series(lambda p: p.unique),
+            ticks,
+            "unique",
+            x_label="concurrency",
+            integer_y=True,  # counts: whole-number ticks
+        ),
         chart("Divergence rate vs concurrency", series(lambda p: p.rate), ticks, "share diverged", 1.0, "concurrency"),
         chart(
-            "Earliest divergence vs concurrency", series(lambda p: p.earliest), ticks, "position", None, "concurrency"
+            "Earliest divergence vs concurrency",
+            series(lambda p: p.earliest),
+            ticks,
+            "position",
+            None,
+            "concurrency",
+            integer_y=True,
         ),
     ]
     return f"<div {attrs}><style>{CSS}</style>{''.join(charts)}</div>"

@@ -340,7 +340,9 @@ def write_matrix(result: MatrixResult, scenario: Scenario) -> list[Path]:
     columns = [col for c in ran for col in c.columns(ran[0].name)] if ran else []
     done = [(name, load_report(run_dir)) for name, run_dir, _ in columns]
     bases = {name: base for name, _, base in columns}
-    paths = write_comparison(compare_reports(done, bases), done, out) if len(done) >= 2 else []
+    boots = {c.name: c.coldboot for c in ran}  # a cold-boot cell's answer, for comparison.html too
+    cmp = compare_reports(done, bases, [boots.get(name) for name, _, _ in columns])
+    paths = write_comparison(cmp, done, out) if len(done) >= 2 else []
     cells = [
         {
             "name": c.name,

@@ -141,7 +141,7 @@ def test_four_runs_compare_in_tables_no_wider_than_100_columns(tmp_path: Path) -
     for title in ("Unique completions vs concurrency", "Divergence rate vs concurrency"):
         (first, *_) = [svg for svg in charts if title in svg]
         tree = ET.fromstring(first)
-        assert [t.text for t in tree.findall("text[@class='legend']")] == ["A", "B", "C", "D"]
+        assert [t.text for t in tree.findall(".//text[@class='legend']")] == ["A", "B", "C", "D"]
         assert len(tree.findall("polyline")) >= 4
 
 

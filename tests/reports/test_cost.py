@@ -83,7 +83,7 @@ def test_compare_shows_cost_and_a_frontier_when_batch_invariance_differs(tmp_pat
     assert rows["overall"][0]["canary_latency_p99"] is not None
     html = render_html(cmp, pair)
     assert "Cost vs divergence (frontier)" in html and "Cost beside determinism" in html
-    assert "| 4 | B | on | 10 |" in render_markdown(cmp)  # run B ("invariant"), named by letter
+    assert "| 4 | B | on | 10.0 |" in render_markdown(cmp)  # run B ("invariant"), named by letter
     same = compare_reports([("default", a), ("again", a)])
     assert same["frontier"] is False
     assert "Cost vs divergence" not in render_html(same, [("default", a), ("again", a)])

@@ -107,3 +107,12 @@ def test_a_point_for_every_level_the_live_table_has_completions_at(msgs: list[tu
     charts = _svgs(fragment)
     hover = [t.text or "" for t in charts[0].iter("title")] if charts else []
     assert sorted(hover) == sorted(f"{c}, concurrency {lv}: {u}" for (c, lv), u in with_figures.items())
+
+
+def test_counting_axes_have_whole_number_ticks_and_the_legend_sits_below_the_plot() -> None:
+    unique, _, earliest = _svgs(render([_row("story", "0", 3, 0, 1, 0, "—"), _row("story", "4", 3, 0, 3, 2, 3)]))
+    for svg in (unique, earliest):
+        ticks = [t.text or "" for t in svg.iter("text") if t.get("class") == "tick" and t.get("text-anchor") == "end"]
+        assert ticks and all(t.isdigit() for t in ticks), ticks  # 0 / 2 / 4, never 2.5
+        axis = max(float(line.get("y1", 0)) for line in svg.iter("line") if line.get("class") == "axis")
+        assert all(float(t.get("y", 0)) > axis for t in svg.iter("text") if t.get("class") == "legend")
