@@ -227,17 +227,20 @@ class CoordinatorSide:
         vanished = self._vanished_workers(st)
         if vanished:
             log.warning("workers vanished during the run: %s", ", ".join(vanished))
-        update_manifest(
-            st.run_dir,
-            stages_finished=tracker.finished,
-            canaries_reported=st.done,
-            canary_errors=st.errors,
-            canary_errors_trailing=st.trailing_errors,
-            unsettled_levels=tracker.unsettled_levels,
-            levels_ended_by_claim=tracker.ended_early,
-            workers=sorted(st.workers),
-            workers_vanished=vanished,
-        )
+        try:
+            update_manifest(
+                st.run_dir,
+                stages_finished=tracker.finished,
+                canaries_reported=st.done,
+                canary_errors=st.errors,
+                canary_errors_trailing=st.trailing_errors,
+                unsettled_levels=tracker.unsettled_levels,
+                levels_ended_by_claim=tracker.ended_early,
+                workers=sorted(st.workers),
+                workers_vanished=vanished,
+            )
+        except OSError as exc:  # a full disk: the owner still ends the run, and says what it could not write
+            log.error("%s: cannot record the run's facts (%s)", st.run_dir / "manifest.json", exc.strerror or exc)
         if st.owned is not None:
             try:
                 st.owned.end()

@@ -24,13 +24,24 @@ stops it on the way out, after the reports); this module never touches one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from collectors.engine_metrics import DEFAULT_INTERVAL_S, MetricsScraper
 from collectors.losses import lost_records, process_notices, write_failures
 from collectors.server_metrics import ServerScrapers
-from loadgen.core.manifest import EngineMetricsSummary, Manifest, RunStatus, now_iso, read_manifest, update_manifest
+from loadgen.core.errors import RunFolderError
+from loadgen.core.manifest import (
+    MANIFEST,
+    EngineMetricsSummary,
+    Manifest,
+    RunStatus,
+    now_iso,
+    read_manifest,
+    update_manifest,
+)
 from loadgen.core.servers import servers_of
 from reports.health import endpoint_failed, level_quota
 
@@ -102,20 +113,68 @@ class OwnedRun:
         manifest = read_manifest(self.run_dir)
         scraped = [metrics, *(s.get("engine_metrics") for s in servers.get("servers", []))]
         status = outcome or settle(manifest, write_failures(self.run_dir), *scraped)
-        update_manifest(
-            self.run_dir,
-            status=status,
-            finished=now_iso(),
-            notices=[*manifest.notices, *notices],
+        unwritten: list[str] = []  # one line per file the end could not write, naming it
+        final = {
+            "finished": now_iso(),
+            "notices": [*manifest.notices, *notices],
             **({"engine_metrics": metrics} if metrics is not None else {}),
             **servers,
-        )
+        }
+        if not _written(
+            unwritten,
+            self.run_dir / MANIFEST,
+            "the run's end (its manifest still says 'running')",
+            update_manifest,
+            self.run_dir,
+            status=status,
+            **final,
+        ):
+            status = _with_losses(status)
         self.status = status
         if report:
             from reports.writer import write_reports  # here, not at the top: the module docstring says why
 
-            self.headline = list(write_reports(self.run_dir)["health"]["headline"])
+            try:
+                self.headline = list(write_reports(self.run_dir)["health"]["headline"])
+            except (OSError, RunFolderError) as exc:  # reports.writer names the file it could not write
+                unwritten.append(_unwritten(exc, self.run_dir / "report.json", "the reports"))
+                self.status = status = _with_losses(status)
+                # what could be written stays: say so in the manifest too, if it still takes a write
+                said = [*final["notices"], unwritten[-1]]
+                _written(
+                    unwritten,
+                    self.run_dir / MANIFEST,
+                    "the status",
+                    update_manifest,
+                    self.run_dir,
+                    status=status,
+                    notices=said,
+                )
         elif status == RunStatus.ENDPOINT_FAILED:
             failed = f"{manifest.canary_errors} of {manifest.canaries_reported} canaries failed"
             self.headline = [f"Endpoint failed: {failed} (loadgen report gives the error kinds)."]
+        self.headline = [*dict.fromkeys(unwritten), *self.headline]
         return status
+
+
+def _with_losses(status: RunStatus) -> RunStatus:
+    """A clean end whose files could not all be written is not clean: ``finished_with_losses``."""
+    return RunStatus.FINISHED_WITH_LOSSES if status == RunStatus.FINISHED else status
+
+
+def _unwritten(exc: OSError | RunFolderError, path: Path, what: str) -> str:
+    why = str(exc) if isinstance(exc, RunFolderError) else f"{path}: cannot write ({exc.strerror or exc})"
+    return f"Could not write {what}: {why}; what was written before stays."
+
+
+def _written(
+    unwritten: list[str], path: Path, what: str, write: Callable[..., object], *args: Any, **kwargs: Any
+) -> bool:
+    """``write(*args, **kwargs)``; a disk that refuses it (full, a file-size limit, read-only) is a line in
+    ``unwritten`` naming ``path``, and False."""
+    try:
+        write(*args, **kwargs)
+    except OSError as exc:
+        unwritten.append(_unwritten(exc, path, what))
+        return False
+    return True
