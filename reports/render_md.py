@@ -71,7 +71,9 @@ def others(co: CoResidency | None) -> str:
 
 
 def held(co: CoResidency | None) -> str:
-    """``held/measured`` canaries of a level, e.g. ``12/12``; ``—`` when none was measured."""
+    """``held throughout``: the canaries of a level whose measured co-residency never fell below what the level
+    promises, over those measured, e.g. ``10/12``; ``—`` when none was measured. Not progress's ``held at send``
+    (background slots holding a started request when a canary went out)."""
     if not co:
         return "—"
     measured = co["held"] + co["not_held"]
@@ -81,7 +83,7 @@ def held(co: CoResidency | None) -> str:
 def levels_table(levels: list[Level]) -> list[str]:
     rows = [
         "| concurrency | canaries | errors | unique | diverged | rate (95% CI) | first div. min/med/max | drift max | "
-        "bitwise eq. | others min/med/max | held |",
+        "bitwise eq. | others min/med/max | held throughout |",
         "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
     ]
     for lv in levels:

@@ -73,6 +73,9 @@ class CanaryRecord:
     burst: bool = False  # one of a burst's copies: ``level`` counts the copies in flight, this one included
     held_at_send: bool | None = None  # every background slot of the level had a request the server had started
     background_held_at_send: int | None = None  # background slots held in this generator process at send
+    # the streamed background came in one piece (first and last token together: a buffering proxy), so its slots
+    # were held from their send (loadgen.load.holding.Buffering); None where not a sweep canary above level 0
+    background_buffered: bool | None = None
     engine_batch_sizes: list[int] | None = None  # the engine's own batch size at every step of this request
 
     def to_dict(self) -> dict[str, Any]:

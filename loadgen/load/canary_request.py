@@ -96,6 +96,7 @@ def canary_record(
     burst: bool = False,
     held_at_send: bool | None = None,
     background_held_at_send: int | None = None,
+    background_buffered: bool | None = None,
 ) -> CanaryRecord:
     c = out.completion
     return CanaryRecord(
@@ -131,5 +132,6 @@ def canary_record(
         burst=burst,
         held_at_send=held_at_send,
         background_held_at_send=background_held_at_send,
+        background_buffered=background_buffered,
         engine_batch_sizes=c.batch_sizes if c else None,
     )

@@ -22,8 +22,15 @@ shows the minimum, median and maximum the engine measured.
 A non-streamed request's progress cannot be seen: its slot hands over on time instead, at the pace
 this process's recent requests ran at (``Pace``), and a level counts as held only once that pace is
 known. Where a guess is
-wrong the slot is empty, or doubled, for a few steps; the report measures both. Runs inside gevent (a
-Locust process); no Locust imports, no I/O.
+wrong the slot is empty, or doubled, for a few steps; the report measures both.
+
+A stream that comes in one piece (a buffering proxy between the generator and the engine sends every
+token of an answer at once, after the whole generation) shows no started request either: its slot is
+past its first token only for the instant before its end, so no level would ever be held and every
+canary would wait ``settle_timeout_s``. ``Buffering`` sees it (first and last token together, after a
+wait, ``BUFFERED_AFTER`` answers in a row); from then on such background is held as a non-streamed one
+is: from the send, handed over on time, the level confirmed by the engine's running count where it has
+one. Runs inside gevent (a Locust process); no Locust imports, no I/O.
 """
 
 from __future__ import annotations
@@ -132,6 +139,38 @@ class Progress:
         if self.started:
             self.slot.finish()
         self.due.set()
+
+
+BUFFERED_AFTER = 3  # streamed answers in a row that came in one piece before the background counts as buffered
+BUFFERED_TOKEN_S = 0.001  # at most this per token after the first: no engine generates a batch's tokens faster
+BUFFERED_SHARE = 0.1  # and all of them within this share of the wait for the first: they came after a pause
+BUFFERED_WAIT_S = 0.05  # of at least this: a proxy holds an answer for the whole generation
+
+
+def in_one_piece(ttft_s: float | None, latency_s: float | None, tokens: int) -> bool:
+    """A streamed answer whose tokens arrived together after a wait (``BUFFERED_WAIT_S`` at least): from its
+    first token to its end at most ``BUFFERED_TOKEN_S`` per later token and ``BUFFERED_SHARE`` of that wait."""
+    if ttft_s is None or latency_s is None or tokens < 2 or ttft_s < BUFFERED_WAIT_S:
+        return False
+    span = max(latency_s - ttft_s, 0.0)
+    return span <= (tokens - 1) * BUFFERED_TOKEN_S and span <= BUFFERED_SHARE * ttft_s
+
+
+class Buffering:
+    """Whether this process's streamed background comes in one piece (``in_one_piece``, ``BUFFERED_AFTER`` in a
+    row); once it does it stays so for the run."""
+
+    def __init__(self) -> None:
+        self.in_a_row = 0
+        self.seen = False
+
+    def observe(self, ttft_s: float | None, latency_s: float | None, tokens: int) -> bool:
+        """Count one finished streamed background answer; True only for the one that makes ``seen`` true."""
+        if self.seen:
+            return False
+        self.in_a_row = self.in_a_row + 1 if in_one_piece(ttft_s, latency_s, tokens) else 0
+        self.seen = self.in_a_row >= BUFFERED_AFTER
+        return self.seen
 
 
 class Pace:

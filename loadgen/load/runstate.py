@@ -22,7 +22,7 @@ from loadgen.core.wire import Features
 from loadgen.load.client import Inflight
 from loadgen.load.coordination import Mirror
 from loadgen.load.engine_check import EngineCheck
-from loadgen.load.holding import Holding, Pace
+from loadgen.load.holding import Buffering, Holding, Pace
 from loadgen.load.live import References
 from loadgen.runs.prepare import api_key_of, canary_features
 
@@ -42,6 +42,7 @@ class RunState:
     inflight: Inflight = field(default_factory=Inflight)
     holding: Holding = field(default_factory=Holding)
     pace: Pace = field(default_factory=Pace)  # non-streamed background: seconds per token, for hand-overs
+    buffering: Buffering = field(default_factory=Buffering)  # streamed background seen coming in one piece
     distributed: bool = False  # a Locust worker: other workers hold part of the level
     engine: EngineCheck = field(init=False)  # the engine's own running count (the loaded side's), to confirm a level
 

@@ -13,6 +13,7 @@ nothing with Locust: ``loadgen/load/locustfile.py`` does.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from functools import partial
@@ -38,6 +39,7 @@ from loadgen.load.user_side import user_side
 CANARY_USERS = 1  # Locust's fixed_count: exactly one of the shape's users is the canary user
 _POLL_S = 0.005
 _PACE_POLL_S = 0.05
+log = logging.getLogger(__name__)
 
 
 def _fire_stats(environment: Environment, name: str, out: Outcome) -> None:
@@ -128,6 +130,7 @@ class CanaryUser(User):
         if not burst and _stopping(self):
             return  # stopped while the level was being reached: a canary sent now would not share that level
         background_held = st.holding.held
+        buffered = st.buffering.seen if not burst and ticket.level and st.scenario.background.stream else None
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
@@ -156,6 +159,7 @@ class CanaryUser(User):
             burst=burst,
             held_at_send=held,
             background_held_at_send=None if burst else background_held,
+            background_buffered=buffered,
         )
         self.environment.events.canary_record.fire(record=record)
         _fire_stats(self.environment, f"canary:{canary.id}", out)
@@ -168,15 +172,16 @@ class CanaryUser(User):
 def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> bool:
     """Wait until the level is held (docs/design.md, "held"): this process's background slots each hold a
     request the server has started and, in a distributed run, the coordinator's fresh view of every worker
-    says the same; under non-streamed background the engine's own running count (the loaded side's, behind a
-    router) must reach the level too.
+    says the same; under non-streamed background, or streamed background that comes in one piece
+    (``holding.Buffering``), the engine's own running count (the loaded side's, behind a router) must reach
+    the level too.
     False when ``settle_timeout_s`` passed first (the canary goes anyway, flagged) or when ``stopping()``
     says the user was asked to stop (the caller then sends nothing)."""
     deadline = time.monotonic() + st.scenario.sweep.settle_timeout_s
     while not stopping():
         asked_engine = False
         if _level_held(st, level):
-            if st.scenario.background.stream or not level:
+            if (st.scenario.background.stream and not st.buffering.seen) or not level:
                 return True
             asked_engine = True
             if st.engine.confirms(level, deadline):  # asked within the same deadline: a trickled page ends there
@@ -222,6 +227,23 @@ def _level_held(st: RunState, level: int) -> bool:
         return h.slots == level and h.held >= level
     snap = st.mirror.snapshot
     return h.all_held and snap is not None and snap.held
+
+
+BUFFERED_NOTICE = (
+    "Streamed background came in one piece: every answer's first and last token arrived together, after the "
+    "whole generation (a buffering proxy between loadgen and the engine does this; so do answers too short to "
+    "see their tokens come one by one), so no background request showed it had started. Levels were held from "
+    "each request's send instead, confirmed by the engine's /metrics running count where it has one. To hold "
+    "them by the first token, send to the engine itself or turn the proxy's response buffering off (nginx: "
+    "proxy_buffering off), or give the background longer answers (background.max_tokens)."
+)
+
+
+def _say_buffered(st: RunState) -> None:
+    """Once per process: the held-level gate's notice (the process file carries it to the manifest) and the log."""
+    if BUFFERED_NOTICE not in st.engine.notices:
+        st.engine.notices.append(BUFFERED_NOTICE)
+        log.warning("%s", BUFFERED_NOTICE)
 
 
 def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str, Any]:
@@ -308,9 +330,9 @@ class BackgroundUser(User):
         progress = Progress(self.slot, body.max_tokens, handover_s)
         current = self.children.spawn(self._one, st, body, stream, progress)
         while True:
-            if stream:
+            if stream and not st.buffering.seen:
                 progress.due.wait()
-            else:
+            else:  # on time: no token to go by (non-streamed), or none before the last (a buffered stream)
                 _wait_on_time(st, progress, body.max_tokens, handover_s)
             if _stopping(self):
                 current.join()
@@ -328,8 +350,9 @@ class BackgroundUser(User):
         self.turn ^= 1
         if progress is None:
             progress = Progress(self.slot, body.max_tokens, 0.0)
-        if not stream or _from_send(st):
-            progress(0)  # a non-streamed (or prefill-side) request counts as started once sent
+        buffered = st.buffering.seen
+        if not stream or _from_send(st) or buffered:
+            progress(0)  # a non-streamed (prefill-side, buffered) request counts as started once sent
         st.inflight.background += 1
         try:
             out = send_payload(
@@ -346,9 +369,13 @@ class BackgroundUser(User):
             st.inflight.background -= 1
             progress.done()
         usage = out.usage or {}
-        if out.ok and not stream:
+        if out.ok and (not stream or buffered):
             tokens = usage.get("completion_tokens")
-            st.pace.update(out.latency_s, tokens if isinstance(tokens, int) else body.max_tokens)
+            seen = progress.tokens if stream and progress.tokens else body.max_tokens
+            st.pace.update(out.latency_s, tokens if isinstance(tokens, int) else seen)
+        watched = out.ok and stream and not _from_send(st)  # a prefill-side slot is held from its send anyway
+        if watched and st.buffering.observe(out.ttft_s, out.latency_s, progress.tokens):
+            _say_buffered(st)
         st.background.on_request(
             {
                 "level": level,

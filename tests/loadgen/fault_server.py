@@ -25,7 +25,9 @@ a completion request without logprobs (background traffic) is answered at once w
 ``/dying/<key>/<n>`` the first ``n`` completion requests (counted per key) are answered, every later
 one is cut before any byte: an endpoint that dies mid-run. ``/metrics`` answers only a request with an
 Authorization header: once (per header value) with a vLLM gauge, then with a 503 whose reason phrase
-echoes the header.
+echoes the header. Under ``/buffered`` every answer comes ``BUFFER_S`` late and whole, as through a
+buffering proxy: a stream's every event (its three tokens and ``[DONE]``) in one write, so its first and
+last token arrive together.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ ESCAPES = ["\x1b]0;owned\x07", "\x1b[2J\x00"]
 EVIL_MODEL = "m`</code><img src=x onerror=alert(1)>\n# pwned ![t](http://evil.example/t.png) \x1b]0;owned\x07\x00"
 DYING: Counter[str] = Counter()
 METRICS_SEEN: Counter[str] = Counter()
+BUFFER_S = 0.3  # what a buffering proxy holds an answer back for: the engine's whole generation
 TRICKLE_S = 10.0  # long enough that only a total deadline ends a trickle sooner
 MIB = 1024 * 1024
 Token = tuple[str, int, float]
@@ -223,6 +226,19 @@ async def tokenless(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def buffered(request: web.Request) -> web.StreamResponse:
+    """Under ``/buffered``: the usual answer after ``BUFFER_S``, a stream's events all in one write."""
+    body = await request.json()
+    await asyncio.sleep(BUFFER_S)
+    if not body.get("stream"):
+        return web.json_response(whole())
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(b"".join(chunk(i) for i in range(len(TOKENS))) + b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
 def _prompt_of(body: object) -> str | None:
     if not isinstance(body, dict):
         return None
@@ -318,6 +334,8 @@ async def main() -> None:
     app.router.add_post("/dying/{key}/{n}/v1/completions", dying)
     app.router.add_get("/tokenless/v1/models", models)
     app.router.add_post("/tokenless/v1/completions", tokenless)
+    app.router.add_get("/buffered/v1/models", models)
+    app.router.add_post("/buffered/v1/completions", buffered)
     app.router.add_get("/metrics", metrics)
     app.router.add_route("*", "/html/{tail:.*}", html)
     app.router.add_route("*", r"/to/{port:\d+}/{tail:.*}", redirect)

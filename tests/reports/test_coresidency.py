@@ -138,7 +138,7 @@ def test_an_old_run_folder_reports_with_nulls_never_zeros(tmp_path: Path) -> Non
     assert report["canaries"][0]["by_co_residency"] is None
     assert report["input"]["engine_running_joined"] is False and report["run"]["notices"] == []
     md = render_markdown(report)
-    assert "| others min/med/max | held |" in md and "| — | — |" in md and "measured co-residency" not in md
+    assert "| others min/med/max | held throughout |" in md and "| — | — |" in md and "measured co-residency" not in md
     assert "Divergence by measured co-residency" not in render_html(report)
 
 

@@ -151,7 +151,7 @@ class LiveDisplay:
 def stage_table(snap: Snapshot) -> Table:
     """The stages begun so far, one row each, the current one marked."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for name in ("stage", "canaries", "errors", "unique", "diverged", "held"):
+    for name in ("stage", "canaries", "errors", "unique", "diverged", "held at send"):  # text.stage_figures
         table.add_column(name, justify="left" if name == "stage" else "right")
     for stage in snap.stages:
         if not stage.done and stage.index != snap.current:

@@ -33,7 +33,7 @@ class StageProgress:
     errors: int
     unique: int | None  # distinct completions, summed over canaries; None for the warm-up (counted nowhere)
     diverged: int | None  # completions unlike the baseline reference; None with no reference (yet)
-    held: int | None  # background slots the last canary of the stage found held (its process), where recorded
+    held: int | None  # "held at send": background slots the stage's last canary found held (its process), if recorded
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,7 @@ class Snapshot:
     errors: int
     seconds_left: float | None  # None until a canary has come back
     unplanned: int  # records that belong to no stage of the plan (never expected; shown, not hidden)
+    buffered: bool = False  # a canary's process found its streamed background coming in one piece
 
 
 class RunProgress:
@@ -65,6 +66,7 @@ class RunProgress:
         self.table = LiveTable()
         self.has_baseline = scenario.sweep.baseline > 0
         self.unplanned = 0
+        self.buffered = False
 
     def add(self, records: Iterable[CanaryRecord]) -> None:
         for r in sorted(records, key=lambda r: (_PHASE_ORDER.get(r.phase, 3), r.sent_at, r.request_id)):
@@ -79,6 +81,7 @@ class RunProgress:
         self.errors[i] += r.status != "ok"
         if r.background_held_at_send is not None:
             self.held[i] = r.background_held_at_send
+        self.buffered = self.buffered or bool(r.background_buffered)
         end = r.sent_at + (r.latency_s or 0.0)
         first, last = self._first_sent[i], self._last_end[i]
         self._first_sent[i] = r.sent_at if first is None else min(first, r.sent_at)
@@ -157,4 +160,5 @@ class RunProgress:
             errors=sum(self.errors),
             seconds_left=seconds_left,
             unplanned=self.unplanned,
+            buffered=self.buffered,
         )

@@ -14,13 +14,14 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from rich.console import Console
 
 from loadgen.cli.progress.display import Display, LiveDisplay, PlainDisplay, QuietDisplay
 from loadgen.cli.progress.follow import Follower
 from loadgen.cli.progress.model import RunProgress, Snapshot
-from loadgen.cli.progress.text import clock
+from loadgen.cli.progress.text import BUFFERED, clock
 from loadgen.core.errors import visible
 from loadgen.studies.events import (
     BootRequest,
@@ -47,6 +48,7 @@ class ProgressPrinter:
         self._cell = ""  # "cell 2 of 4 (name): " while a matrix cell runs
         self._boot = ""  # "boot 3 of 6: " while a cold-boot study runs
         self._broken = False
+        self._said_buffered = False  # the run's background was found buffered, and the display told
 
     def __call__(self, event: ProgressEvent) -> None:
         if self._broken:
@@ -71,7 +73,9 @@ class ProgressPrinter:
             case LoadStarted(run_dir=run_dir, scenario=scenario):
                 d.note(self._where(f"run folder {run_dir}"))
                 started_at = self._started_at = time.monotonic()
-                self.follower = Follower(run_dir, RunProgress(scenario), lambda snap: d.run(snap, started_at)).start()
+                self._said_buffered = False
+                show = partial(self._show, started_at=started_at)
+                self.follower = Follower(run_dir, RunProgress(scenario), show).start()
             case LoadEnded(reporting=reporting):
                 self._end_load()
                 if reporting:
@@ -87,6 +91,12 @@ class ProgressPrinter:
                 d.status(self._where("starting the engine"))
             case BootRequest(done=done, total=total):
                 d.status(self._where(f"request {done} of {total}"))
+
+    def _show(self, snap: Snapshot, started_at: float) -> None:
+        if snap.buffered and not self._said_buffered:  # once per run
+            self._said_buffered = True
+            self.display.note(self._where(BUFFERED))
+        self.display.run(snap, started_at)
 
     def _end_load(self) -> None:
         if self.follower is None:

@@ -34,7 +34,9 @@ def _figure(v: int | None) -> str:
 
 
 def stage_figures(stage: StageProgress) -> str:
-    """``canaries 7/12, unique 3, diverged 6, errors 0`` (and ``held 16/16`` where the records say)."""
+    """``canaries 7/12, unique 3, diverged 6, errors 0`` (and ``held at send 16/16`` where the records say: the
+    background slots that held a started request when the stage's last canary went out, of the level; the
+    report's ``held throughout`` counts canaries whose level held for their whole life instead)."""
     parts = [f"canaries {stage.done}/{stage.quota}"]
     if stage.phase != "warmup":
         parts.append(f"unique {_figure(stage.unique)}")
@@ -42,8 +44,15 @@ def stage_figures(stage: StageProgress) -> str:
         parts.append(f"diverged {_figure(stage.diverged)}")
     parts.append(f"errors {stage.errors}")
     if stage.phase == "sweep" and not stage.burst and stage.level and stage.held is not None:
-        parts.append(f"held {stage.held}/{stage.level}")
+        parts.append(f"held at send {stage.held}/{stage.level}")
     return ", ".join(parts)
+
+
+BUFFERED = (
+    "the background's streams come in one piece (first and last token together, as through a buffering proxy): "
+    "levels are held from each request's send, not its first token; send to the engine itself or turn the "
+    "proxy's buffering off to see tokens as they come (the report says more)"
+)
 
 
 def totals(snap: Snapshot, elapsed_s: float) -> str:

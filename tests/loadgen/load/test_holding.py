@@ -309,3 +309,24 @@ def test_paced_reads_take_one_read_per_several_events_mid_stream(monkeypatch: py
     p = Progress(Slot(Holding(slots=1)), max_tokens=500, handover_s=0.05)
     _, reads = _read_coalesced(p, clock, 500, step=0.01, most_s=0.05)
     assert reads < 500 / 4
+
+
+# --- Buffering: streams that come in one piece ---------------------------------------------------
+
+
+def test_a_stream_in_one_piece_is_told_from_a_streamed_one() -> None:
+    assert holding.in_one_piece(0.3, 0.3002, 3)  # a pause, then every token at once (a buffering proxy)
+    assert not holding.in_one_piece(0.3, 0.5, 20)  # 10 ms a token: streamed
+    assert not holding.in_one_piece(2.0, 2.03, 4)  # a long queue, then 10 ms a token: streamed
+    assert not holding.in_one_piece(0.002, 0.00201, 3)  # no pause before it: a fast local server, not a proxy
+    assert not holding.in_one_piece(0.3, 0.3, 1)  # one token says nothing
+    assert not holding.in_one_piece(None, 0.3, 3)
+
+
+def test_buffering_is_seen_after_answers_in_a_row_and_said_once() -> None:
+    b = holding.Buffering()
+    one_piece, streamed = (0.3, 0.3001, 3), (0.3, 0.5, 20)
+    answers = [one_piece] * (holding.BUFFERED_AFTER - 1) + [streamed] + [one_piece] * holding.BUFFERED_AFTER
+    said = [b.observe(*a) for a in answers]
+    assert said == [False] * (len(answers) - 1) + [True] and b.seen  # a streamed answer starts the count again
+    assert not b.observe(*one_piece) and b.seen  # said once; it stays seen for the run
