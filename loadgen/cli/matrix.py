@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from loadgen.core.options import parse_labels, parse_levels
+from loadgen.core.options import levels_option, parse_labels
 from scenarios import names, path_of
 
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             out_dir=args.out,
             boots=args.boots,
             requests=args.requests,
-            levels=parse_levels(args.levels),
+            levels=levels_option(args.levels),
             canaries_per_level=args.canaries_per_level,
             labels=parse_labels(args.label),
             only=None if args.cells is None else [c.strip() for c in args.cells.split(",") if c.strip()],

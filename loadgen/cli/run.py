@@ -20,9 +20,10 @@ from loadgen.core.manifest import RunStatus
 from loadgen.core.options import (
     WEB_PASSWORD_ENV,
     WEB_USER_ENV,
+    levels_option,
     parse_labels,
-    parse_levels,
     parse_processes,
+    port_option,
     web_credentials,
 )
 from loadgen.studies.run import run as run_scenario
@@ -87,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.ui and (args.web_login or args.ui_allow_changes):
         raise UsageError("--web-login and --ui-allow-changes go with --ui")
     claim = None if args.claim_max_rate is None else validate_rate(args.claim_max_rate)
+    levels = levels_option(args.levels)  # '' is refused here, not read as the scenario's levels
+    if args.ui:
+        port_option(args.web_port, "--web-port")  # before an engine starts or a run folder is announced
     if claim is not None and args.ui:
         raise UsageError("--claim-max-rate goes without --ui (with --ui: set sweep.claim_max_rate)")
     if args.web_login:
@@ -96,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             path_of(args.scenario),
             host=args.host,
             out_dir=args.out,
-            levels=parse_levels(args.levels),
+            levels=levels,
             canaries_per_level=args.canaries_per_level,
             labels=parse_labels(args.label),
             engine_args=args.engine_arg,

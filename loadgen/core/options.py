@@ -27,6 +27,29 @@ def parse_levels(value: Any) -> list[int] | None:
     return levels or None
 
 
+def levels_option(value: str | None) -> list[int] | None:
+    """``--levels`` as typed on a command line: None when not given; given, it must name a level (an empty
+    value is refused, not read as 'the scenario's levels', which the web UI form's empty field means)."""
+    if value is None:
+        return None
+    levels = parse_levels(value)
+    if levels is None:
+        raise UsageError(f"--levels: expected comma-separated non-negative integers, got {value!r}")
+    return levels
+
+
+def port_option(value: Any, option: str) -> int:
+    """A TCP port given as ``option``: 1..65535, checked before anything starts (Locust would fail on it
+    after the run folder was announced)."""
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{option}: expected a port number 1..65535, got {value!r}") from None
+    if not 1 <= port <= 65535:
+        raise UsageError(f"{option}: expected a port number 1..65535, got {value!r}")
+    return port
+
+
 def auto_processes(cores: int) -> int:
     """``--processes auto``: one Locust worker per core but one (the master coordinates and takes little);
     0 (one process, no master) on one or two cores, where a master and one worker gain nothing."""
