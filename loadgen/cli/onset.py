@@ -1,7 +1,8 @@
 """``loadgen onset [SCENARIO]``: argument parsing for ``loadgen.studies.onset.onset``; prints one line per level
-as it is decided, then the onset, the rule that called levels clean (with its 95% bound), the risk, and the
-study folder, last. Exit 0 when the search decided (an onset, or none up to --max-level), 1 when it stopped
-at an inconclusive level."""
+as it is decided, then the onset, the rule that called levels clean, the 95% bound the clean levels tried give
+(none when no level tried was clean), the risk, and the study folder, last. Progress goes to standard error,
+as ``loadgen run``'s (``loadgen/cli/progress``; ``--quiet``: none). Exit 0 when the search decided (an onset,
+or none up to --max-level), 1 when it stopped at an inconclusive level."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from loadgen.cli.progress.printer import progress_shown
 from loadgen.core.errors import visible
 from loadgen.core.options import parse_labels
 from scenarios import names, path_of
@@ -29,6 +31,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--out", type=Path, default=Path("runs"), help="folder that receives the onset study folder")
     p.add_argument("--canaries-per-level", type=int, help="canaries sent at each visited level (the rule's n)")
     p.add_argument("--label", action="append", default=[], help="k=v recorded in every run's manifest (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument(
         "--engine-arg",
         action="append",
@@ -40,6 +43,9 @@ def add_parser(subparsers: Any) -> None:
 
 def _level_line(r: Any) -> str:
     what = f"{r.canaries} canaries, {r.diverged} diverged"
+    if r.diverged and r.divergence_rate_ci95 is not None:
+        low, high = r.divergence_rate_ci95
+        what += f" (rate 95% CI {low:.1%}–{high:.1%})"
     if r.earliest_divergence is not None:
         what += f", earliest at token {r.earliest_divergence}"
     if r.reason:
@@ -48,18 +54,20 @@ def _level_line(r: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loadgen.studies.onset import RISK, onset, rule_block
+    from loadgen.studies.onset import RISK, bound_line, onset, rule_block
 
-    result = onset(
-        path_of(args.scenario),
-        host=args.host,
-        max_level=args.max_level,
-        out_dir=args.out,
-        canaries_per_level=args.canaries_per_level,
-        labels=parse_labels(args.label),
-        engine_args=args.engine_arg,
-        on_level=lambda r: print(visible(_level_line(r)), flush=True),
-    )
+    with progress_shown(args.quiet) as progress:
+        result = onset(
+            path_of(args.scenario),
+            host=args.host,
+            max_level=args.max_level,
+            out_dir=args.out,
+            canaries_per_level=args.canaries_per_level,
+            labels=parse_labels(args.label),
+            engine_args=args.engine_arg,
+            on_level=lambda r: progress.out([visible(_level_line(r))]),
+            progress=progress,
+        )
     tried = ", ".join(str(r.level) for r in result.levels) or "none"
     sent = sum(r.sent for r in result.levels)
     swept = sum(r.canaries for r in result.levels)
@@ -71,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"onset: level {result.onset_level} (highest clean level {result.highest_clean_level})")
     print(f"levels tried: {tried}; {sent} canaries sent, {swept} of them at the levels")
     print(f"rule: {rule_block(result.canaries_per_level)['clean']}")
-    print(f"bound: {rule_block(result.canaries_per_level)['statement']}")
+    print(visible(f"bound: {bound_line(result)}"))  # what the clean levels tried bound, not the rule's promise
     print(f"risk: {RISK}")
     print(result.out_dir / "onset.json")
     print(result.out_dir)  # the last line: scripts take the study folder from it

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.cli.progress.printer import progress_shown
-from loadgen.cli.progress.summary import read_summary
+from loadgen.cli.progress.summary import headline_of, read_report, summary_lines
 from loadgen.core.claims import validate_rate
 from loadgen.core.errors import UsageError, visible
 from loadgen.core.manifest import RunStatus
@@ -26,7 +26,9 @@ from loadgen.core.options import (
     port_option,
     web_credentials,
 )
+from loadgen.studies.events import ProgressEvent, RunEnded
 from loadgen.studies.run import run as run_scenario
+from reports.model import Report
 from scenarios import names, path_of
 
 
@@ -95,7 +97,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--claim-max-rate goes without --ui (with --ui: set sweep.claim_max_rate)")
     if args.web_login:
         web_credentials()  # a missing password fails here, before an engine starts
-    with progress_shown(args.quiet or args.ui) as progress:
+    with progress_shown(args.quiet) as progress:
+
+        def shown(event: ProgressEvent) -> None:
+            progress(event)
+            if isinstance(event, RunEnded):  # a run started from the web UI: its end, as a headless run's
+                report = read_report(event.run_dir)
+                progress.out(end_lines(event.run_dir, event.status, headline_of(report), report, args.quiet))
+
         result = run_scenario(
             path_of(args.scenario),
             host=args.host,
@@ -112,16 +121,23 @@ def run(args: argparse.Namespace) -> int:
             processes=parse_processes(args.processes),
             report=not args.no_report,
             claim_max_rate=claim,
-            progress=progress,
+            progress=shown,
         )
-    if result.status is not None and result.status != RunStatus.FINISHED:
-        print(f"run {result.status}")
-    for line in result.headline:  # counts first: the endpoint failed, records were lost
-        print(visible(line))
-    if not (args.quiet or args.ui):
-        for line in read_summary(result.run_dir):
-            print(line)
-    print(result.run_dir)  # the last line: scripts take the run folder from it
-    if args.ui:
+    if args.ui:  # each run's end is printed as it came; nothing more: the last line is the last run's folder
         return result.locust_exit
+    report = read_report(result.run_dir)
+    for line in end_lines(result.run_dir, result.status, result.headline, report, args.quiet):
+        print(line)
     return 0 if result.status == RunStatus.FINISHED else 1
+
+
+def end_lines(
+    run_dir: Path, status: RunStatus | None, headline: list[str], report: Report | None, quiet: bool
+) -> list[str]:
+    """What ends a run on standard output: a status that is not 'finished', what the report says first (the
+    endpoint failed, records were lost), the summary (not with ``--quiet``), and the run folder, last."""
+    lines = [f"run {status}"] if status is not None and status != RunStatus.FINISHED else []
+    lines += [visible(line) for line in headline]
+    if not quiet and report is not None:
+        lines += summary_lines(report)
+    return [*lines, str(run_dir)]  # the last line: scripts take the run folder from it

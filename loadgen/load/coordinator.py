@@ -17,6 +17,7 @@ wires these methods to Locust's events and messages.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,10 +29,10 @@ from locust.runners import MasterRunner
 
 from loadgen.core.errors import LoadgenError, UsageError
 from loadgen.core.manifest import read_manifest, update_manifest
-from loadgen.core.scenario import Scenario, load_scenario, parse_scenario, with_overrides
+from loadgen.core.scenario import Scenario, Server, load_scenario, parse_scenario, with_overrides
 from loadgen.load.coordination import Coordinator, claim_stop
 from loadgen.load.live import LiveTable
-from loadgen.load.options import Launch, RunOptions, normalise
+from loadgen.load.options import RUN_ENDED, RUN_STARTED, Launch, RunOptions, StartedEngine, normalise
 from loadgen.load.runstate import Plan
 from loadgen.load.stages import StageTracker, build_stages
 from loadgen.runs.lifecycle import OwnedRun
@@ -58,6 +59,7 @@ class CoordinatorRun:
     references_sent: bool = False
     claim_max_rate: float | None = None  # sweep.claim_max_rate: a level ends early once the claim cannot hold
     per_canary: int = 0  # canaries per level and canary id
+    engine: StartedEngine | None = None  # the engine ``loadgen run --ui`` started, where this run went to it
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class CoordinatorSide:
     def current(self) -> CoordinatorRun:
         """The run going now, prepared on first use: the shape's first tick comes before ``test_start``."""
         if self.run is None:
-            run_dir, owned = self._prepare()
+            run_dir, owned, started = self._prepare()
             plan = Plan.of(run_dir)
             scenario = parse_scenario(plan.scenario, f"{run_dir}/manifest.json")
             sweep = scenario.sweep
@@ -92,15 +94,16 @@ class CoordinatorSide:
                 sweep.spawn_rate,
                 claim_max_rate=sweep.claim_max_rate,
                 per_canary=sweep.canaries_per_level,
+                engine=started,
             )
             self.environment.host = plan.base_url
             assert self.environment.runner is not None
             self.environment.runner.send_message("lg_plan", plan.to_msg())
             self._publish()
-            log.info("run folder: %s", run_dir)
+            log.info("%s%s", RUN_STARTED, run_dir)
         return self.run
 
-    def _prepare(self) -> tuple[Path, OwnedRun | None]:
+    def _prepare(self) -> tuple[Path, OwnedRun | None, StartedEngine | None]:
         """The run folder, and the run this process owns: none when ``loadgen run`` prepared the folder and
         owns it (headless); else this process prepares a new one per start (web UI, plain ``locust -f``),
         begins it and ends it when the start is over."""
@@ -110,11 +113,26 @@ class CoordinatorSide:
             status = read_manifest(run_dir).run_status
             if status is None or status.ended:
                 raise UsageError(f"{run_dir}: --run-dir must be a run folder that is not over yet (status {status})")
-            return run_dir, None
+            return run_dir, None, None
         base_url = opts.host or self.environment.host or None
         source, scenario = self._start_scenario(opts, base_url)
-        run_dir = prepare_run(scenario, source=source, out_dir=Path(opts.out_dir))
-        return run_dir, OwnedRun.begin(run_dir, base_url=base_url, api_key=api_key_of(scenario, source))
+        started = self._started_engine(scenario)
+        extra: dict[str, Any] = {}
+        if started is not None:  # as a headless run records the engine it started (``loadgen.studies.run``)
+            extra = {"engine": started.facts}
+            if started.servers:
+                scenario = with_overrides(scenario, servers=[Server.model_validate(s) for s in started.servers])
+        run_dir = prepare_run(scenario, source=source, out_dir=Path(opts.out_dir), extra=extra)
+        keep_engine_logs(started, run_dir)
+        return run_dir, OwnedRun.begin(run_dir, base_url=base_url, api_key=api_key_of(scenario, source)), started
+
+    def _started_engine(self, scenario: Scenario) -> StartedEngine | None:
+        """The engine ``loadgen run --ui`` started, where this start runs against it (with
+        ``--ui-allow-changes`` a start may point elsewhere: then the run records no engine)."""
+        started = StartedEngine.of(self.launch.options_namespace())
+        if started is None or (scenario.endpoint.base_url or "").rstrip("/") != started.url.rstrip("/"):
+            return None
+        return started
 
     def _start_scenario(self, opts: RunOptions, base_url: str | None) -> tuple[str, Scenario]:
         """The scenario a start runs. Its API key goes only to the host the process was started with, whatever
@@ -242,11 +260,24 @@ class CoordinatorSide:
         except OSError as exc:  # a full disk: the owner still ends the run, and says what it could not write
             log.error("%s: cannot record the run's facts (%s)", st.run_dir / "manifest.json", exc.strerror or exc)
         if st.owned is not None:
+            keep_engine_logs(st.engine, st.run_dir)
             try:
                 st.owned.end()
                 log.info("report: %s", st.run_dir / "report.html")
             except LoadgenError as exc:
                 log.error("report for %s failed: %s", st.run_dir, exc)
+        log.info("%s%s", RUN_ENDED, st.run_dir)  # the last word on this run: ``loadgen run --ui`` reads it
+
+
+def keep_engine_logs(started: StartedEngine | None, run_dir: Path) -> None:
+    """The started engine's logs, as they stand, copied into the run folder under their names (``engine.log``):
+    at the start of a run and again at its end, as a headless run keeps them (the engine outlives the run and
+    goes on writing to its own file)."""
+    for log_path in started.logs if started is not None else []:
+        try:
+            shutil.copyfile(log_path, run_dir / Path(log_path).name)
+        except OSError as exc:
+            log.warning("engine log %s not copied into %s: %s", log_path, run_dir, exc.strerror or exc)
 
 
 def attach_coordinator(environment: Environment, launch: Launch) -> CoordinatorSide:

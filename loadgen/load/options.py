@@ -13,6 +13,7 @@ out-dir and run-dir only with ``--ui-allow-changes``; no other option ever.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,13 @@ def add_arguments(parser: Any) -> None:
         help="a run folder already prepared by 'loadgen run' (internal)",
     )
     group.add_argument(
+        "--started-engine",
+        type=str,
+        default="",
+        include_in_web_ui=False,
+        help="JSON: the engine 'loadgen run --ui' started for this host, its logs and servers (internal)",
+    )
+    group.add_argument(
         "--ui-allow-changes",
         action="store_true",
         default=False,
@@ -83,6 +91,38 @@ def normalise(parsed: Any) -> RunOptions:
         labels=parse_labels(get("labels", "")),
         host=str(host).rstrip("/") if host else None,
     )
+
+
+# what the coordinator logs as a run starts and once it is over (reports written): ``loadgen run --ui`` follows
+# each run on the terminal from these lines of Locust's log (``loadgen.studies.ui_session``)
+RUN_STARTED = "run folder: "
+RUN_ENDED = "run ended: "
+
+
+@dataclass(frozen=True, slots=True)
+class StartedEngine:
+    """What ``loadgen run --ui`` started before Locust (``--started-engine``), for each start's run folder to
+    record as a headless run does: the manifest's ``engine``, the engines behind the URL (``endpoint.servers``)
+    and the logs to keep in the run folder (``engine.log``, a topology's one per process)."""
+
+    url: str
+    facts: dict[str, Any]
+    logs: list[str]
+    servers: list[dict[str, Any]]
+
+    def to_option(self) -> str:
+        return json.dumps({"url": self.url, "facts": self.facts, "logs": self.logs, "servers": self.servers})
+
+    @classmethod
+    def of(cls, parsed: Any) -> StartedEngine | None:
+        raw = getattr(parsed, "started_engine", "") if parsed is not None else ""
+        if not raw:
+            return None
+        try:
+            data = json.loads(raw)
+            return cls(str(data["url"]), dict(data["facts"]), [str(p) for p in data["logs"]], list(data["servers"]))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UsageError(f"--started-engine: not what 'loadgen run --ui' passes ({exc})") from None
 
 
 FIXED_AT_LAUNCH = ("host", "scenario", "out_dir", "run_dir")

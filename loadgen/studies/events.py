@@ -49,6 +49,29 @@ class LoadEnded:
 
 
 @dataclass(frozen=True)
+class UiReady:
+    """``loadgen run --ui``: Locust's web UI is starting at ``url``; its own output goes to ``log``."""
+
+    url: str
+    log: Path
+
+
+@dataclass(frozen=True)
+class UiNotice:
+    """A warning or error Locust's web UI process logged (a refused start, a failed report)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """A run started from the web UI is over and its reports are written (or failed): its folder, its status."""
+
+    run_dir: Path
+    status: RunStatus | None
+
+
+@dataclass(frozen=True)
 class CellStarted:
     index: int  # 1-based
     cells: int
@@ -87,6 +110,9 @@ ProgressEvent = (
     | Probing
     | LoadStarted
     | LoadEnded
+    | UiReady
+    | UiNotice
+    | RunEnded
     | CellStarted
     | CellEnded
     | BootStarted

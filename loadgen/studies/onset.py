@@ -38,6 +38,7 @@ from loadgen.core.manifest import EngineFacts, RunStatus, create_run_dir, now_is
 from loadgen.core.scenario import load_scenario, with_overrides
 from loadgen.core.scenario.schema import MAX_LEVEL
 from loadgen.core.stats import wilson
+from loadgen.studies.events import Progress, no_progress
 from loadgen.studies.onset_search import bracket, next_level
 from loadgen.studies.run import check_options, endpoint_for, keep_logs_in, run
 from reports.model import Reference, Report
@@ -61,6 +62,20 @@ RISK = (
 def upper_bound_95(n: int) -> float:
     """The exact one-sided 95% upper bound on a rate after 0 events in n trials (about 3/n)."""
     return float(1.0 - 0.05 ** (1.0 / n))
+
+
+def bound_line(result: OnsetResult) -> str:
+    """What the levels tried bound, in words: the rule's bound at each level found clean, or that there is none
+    (no level tried was clean; the baseline, level 0, is the reference and bounds nothing)."""
+    clean = sorted(r.level for r in result.levels if r.verdict == CLEAN)
+    if not clean:
+        return "none: no level tried was clean (level 0 is the baseline the others are compared with, not a test)"
+    n = result.canaries_per_level
+    which = f"level {clean[0]}" if len(clean) == 1 else f"levels {', '.join(map(str, clean))} (each)"
+    return (
+        f"{which}: 0 divergences in {n} canaries per canary: its divergence rate is below {upper_bound_95(n):.1%} "
+        f"at 95% confidence (about 3/n = {3.0 / n:.1%})"
+    )
 
 
 def rule_block(n: int) -> dict[str, Any]:
@@ -215,9 +230,11 @@ def onset(
     labels: dict[str, str] | None = None,
     engine_args: list[str] | None = None,
     on_level: Callable[[LevelResult], None] | None = None,
+    progress: Progress = no_progress,
 ) -> OnsetResult:
     """Search the onset; each visited level is a run folder under ``<study>/level-<L>/``, and
-    ``<study>/onset.json`` is rewritten after every level (a killed search keeps what it found)."""
+    ``<study>/onset.json`` is rewritten after every level (a killed search keeps what it found). ``progress``
+    hears the engine start and each level's run (``loadgen.studies.events``), as ``loadgen run``'s does."""
     check_onset_options(max_level)
     check_options(out_dir, 0)
     source = str(scenario_path)
@@ -232,7 +249,8 @@ def onset(
     study = create_run_dir(out_dir, f"{scenario.name}-onset")
     result = OnsetResult(study, max_level, n)
     started = now_iso()
-    with endpoint_for(scenario, engine_args or [], log_dir=study) as (scenario, engine, engine_info):
+    started_here = endpoint_for(scenario, engine_args or [], log_dir=study, progress=progress)
+    with started_here as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
         keep_logs_in(engine, study)
         first: dict[str, tuple[str, Any] | None] | None = None
@@ -245,6 +263,7 @@ def onset(
                 canaries_per_level=n,
                 labels={**scenario.labels, "onset_study": study.name},
                 servers=scenario.endpoint.servers or None,
+                progress=progress,
             )
             report = load_report(ran.run_dir / "report.json")
             refs = {str(c.get("id")): _reference(ran.run_dir, c["reference"]) for c in report["canaries"]}

@@ -36,9 +36,20 @@ from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
 from loadgen.launchers.topology import RunningTopology, keep_failed_logs, start_topology
+from loadgen.load.options import StartedEngine
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, prepare_run
-from loadgen.studies.events import EngineReady, EngineStarting, LoadEnded, LoadStarted, Probing, Progress, no_progress
+from loadgen.studies.events import (
+    EngineReady,
+    EngineStarting,
+    LoadEnded,
+    LoadStarted,
+    Probing,
+    Progress,
+    UiReady,
+    no_progress,
+)
+from loadgen.studies.ui_session import LOG_NAME, UiSession, Watcher
 
 LOCUSTFILE = Path(__file__).parents[1] / "load" / "locustfile.py"
 STOP_TIMEOUT_S = 30.0  # background requests in flight at the end get this long to finish, then are cut
@@ -47,10 +58,11 @@ MAX_PROCESSES = 1024  # Locust worker processes: beyond any host's cores, and a 
 
 @dataclass
 class RunResult:
-    run_dir: Path  # the run folder (headless) or the folder that receives them (web UI)
+    run_dir: Path  # the run folder (headless; web UI: the last run's, else the folder that receives them)
     status: RunStatus | None  # the run's final status; None after a web UI session (each start has its own)
     locust_exit: int
     headline: list[str] = field(default_factory=list)  # said first: the endpoint failed, records were lost
+    runs: list[Path] = field(default_factory=list)  # a web UI session's: every run started from it, in order
 
 
 def _locust_base(base_url: str, scenario_path: str, out_dir: Path) -> list[str]:
@@ -121,10 +133,12 @@ def ui_command(
     web_port: int,
     web_login: bool = False,
     allow_changes: bool = False,
+    started: StartedEngine | None = None,
 ) -> list[str]:
     """Locust's web UI on the scenario. A start from its form runs against this host and scenario, into this
     folder, unless ``allow_changes``; ``web_login``: Locust asks for the user and password from the environment
-    (``loadgen.load.options.web_credentials``)."""
+    (``loadgen.load.options.web_credentials``); ``started``: the engine started here for it, which every run
+    folder records as a headless run's does."""
     assert scenario.endpoint.base_url is not None
     labels = ",".join(f"{k}={v}" for k, v in scenario.labels.items())
     ui_flags = [*(["--web-login"] if web_login else []), *(["--ui-allow-changes"] if allow_changes else [])]
@@ -141,7 +155,42 @@ def ui_command(
         "--web-port",
         str(web_port),
         *ui_flags,
+        *(["--started-engine", started.to_option()] if started is not None else []),
     ]
+
+
+def started_engine(scenario: Scenario, engine: Started, facts: EngineFacts) -> StartedEngine:
+    """What the web UI's run folders record of the engine started here: its facts (the manifest's ``engine``),
+    the engines behind its URL (a topology's), and the logs each run folder keeps a copy of."""
+    assert scenario.endpoint.base_url is not None
+    logs = engine.logs() if isinstance(engine, RunningTopology) else [engine]
+    return StartedEngine(
+        url=scenario.endpoint.base_url,
+        facts=dict(facts),
+        logs=[str(e.log_path.resolve()) for e in logs],
+        servers=[s.model_dump(mode="json") for s in scenario.endpoint.servers],
+    )
+
+
+def _web_url(host: str, port: int) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def _run_ui(cmd: list[str], out_dir: Path, url: str, progress: Progress) -> RunResult:
+    """Locust's web UI until it exits; its output goes to ``out_dir/locust-ui.log``, read as it grows
+    (``loadgen.studies.ui_session``) so that ``progress`` hears of each run started from the UI."""
+    log_path = out_dir / LOG_NAME
+    out_dir.mkdir(parents=True, exist_ok=True)  # checked writable (``check_options``), not left made
+    with open(log_path, "ab") as log:
+        offset = os.fstat(log.fileno()).st_size
+        progress(UiReady(url, log_path))
+        proc = spawn(cmd, stdout=log, stderr=subprocess.STDOUT)
+    watcher = Watcher(UiSession(log_path, offset, progress))
+    try:
+        code = _wait_forwarding_signals(proc)
+    finally:
+        runs = watcher.stop()
+    return RunResult(runs[-1] if runs else out_dir, None, code, runs=runs)
 
 
 def check_options(out_dir: Path, processes: int) -> None:
@@ -327,6 +376,7 @@ def run(
     with started as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
         if ui:
+            with_engine = started_engine(scenario, engine, engine_info) if engine and engine_info else None
             cmd = ui_command(
                 scenario,
                 source,
@@ -335,8 +385,9 @@ def run(
                 web_port=web_port,
                 web_login=web_login,
                 allow_changes=ui_allow_changes,
+                started=with_engine,
             )
-            return RunResult(out_dir, None, _wait_forwarding_signals(spawn(cmd)))
+            return _run_ui(cmd, out_dir, _web_url(web_host, web_port), progress)
         engine_info = engine_info or engine_facts
         extra = {"engine": engine_info} if engine_info else {}
         progress(Probing(scenario.endpoint.base_url))

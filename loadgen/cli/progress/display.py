@@ -10,6 +10,7 @@ command ends, and the lines written with ``note`` stay). Nothing here knows abou
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import IO, Protocol
@@ -38,7 +39,15 @@ class Display(Protocol):
     def run(self, snap: Snapshot, started_at: float) -> None:
         """A run's progress; ``started_at`` is the ``time.monotonic()`` at which its load began."""
 
+    def out(self, lines: list[str]) -> None:
+        """Lines for standard output (a web UI run's end: its summary and folder), written between redraws."""
+
     def close(self) -> None: ...
+
+
+def _print_out(lines: list[str]) -> None:
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    sys.stdout.flush()
 
 
 class QuietDisplay:
@@ -50,6 +59,9 @@ class QuietDisplay:
 
     def run(self, snap: Snapshot, started_at: float) -> None:
         pass
+
+    def out(self, lines: list[str]) -> None:
+        _print_out(lines)
 
     def close(self) -> None:
         pass
@@ -89,11 +101,16 @@ class PlainDisplay:
         for stage in snap.stages[:finished]:
             if stage.index not in self._reported and stage.done:
                 self._reported.add(stage.index)
-                self._write(f"{stage_name(stage)} done: {stage_figures(stage)}; {totals(snap, now - started_at)}")
+                totals_then = totals(snap, now - started_at, through=stage.index)  # not later stages' canaries
+                self._write(f"{stage_name(stage)} done: {stage_figures(stage)}; {totals_then}")
                 self._last_line = now
         if snap.current is not None and now - self._last_line >= self.every_s:
             self._last_line = now
             self._write(f"progress: {progress_line(snap, now - started_at)}")
+
+    def out(self, lines: list[str]) -> None:
+        with self._lock:
+            _print_out(lines)
 
     def close(self) -> None:
         pass
@@ -126,6 +143,14 @@ class LiveDisplay:
     def run(self, snap: Snapshot, started_at: float) -> None:
         with self._lock:
             self._snap, self._started_at = snap, started_at
+
+    def out(self, lines: list[str]) -> None:
+        # not under the lock: stopping waits for the refresh thread, which takes it to draw
+        self._live.stop()  # the view erased, the lines printed, the view drawn again below them
+        try:
+            _print_out(lines)
+        finally:
+            self._live.start()
 
     def close(self) -> None:
         self._live.stop()

@@ -45,6 +45,9 @@ class Snapshot:
     errors: int
     seconds_left: float | None  # None until a canary has come back
     unplanned: int  # records that belong to no stage of the plan (never expected; shown, not hidden)
+    # the time left is a floor: stages to come run at a level above the one whose pace it was measured at (a
+    # busier engine answers each canary more slowly), so the run takes at least this long, likely longer
+    left_at_least: bool = False
     buffered: bool = False  # a canary's process found its streamed background coming in one piece
 
 
@@ -112,12 +115,13 @@ class RunProgress:
             return last
         return last + 1 if last + 1 < len(self.plan) else None
 
-    def _seconds_per_canary(self, current: int) -> float | None:
-        """Mean time per canary in the current stage, else in the latest stage before it with records."""
+    def _seconds_per_canary(self, current: int) -> tuple[float, int] | None:
+        """Mean time per canary in the current stage, else in the latest stage before it with records; and the
+        stage it was measured in."""
         for i in range(current, -1, -1):
             first, last = self._first_sent[i], self._last_end[i]
             if self.done[i] and first is not None and last is not None:
-                return max(last - first, 0.0) / self.done[i]
+                return max(last - first, 0.0) / self.done[i], i
         return None
 
     def _figures(self, stage: Stage) -> tuple[int | None, int | None]:
@@ -150,8 +154,13 @@ class RunProgress:
             if current is None
             else sum(max(s.quota - self.done[i], 0) for i, s in enumerate(self.plan[current:], current))
         )
-        per = None if current is None else self._seconds_per_canary(current)
-        seconds_left = 0.0 if current is None else (None if per is None else left * per)
+        measured = None if current is None else self._seconds_per_canary(current)
+        seconds_left = 0.0 if current is None else (None if measured is None else left * measured[0])
+        at_least = (
+            current is not None
+            and measured is not None
+            and any(s.level > self.plan[measured[1]].level for s in self.plan[current:])
+        )
         return Snapshot(
             stages=tuple(stages),
             current=current,
@@ -161,4 +170,5 @@ class RunProgress:
             seconds_left=seconds_left,
             unplanned=self.unplanned,
             buffered=self.buffered,
+            left_at_least=at_least,
         )

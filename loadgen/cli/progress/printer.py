@@ -34,6 +34,9 @@ from loadgen.studies.events import (
     LoadStarted,
     Probing,
     ProgressEvent,
+    RunEnded,
+    UiNotice,
+    UiReady,
 )
 
 
@@ -47,6 +50,7 @@ class ProgressPrinter:
         self._started_at = 0.0
         self._cell = ""  # "cell 2 of 4 (name): " while a matrix cell runs
         self._boot = ""  # "boot 3 of 6: " while a cold-boot study runs
+        self._ui = ""  # what a web UI session waits for between runs
         self._broken = False
         self._said_buffered = False  # the run's background was found buffered, and the display told
 
@@ -80,6 +84,15 @@ class ProgressPrinter:
                 self._end_load()
                 if reporting:
                     d.status(self._where("writing the reports"))
+            case UiReady(url=url, log=log):
+                self._ui = f"web UI at {url}: waiting for a start from its form (Ctrl-C ends the session)"
+                d.note(visible(f"web UI at {url}; Locust's log: {log}"))
+                d.status(visible(self._ui))
+            case UiNotice(text=text):
+                d.note(visible(text))
+            case RunEnded():
+                if self._ui:
+                    d.status(visible(self._ui))
             case CellStarted(index=i, cells=n, name=name):
                 self._cell = f"cell {i} of {n} ({name}): "
                 d.note(visible(f"cell {i} of {n}: {name}"))
@@ -105,6 +118,10 @@ class ProgressPrinter:
         snap = self.last = follower.stop()
         took = clock(time.monotonic() - self._started_at)
         self.display.note(self._where(f"load done: {snap.done}/{snap.quota} canaries, {snap.errors} errors in {took}"))
+
+    def out(self, lines: list[str]) -> None:
+        """Lines for standard output while the display is open (a web UI run's summary and folder)."""
+        self.display.out(lines)
 
     def close(self) -> None:
         if self.follower is not None:

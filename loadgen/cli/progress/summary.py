@@ -34,8 +34,22 @@ def summary_lines(report: Report) -> list[str]:
 
 def read_summary(run_dir: Path) -> list[str]:
     """The summary of ``run_dir/report.json``; nothing when it is missing or unreadable (``--no-report``)."""
+    report = read_report(run_dir)
+    return [] if report is None else summary_lines(report)
+
+
+def read_report(run_dir: Path) -> Report | None:
+    """``run_dir/report.json``, or None when it is missing or unreadable (``--no-report``)."""
     try:
         report = orjson.loads((run_dir / "report.json").read_bytes())
-        return summary_lines(report) if is_report(report) else []
+        summary_lines(report)  # one that cannot be summarised is no report here
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
-        return []
+        return None
+    return report if is_report(report) else None
+
+
+def headline_of(report: Report | None) -> list[str]:
+    """What the report says before any figure (the endpoint failed, records were lost): a web UI run's, which
+    this process did not end itself."""
+    health = report.get("health") if report is not None else None
+    return [str(line) for line in health.get("headline") or []] if isinstance(health, dict) else []

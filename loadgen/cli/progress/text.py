@@ -55,10 +55,15 @@ BUFFERED = (
 )
 
 
-def totals(snap: Snapshot, elapsed_s: float) -> str:
-    """``41/65 canaries, 0:31 elapsed, about 0:12 left``."""
-    left = "" if snap.current is None else f", about {clock(snap.seconds_left)} left"
-    return f"{snap.done}/{snap.quota} canaries, {clock(elapsed_s)} elapsed{left}"
+def totals(snap: Snapshot, elapsed_s: float, through: int | None = None) -> str:
+    """``41/65 canaries, 0:31 elapsed, about 0:12 left`` (``at least 0:12 left`` while busier levels are still
+    to come than the one the pace was measured at); ``through``: the canaries of the stages up to that index
+    only (a stage's "done" line, written when later stages' records came in the same read)."""
+    done = snap.done if through is None else sum(s.done for s in snap.stages[: through + 1])
+    left = ""
+    if snap.current is not None:
+        left = f", {'at least' if snap.left_at_least else 'about'} {clock(snap.seconds_left)} left"
+    return f"{done}/{snap.quota} canaries, {clock(elapsed_s)} elapsed{left}"
 
 
 def progress_line(snap: Snapshot, elapsed_s: float) -> str:

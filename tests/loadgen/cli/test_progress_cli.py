@@ -105,6 +105,8 @@ def test_a_log_sees_plain_lines_that_agree_with_the_report(tmp_path: Path) -> No
     report = report_of(run_dir)
     done = [line for line in err if " done: canaries " in line]
     assert [line.split(" done:")[0] for line in done] == ["warm-up", "baseline", "level 0", "level 2"]
+    for line, through in zip(done, [1, 5, 8, 11], strict=True):  # the canaries up to that stage, none later
+        assert f"; {through}/11 canaries, " in line, line
     for line, level in zip(done[2:], report["levels"], strict=True):
         figures = f"canaries 3/3, unique {level['unique_completions']}, diverged {level['diverged']}, errors 0"
         assert figures in line, (line, level)

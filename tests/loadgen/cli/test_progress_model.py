@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadgen.cli.progress.model import RunProgress, Snapshot
-from loadgen.cli.progress.text import progress_line, stage_figures
+from loadgen.cli.progress.text import progress_line, stage_figures, totals
 from loadgen.core.record import CanaryRecord
 from loadgen.core.scenario import Scenario, parse_scenario
 from loadgen.load.stages import Stage, build_stages
@@ -191,3 +191,18 @@ def test_records_outside_the_plan_are_counted_apart_never_as_progress() -> None:
     model.add([stray])
     snap = model.snapshot()
     assert snap.unplanned == 1 and snap.done == 0 and snap.current == 0
+
+
+def test_a_stage_s_done_count_holds_no_later_canary_and_the_time_left_is_a_floor_before_busier_levels() -> None:
+    s = scenario(1, [0, 4], 2, 1, 2, 0)  # warm-up 1, baseline 2, level 0: 2, level 4: 2
+    model = RunProgress(s)
+    model.add(records_for(s, [(True, 0)] * 4))  # warm-up, baseline and level 0's first in one read
+    snap = model.snapshot()
+    assert totals(snap, 1.0, through=0).startswith("1/7 canaries, ")  # warm-up done: its own canary only
+    assert totals(snap, 1.0, through=1).startswith("3/7 canaries, ")
+    # paced at level 0, with level 4 to come: a floor, said as one
+    assert snap.left_at_least and snap.seconds_left == 3 * 0.5
+    assert totals(snap, 1.0).endswith("at least 0:02 left")
+    model.add(records_for(s, [(True, 0)] * 6)[4:])  # level 4's first canary: paced at the busiest level now
+    snap = model.snapshot()
+    assert snap.current == 3 and not snap.left_at_least and totals(snap, 1.0).endswith("about 0:00 left")

@@ -124,7 +124,24 @@ def test_onset_is_the_level_with_k_plus_one_in_flight(
     assert f"onset: level {k} (highest clean level {k - 1})" in out.stdout
     assert "rule: a level is clean when all 2 canaries" in out.stdout and "95% confidence" in out.stdout
     assert "risk: " in out.stdout and "hide below the onset" in out.stdout
+    clean = ", ".join(str(level) for level in sorted(tried) if level < k)
+    assert f"bound: level{'s' if k > 2 else ''} {clean}" in out.stdout and "below 77.6%" in out.stdout
     _check_levels_as_the_server_saw_them(server, study, data)
+
+
+@pytest.mark.parametrize("server", [1], indirect=True)
+def test_a_search_that_found_no_clean_level_states_no_bound_and_shows_progress(server: str, tmp_path: Path) -> None:
+    """Level 1 diverges at once: no level tried was clean, so no bound is printed for one; each level's run
+    shows its progress on stderr as ``loadgen run`` does, and stdout keeps only the result."""
+    out, data, _ = _search(server, tmp_path, 8)
+    assert data["onset_level"] == 1 and data["levels_tried"] == [1]
+    bound = next(line for line in out.stdout.splitlines() if line.startswith("bound: "))
+    assert bound.startswith("bound: none: no level tried was clean"), bound
+    assert "0 divergences" not in out.stdout
+    assert "level 1: divergent (2 canaries, 2 diverged (rate 95% CI " in out.stdout
+    assert "run folder " in out.stderr and "level 1 done: canaries 2/2" in out.stderr
+    assert "load done: 3/3 canaries, 0 errors" in out.stderr
+    assert "run folder" not in out.stdout
 
 
 @pytest.mark.parametrize("server", [100], indirect=True)
