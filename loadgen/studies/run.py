@@ -31,6 +31,7 @@ from pathlib import Path
 
 from loadgen.core.errors import EngineError, UsageError
 from loadgen.core.manifest import EngineFacts, RunStatus, read_manifest, update_manifest
+from loadgen.core.runfiles import open_append
 from loadgen.core.scenario import LauncherSpec, Scenario, Server, TopologySpec, load_scenario, with_overrides
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
@@ -396,7 +397,7 @@ def run(
         # the engine is stopped by endpoint_for on the way out, after the reports: its log is in place already
         owned = OwnedRun.begin(run_dir, base_url=scenario.endpoint.base_url, api_key=api_key_of(scenario, source))
         try:
-            with open(run_dir / "locust.log", "ab") as log:
+            with open_append(run_dir / "locust.log") as log:
                 cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)
                 progress(LoadStarted(run_dir, scenario))
                 code = _wait_forwarding_signals(spawn(cmd, stdout=log, stderr=subprocess.STDOUT))
