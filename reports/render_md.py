@@ -24,9 +24,11 @@ __all__ = [
     "fork_count",
     "fork_rule",
     "held",
+    "level_cells",
     "levels_table",
     "others",
     "pct",
+    "rate_cell",
     "render_markdown",
     "text",
 ]
@@ -80,6 +82,25 @@ def held(co: CoResidency | None) -> str:
     return "—" if measured == 0 else f"{co['held']}/{measured}"
 
 
+def rate_cell(rate: float | None, ci95: list[float] | None) -> str:
+    """``rate (95% CI)``: ``41.7% (19.3–68.0%)``; the web UI's live table writes its own rate this way too."""
+    return f"{pct(rate)} ({ci(ci95)})"
+
+
+def level_cells(lv: Level) -> dict[str, str]:
+    """A level's cells that only the finished report has, as its per-level table writes them (``levels_table``;
+    the web UI's table shows these same strings once the run's report is written, ``loadgen.load.live``)."""
+    dr = lv["logprob_drift"]
+    co = lv.get("co_residency")
+    return {
+        "rate": rate_cell(lv["divergence_rate"], lv["divergence_rate_ci95"]),
+        "drift_max": fmt(None if dr is None else dr["max"]),
+        "bitwise": pct(None if dr is None else dr["bitwise_equal_share"]),
+        "others": others_cell(lv) or others(co),
+        "held_throughout": held(co),
+    }
+
+
 def levels_table(levels: list[Level]) -> list[str]:
     rows = [
         "| concurrency | canaries | errors | unique | diverged | rate (95% CI) | first div. min/med/max | drift max | "
@@ -88,15 +109,12 @@ def levels_table(levels: list[Level]) -> list[str]:
     ]
     for lv in levels:
         fd = lv["first_divergence"]
-        dr = lv["logprob_drift"]
-        co = lv.get("co_residency")
+        cells = level_cells(lv)
         fd_txt = "—" if fd is None else f"{fd['min']}/{fmt(fd['median'])}/{fd['max']}"
         rows.append(
             f"| {lv['concurrency']} | {lv['canaries']} | {lv['errors']} | {lv['unique_completions']} | "
-            f"{fmt(lv['diverged'])} | {pct(lv['divergence_rate'])} ({ci(lv['divergence_rate_ci95'])}) | "
-            f"{fd_txt} | "
-            f"{fmt(None if dr is None else dr['max'])} | {pct(None if dr is None else dr['bitwise_equal_share'])} | "
-            f"{others_cell(lv) or others(co)} | {held(co)} |"
+            f"{fmt(lv['diverged'])} | {cells['rate']} | {fd_txt} | {cells['drift_max']} | {cells['bitwise']} | "
+            f"{cells['others']} | {cells['held_throughout']} |"
         )
     return rows
 

@@ -31,12 +31,14 @@ from loadgen.core.errors import LoadgenError, UsageError
 from loadgen.core.manifest import read_manifest, update_manifest
 from loadgen.core.scenario import Scenario, Server, load_scenario, parse_scenario, with_overrides
 from loadgen.load.coordination import Coordinator, claim_stop
-from loadgen.load.live import LiveTable
+from loadgen.load.live import LiveTable, with_report
 from loadgen.load.options import RUN_ENDED, RUN_STARTED, Launch, RunOptions, StartedEngine, normalise
 from loadgen.load.runstate import Plan
 from loadgen.load.stages import StageTracker, build_stages
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, prepare_run
+from reports.model import Report
+from reports.writer import load_report
 from scenarios import path_of
 
 log = logging.getLogger("loadgen")
@@ -240,7 +242,8 @@ class CoordinatorSide:
         st, self.run = self.run, None
         if st is None:
             return
-        self.ended = EndedRun(st.run_dir, st.live.rows())
+        rows = st.live.rows()
+        self.ended = EndedRun(st.run_dir, rows)
         tracker = st.coordinator.tracker
         vanished = self._vanished_workers(st)
         if vanished:
@@ -261,12 +264,25 @@ class CoordinatorSide:
             log.error("%s: cannot record the run's facts (%s)", st.run_dir / "manifest.json", exc.strerror or exc)
         if st.owned is not None:
             keep_engine_logs(st.engine, st.run_dir)
+            report = None
             try:
                 st.owned.end()
                 log.info("report: %s", st.run_dir / "report.html")
+                report = written_report(st.run_dir)
             except LoadgenError as exc:
                 log.error("report for %s failed: %s", st.run_dir, exc)
+            # the table's report-only cells (drift, others, held throughout) from the report just written
+            self.ended = EndedRun(st.run_dir, with_report(rows, report))
         log.info("%s%s", RUN_ENDED, st.run_dir)  # the last word on this run: ``loadgen run --ui`` reads it
+
+
+def written_report(run_dir: Path) -> Report | None:
+    """The run's ``report.json`` as written at its end; None (and a warning) where it cannot be read back."""
+    try:
+        return load_report(run_dir / "report.json")
+    except LoadgenError as exc:
+        log.warning("web UI table: the report's own figures are not shown: %s", exc)
+        return None
 
 
 def keep_engine_logs(started: StartedEngine | None, run_dir: Path) -> None:

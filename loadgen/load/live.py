@@ -1,4 +1,4 @@
-"""Live per-level figures while a run is going: canaries, errors, unique, diverged, earliest divergence.
+"""Live per-level figures while a run is going: canaries, errors, unique, diverged, rate, earliest divergence.
 
 Why: a user watching the web UI should see determinism break as it happens, not only in the final
 report. Workers send tiny completion summaries (``summarise``: a hash per identity kind the
@@ -7,8 +7,14 @@ coordinator folds them here. Identity, divergence and the reference are ``loadge
 rules, applied per canary as the report applies them (the strongest kind every completion so far
 carried; the modal baseline completion, the earliest first on a tie: baseline canaries come from the
 one canary user, one at a time, so they arrive in the order they were sent), so the live table and
-the report agree (``tests/loadgen/load/test_live_matches_report.py``). Pure: no Locust, no I/O. The
-final report is the authority.
+the report agree (``tests/loadgen/load/test_live_matches_report.py``). The divergence rate and its
+interval are ``loadgen.core.stats``'s, written as the report writes them (``reports.render_md.rate_cell``);
+**held at send** is the record's ``background_held_at_send`` (this process's background slots that held a
+started request when the cell's last canary went out, of the level), as progress shows it. The columns
+only the finished report has (drift max, bitwise equal, others, **held throughout**: they need each
+canary's logprobs against the reference and the engine's measured co-residency over its life) read
+``PENDING`` until the report is written, then its own cells (``with_report``, ``reports.render_md.level_cells``).
+Pure: no Locust, no I/O. The final report is the authority.
 """
 
 from __future__ import annotations
@@ -27,8 +33,13 @@ from loadgen.core.identity import (
     identity_hash,
     reference_index,
 )
+from loadgen.core.stats import ratio, wilson
+from reports.model import Report
+from reports.render_md import level_cells, rate_cell
 
 References = dict[str, dict[IdentityKind, list[Any]]]  # canary -> kind -> reference completion (msgpack-safe)
+PENDING = "at the end"  # a report-only cell while the run goes (module docstring)
+REPORT_ONLY = ("drift_max", "bitwise", "others", "held_throughout")
 
 
 def summarise(
@@ -42,6 +53,7 @@ def summarise(
     tokens: Sequence[str] | None,
     text: str | None,
     reference: dict[IdentityKind, list[Any]] | None,
+    background_held: int | None = None,
 ) -> dict[str, Any]:
     """One canary completion as the coordinator needs it: small and msgpack-safe."""
     ok = status == "ok"
@@ -59,6 +71,7 @@ def summarise(
         "hashes": {kind: identity_hash(seq) for kind, seq in idents.items()},
         "identity": {kind: list(seq) for kind, seq in idents.items()} if phase == "baseline" else None,
         "first_div": first_div if reference is not None else None,
+        "held_at_send": background_held,  # the record's background_held_at_send (None for a burst copy)
     }
 
 
@@ -69,6 +82,7 @@ class Cell:
     hashes: dict[str, set[str]] = field(default_factory=dict)  # kind -> distinct completions
     diverged: Counter[str] = field(default_factory=Counter)  # kind -> diverged completions
     earliest: dict[str, int] = field(default_factory=dict)  # kind -> earliest first divergence
+    held_at_send: int | None = None  # the last canary's background slots held at its send, where recorded
 
 
 @dataclass
@@ -101,6 +115,8 @@ class LiveTable:
         canary = str(msg["canary"])
         cell = self.cells.setdefault((canary, "baseline" if phase == "baseline" else str(msg["level"])), Cell())
         cell.canaries += 1
+        if phase == "sweep" and msg.get("held_at_send") is not None:
+            cell.held_at_send = int(msg["held_at_send"])
         hashes: dict[str, str] = msg.get("hashes") or {}
         if msg["status"] != "ok" or not hashes:
             cell.errors += 1
@@ -150,7 +166,14 @@ class LiveTable:
         out = []
         for (c, lvl), cell in sorted(self.cells.items(), key=lambda kv: order(kv[0])):
             kind = self.kinds[c].kind if c in self.kinds else "text"
-            diverged: int | str = cell.diverged[kind] if lvl != "baseline" and c in self.references else "—"
+            compared = lvl != "baseline" and c in self.references
+            diverged: int | str = cell.diverged[kind] if compared else "—"
+            completions = cell.canaries - cell.errors
+            interval = wilson(cell.diverged[kind], completions)
+            rate = ratio(cell.diverged[kind], completions) if compared else None
+            ci95 = list(interval) if compared and interval is not None else None
+            later = "—" if lvl == "baseline" else PENDING
+            held = cell.held_at_send
             out.append(
                 {
                     "canary": c,
@@ -159,8 +182,24 @@ class LiveTable:
                     "errors": cell.errors,
                     "unique": len(cell.hashes.get(kind, ())),
                     "diverged": diverged,
+                    "rate": rate_cell(rate, ci95) if lvl != "baseline" else "—",
                     "earliest": cell.earliest.get(kind, "—"),
+                    **dict.fromkeys(REPORT_ONLY, later),
+                    "held_at_send": f"{held}/{lvl}" if lvl not in ("baseline", "0") and held is not None else "—",
                     "identity": kind,
                 }
             )
         return out
+
+
+def with_report(rows: list[dict[str, Any]], report: Report | None) -> list[dict[str, Any]]:
+    """``rows`` of a run that ended, with each sweep level's report-only cells, and its rate, as its report writes
+    them (``reports.render_md.level_cells``); a row the report has no level for (the baseline), or every row where
+    there is no report, gets no figure there."""
+    canaries = report["canaries"] if report is not None else []
+    levels = {(str(c["id"]), str(lv["concurrency"])): lv for c in canaries for lv in c["levels"]}
+    out = []
+    for row in rows:
+        lv = levels.get((str(row["canary"]), str(row["level"])))
+        out.append({**row, **dict.fromkeys(REPORT_ONLY, "—")} if lv is None else {**row, **level_cells(lv)})
+    return out

@@ -258,6 +258,7 @@ def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str
         tokens=record.tokens,
         text=record.text,
         reference=st.references.get(record.canary_id),
+        background_held=record.background_held_at_send,
     )
 
 

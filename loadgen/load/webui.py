@@ -1,7 +1,9 @@
 """The "Batch invariance" tab in Locust's web UI, the run's report served from it, and the UI's guard.
 
 Why: users start scenarios from the web UI and should watch determinism live: a table per canary
-and level (canaries, errors, unique completions, diverged, earliest divergence) refreshed with
+and level (canaries, errors, unique completions, diverged, divergence rate with its 95% interval,
+earliest divergence, held at send; and the report's drift max, bitwise equal, others and held
+throughout, filled in once the run's report is written: ``loadgen.load.live``) refreshed with
 Locust's own stats poll, charts of the same rows beside it, and a link to the finished report. Uses
 Locust's extension points (``extended_tabs``/``extended_tables``/``extended_stats``,
 ``extended_csv_files``) and its Flask app; runs inside the Locust process. The table is Locust's
@@ -52,7 +54,13 @@ COLUMNS = [
     ("errors", "Errors"),
     ("unique", "Unique completions"),
     ("diverged", "Diverged"),
+    ("rate", "Rate (95% CI)"),
     ("earliest", "Earliest divergence"),
+    ("drift_max", "Drift max"),
+    ("bitwise", "Bitwise equal"),
+    ("others", "Others min/med/max"),
+    ("held_at_send", "Held at send"),
+    ("held_throughout", "Held throughout"),
 ]
 
 

@@ -226,3 +226,64 @@ def _live_table(base: str) -> list[dict[str, object]]:
     (tab,) = stats["extended_stats"]
     rows: list[dict[str, object]] = tab["data"]
     return rows
+
+
+def test_the_table_gains_the_reports_per_level_cells(
+    engine_url: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    """The tab's table has the report's per-level columns: rate (95% CI) as report.md writes it while the run
+    goes, held at send from the records (the last canary's background slots, of the level, as progress shows
+    it), and once the report is written its drift max, bitwise equal, others and held throughout, the very
+    cells of report.md's per-level table."""
+    runs = tmp_path / "runs"
+    log_path = tmp_path / "ui.log"
+    with open(log_path, "wb") as log:
+        cmd = ["run", "--ui", "--host", engine_url, "--web-port", str(free_port), "--out", str(runs)]
+        proc = subprocess.Popen([sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{free_port}"
+        wait_http(base + "/")
+        with urllib.request.urlopen(base + "/", timeout=10) as resp:
+            page = resp.read().decode()
+        for title in ("Rate (95% CI)", "Drift max", "Bitwise equal", "Others min/med/max", "Held at send"):
+            assert title in page  # the table's structure, in the page's template arguments
+        assert "Held throughout" in page
+        form = {"scenario": "quickstart", "levels": "0,2", "canaries_per_level": "3"}
+        run_dir = _start_and_wait(base, runs, proc, form)
+        deadline = time.monotonic() + 30
+        while any(row["held_throughout"] == "at the end" for row in _live_table(base)):
+            assert time.monotonic() < deadline, "the report's cells never reached the table"
+            time.sleep(0.2)
+        table = _live_table(base)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log_path.read_text()[-2000:]
+    report_rows = _report_md_levels(run_dir / "report.md")
+    records = [r for r in read_jsonl(run_dir / "canaries.jsonl").rows if r["phase"] == "sweep"]
+    sweep = [row for row in table if row["level"] != "baseline"]
+    assert [row["level"] for row in sweep] == ["0", "2"] and set(report_rows) == {"0", "2"}
+    for row in sweep:
+        md = report_rows[str(row["level"])]
+        assert [str(row[k]) for k in ("canaries", "errors", "unique", "diverged")] == md[1:5]
+        assert [row[k] for k in ("rate", "drift_max", "bitwise", "others", "held_throughout")] == [
+            md[5],
+            *md[7:11],
+        ]
+    assert "/" in report_rows["2"][10]  # measured: the embedded engine says its batch sizes
+    last = [r for r in records if r["level"] == 2][-1]
+    assert sweep[1]["held_at_send"] == f"{last['background_held_at_send']}/2"
+    assert sweep[0]["held_at_send"] == "—"  # level 0 holds nothing
+
+
+def _report_md_levels(path: Path) -> dict[str, list[str]]:
+    """report.md's per-level table of its one canary: concurrency -> the row's cells."""
+    lines = path.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("| concurrency | canaries |"))
+    out = {}
+    for line in lines[at + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        out[cells[0]] = cells
+    return out

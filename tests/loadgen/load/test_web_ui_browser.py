@@ -25,6 +25,21 @@ import pytest
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRED = os.environ.get("LOADGEN_BROWSER_TESTS") == "1"
 pytestmark = pytest.mark.skipif(not CHROMIUM and not REQUIRED, reason="no Chromium installed")
+HEADINGS = (
+    "Canary",
+    "Concurrency",
+    "Canaries",
+    "Errors",
+    "Unique completions",
+    "Diverged",
+    "Rate (95% CI)",
+    "Earliest divergence",
+    "Drift max",
+    "Bitwise equal",
+    "Others min/med/max",
+    "Held at send",
+    "Held throughout",
+)  # the tab's columns, in order (loadgen.load.webui.COLUMNS)
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -77,6 +92,9 @@ def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:
         page.get_by_role("tab", name="Batch invariance").click()
         table = page.locator("table").first
         expect(table).to_contain_text("Unique completions")
+        # the report's per-level columns (rate, drift max, bitwise equal, others, held throughout) and progress's
+        # held at send beside the live counts
+        expect(table.locator("thead th")).to_have_text(list(HEADINGS))
         # the tab fills while the run goes: the level-16 row appears with all 5 canaries counted (its
         # concurrency cell is exactly "16": another level's row may hold a 16 in another cell)
         level16 = page.locator("td:nth-child(2)", has_text=re.compile(r"^\s*16\s*$"))
@@ -97,8 +115,13 @@ def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:
         page.reload()
         expect(page.locator("header")).to_contain_text("stopped", ignore_case=True, timeout=30_000)
         page.get_by_role("tab", name="Batch invariance").click()
-        cells = [c.inner_text() for c in row16.first.locator("td").all()]
-        assert cells[:3] == ["story", "16", "5"]
+        cells = dict(zip(HEADINGS, [c.inner_text() for c in row16.first.locator("td").all()], strict=True))
+        assert [cells["Canary"], cells["Concurrency"], cells["Canaries"]] == ["story", "16", "5"]
+        # the report's own cells once it is written (test_web_ui.py compares them with report.md's)
+        assert re.fullmatch(r"\d+\.\d% \(\d+\.\d–\d+\.\d%\)", cells["Rate (95% CI)"]), cells
+        assert re.fullmatch(r"\d+/\d+/\d+", cells["Others min/med/max"]), cells  # the engine's batch sizes
+        assert re.fullmatch(r"\d+/5", cells["Held throughout"]) and re.fullmatch(r"\d+/16", cells["Held at send"])
+        assert "at the end" not in cells.values()
         expect(charts).to_have_attribute("data-levels", "0 4 16")  # placed again after the reload
         _check_charts_match_table(page)
         if shot := os.environ.get("LOADGEN_SCREENSHOT"):
@@ -122,9 +145,15 @@ def _check_charts_match_table(page: Any) -> None:
     rows = page.locator("table").first.locator("tbody tr").all()
     table: dict[int, tuple[int, int, str, str]] = {}
     for row in rows:
-        _, level, canaries, errors, unique, diverged, earliest = [c.inner_text() for c in row.locator("td").all()]
-        if level != "baseline":
-            table[int(level)] = (int(canaries) - int(errors), int(unique), diverged, earliest)
+        cells = dict(zip(HEADINGS, [c.inner_text() for c in row.locator("td").all()], strict=True))
+        if (level := cells["Concurrency"]) != "baseline":
+            completions = int(cells["Canaries"]) - int(cells["Errors"])
+            table[int(level)] = (
+                completions,
+                int(cells["Unique completions"]),
+                cells["Diverged"],
+                cells["Earliest divergence"],
+            )
     assert sorted(table) == [0, 4, 16]
     expected: dict[str, dict[int, float]] = {
         "Unique completions vs concurrency": {lv: u for lv, (_, u, _, _) in table.items()},
