@@ -8,16 +8,20 @@ column; ``collectors.fastcolumns`` builds the same columns faster and is checked
 
 Numbers no analysis can use: a logprob or an alternative's logprob that is null, not a number, NaN,
 infinite or beyond ``MAX_ABS_LOGPROB`` (``±1.7e308`` would overflow every difference), and a time
-that is not finite, become NaN (missing) and are counted per record in ``unusable_numbers``. Raises
-``RunFolderError`` (naming the file) for an unknown schema or a missing required field. Must not
-print, and must not import Locust or anything under ``loadgen`` but errors.
+that is not finite, become NaN (missing) and are counted per record in ``unusable_numbers``. A record
+whose value no column can hold (``record_problem``: token ids that are not a list of integers 0 or
+more, a canary id that is not a string, a level that is not a count, ...) is skipped, and its line and
+the reason are kept in ``FileRead.malformed``: one odd record among thousands does not lose the run.
+Raises ``RunFolderError`` (naming the file) for an unknown schema or a missing required field. Must
+not print, and must not import Locust or anything under ``loadgen`` but errors.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -28,7 +32,7 @@ import orjson
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.coresidency import segment_stats
-from collectors.jsonl import iter_objects
+from collectors.jsonl import iter_numbered
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import SCHEMA, CanaryRecord
 from loadgen.core.runfiles import open_regular
@@ -118,6 +122,70 @@ class FileRead:
     skipped: int
     skipped_lines: list[int]
     torn_tail: bool = False  # the last line has no newline and is not a record: a write cut short
+    # of ``skipped_lines``, those that were JSON objects no column can hold: line -> why (``record_problem``)
+    malformed: dict[int, str] = field(default_factory=dict)
+
+
+_INT64_MAX = 2**63 - 1
+_INTS = frozenset((int,))
+_STRS = frozenset((str,))
+
+
+def _ids_ok(v: Any) -> bool:
+    return v is None or (
+        type(v) is list and (not v or (set(map(type, v)) <= _INTS and min(v) >= 0 and max(v) <= _INT64_MAX))
+    )
+
+
+def _strings_ok(v: Any) -> bool:
+    return v is None or (type(v) is list and set(map(type, v)) <= _STRS)
+
+
+def _count_ok(v: Any) -> bool:
+    return v is None or (type(v) is int and 0 <= v <= _INT64_MAX)
+
+
+Check = tuple[Callable[[Any], bool], str]
+# the sequences first, then the scalars: both builders check in this order, so they name the same field
+SEQUENCE_CHECKS: dict[str, Check] = {
+    "token_ids": (_ids_ok, "null or a list of token ids (integers 0 or more)"),
+    "tokens": (_strings_ok, "null or a list of strings"),
+}
+SCALAR_CHECKS: dict[str, Check] = {
+    "canary_id": (lambda v: type(v) is str, "a string"),
+    "level": (_count_ok, "null or an integer 0 or more"),
+    "inflight_at_send": (_count_ok, "null or an integer 0 or more"),
+    "text": (lambda v: v is None or type(v) is str, "null or a string"),
+}
+
+
+def shown(value: Any, limit: int = 40) -> str:
+    """``value`` as JSON, cut to about ``limit`` characters: what a message quotes of a field."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def field_problem(name: str, value: Any, check: Check) -> str | None:
+    ok, expected = check
+    return None if ok(value) else f"{name} is {shown(value)}, expected {expected}"
+
+
+def record_problem(raw: Mapping[str, Any], checks: Mapping[str, Check] | None = None) -> str | None:
+    """Why a decoded canary record cannot become a row of the columns (the field, what it holds and what
+    was expected), or None. Only the keys present are checked; by default every field of
+    ``SEQUENCE_CHECKS`` and ``SCALAR_CHECKS``. The other fields have rules of their own: a logprob, an
+    alternative or a time that is no usable number becomes NaN and is counted (``unusable_numbers``); a
+    request, usage or batch-size list of another shape counts as absent."""
+    for name, check in (checks if checks is not None else _ALL_CHECKS).items():
+        if name in raw and (problem := field_problem(name, raw[name], check)):
+            return problem
+    return None
+
+
+_ALL_CHECKS = {**SEQUENCE_CHECKS, **SCALAR_CHECKS}
 
 
 def _torn_tail(path: Path, skipped: list[int]) -> bool:
@@ -240,13 +308,21 @@ class ColumnBuilder:
         self._pending: list[dict[str, Any]] = []
 
     def add_file(self, path: Path) -> FileRead:
-        """Stream one canaries*.jsonl file in; a torn or corrupt line is skipped and counted."""
+        """Stream one canaries*.jsonl file in; a torn or corrupt line, or a record no column can hold, is
+        skipped and counted."""
         skipped: list[int] = []
+        malformed: dict[int, str] = {}
         count = 0
-        for row in iter_objects(path, skipped):
+        for n, row in iter_numbered(path, skipped):
+            check_schema(row, where=f"{path} line {n}")
+            if problem := record_problem(row):
+                skipped.append(n)
+                malformed[n] = problem
+                continue
             count += 1
-            self.add(row, where=f"{path} record {count}", file=path.name)
-        return FileRead(path.name, count, len(skipped), skipped, _torn_tail(path, skipped))
+            self.add(row, where=f"{path} line {n}", file=path.name)
+        skipped.sort()
+        return file_read(path, count, skipped, malformed)
 
     def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
         self._add_scalars(raw, where=where, file=file)
@@ -260,13 +336,7 @@ class ColumnBuilder:
 
     def _add_scalars(self, raw: dict[str, Any], *, where: str, file: str) -> None:
         """Check the record's schema and required fields; append its frame values."""
-        if raw.get("schema") != SCHEMA:
-            raise RunFolderError(
-                f"{where}: canary record schema {raw.get('schema')!r} is not supported (expected {SCHEMA})"
-            )
-        missing = _REQUIRED - raw.keys()
-        if missing:
-            raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
+        check_schema(raw, where=where)
         for k in SCALARS:
             self._scalars[k].append(raw.get(k))
         self._scalars["file"].append(file)
@@ -378,6 +448,24 @@ class ColumnBuilder:
             logprobs=_widen(self._lps, np.nan) if self._lps else np.zeros((0, 0)),
             top_gap=_widen(self._gaps, np.nan) if self._gaps else np.zeros((0, 0)),
         )
+
+
+def check_schema(raw: Mapping[str, Any], *, where: str) -> None:
+    """A ``RunFolderError`` for a record of an unknown schema or without a required field."""
+    if raw.get("schema") != SCHEMA:
+        raise RunFolderError(
+            f"{where}: canary record schema {shown(raw.get('schema'))} is not supported (expected {SCHEMA})"
+        )
+    missing = _REQUIRED - raw.keys()
+    if missing:
+        raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
+
+
+def file_read(path: Path, records: int, skipped: list[int], malformed: dict[int, str]) -> FileRead:
+    """What was read from one canary file; its tail is torn when its last line is unreadable and lacks
+    its newline (a malformed record is a whole line)."""
+    unreadable = [n for n in skipped if n not in malformed]
+    return FileRead(path.name, records, len(skipped), skipped, _torn_tail(path, unreadable), malformed)
 
 
 def batch_others(sizes: list[Any]) -> tuple[FloatMatrix, FloatMatrix, FloatMatrix]:

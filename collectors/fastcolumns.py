@@ -33,13 +33,18 @@ import orjson
 
 from collectors.columns import (
     MAX_ABS_LOGPROB,
+    SCALAR_CHECKS,
+    SEQUENCE_CHECKS,
     ColumnBuilder,
     FileRead,
     FloatMatrix,
     _list_or_none,
-    _torn_tail,
+    check_schema,
+    field_problem,
+    file_read,
     pad_flat,
     pad_float,
+    record_problem,
     top_gap_counted,
 )
 from collectors.linecut import Cut, cut
@@ -52,7 +57,6 @@ _PAIR = frozenset((list, tuple))
 _NUMBERS_OR_NULL = frozenset((float, int, type(None)))  # ``_num``: a null is NaN, as numpy converts None
 _INT = frozenset((int,))
 _STR = frozenset((str,))
-_MISSING = object()
 READ_BUFFER = 1 << 20  # a line is about 13 KB: the default 8 KB buffer would be filled twice per line
 _DISTINCT_KEPT = 4096  # distinct sequence values remembered (about 50 MB of 128-token values at most)
 _TRIAL_RECORDS = 1024  # after this many records, a field repeated in fewer than a quarter stops being remembered
@@ -66,50 +70,64 @@ class FastColumnBuilder(ColumnBuilder):
     def __init__(self) -> None:
         super().__init__()
         self._texts: dict[str, str] = {}
-        # per sequence field: value bytes -> parsed value, so equal values are parsed once and share one object
-        # (None once a field's values were seen not to repeat: each is then parsed as it comes)
-        self._parsed: dict[str, dict[bytes, Any] | None] = {k: {} for k in _FIELDS}
+        # per sequence field: value bytes -> parsed value and why no column can hold it (``record_problem``), so
+        # equal values are parsed and checked once and share one object (None once a field's values were seen not
+        # to repeat: each is then parsed as it comes)
+        self._parsed: dict[str, dict[bytes, tuple[Any, str | None]] | None] = {k: {} for k in _FIELDS}
         self._repeats = dict.fromkeys(_FIELDS, 0)
         self._cut_records = 0
 
     def add_file(self, path: Path) -> FileRead:
         try:
             with open_regular(path, buffering=READ_BUFFER) as fh:
-                count, _, skipped = self.add_lines(fh, path)
+                count, _, skipped, malformed = self.add_lines(fh, path)
         except OSError as exc:
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-        return FileRead(path.name, count, len(skipped), skipped, _torn_tail(path, skipped))
+        return file_read(path, count, skipped, malformed)
 
-    def add_lines(self, lines: Iterable[bytes], path: Path) -> tuple[int, int, list[int]]:
+    def add_lines(self, lines: Iterable[bytes], path: Path) -> tuple[int, int, list[int], dict[int, str]]:
         """Every line of ``lines`` (of ``path``, numbered from 1) that is a record: how many were, how many
-        lines there were, and the numbers of those skipped as not a JSON object (blank lines are neither)."""
+        lines there were, the numbers of those skipped (not a JSON object, or a record no column can hold;
+        blank lines are neither) and, of those, the records' reasons (``record_problem``)."""
         skipped: list[int] = []
+        malformed: dict[int, str] = {}
         count = n = 0
         for n, line in enumerate(lines, start=1):
             if line[:1] != b"{" and not line.strip():  # a record starts with "{": no copy of it
                 continue
-            if self.add_line(line, where=f"{path} record {count + 1}", file=path.name):
+            problem = self.add_line(line, where=f"{path} line {n}", file=path.name)
+            if problem is None:
                 count += 1
-            else:
-                skipped.append(n)
-        return count, n, skipped
+                continue
+            skipped.append(n)
+            if problem:
+                malformed[n] = problem
+        return count, n, skipped, malformed
 
-    def add_line(self, line: bytes, *, where: str, file: str) -> bool:
-        """One line of a canary file; False (nothing added) when it is not a JSON object: the caller skips it."""
+    def add_line(self, line: bytes, *, where: str, file: str) -> str | None:
+        """One line of a canary file: None when it was added; else nothing is added and the caller skips it,
+        told why: ``""`` for a line that is not a JSON object, the problem for a record no column can hold."""
         parts = cut(line)
-        if parts is not None and (row := self._sequences(parts)) is not None:
+        if parts is not None and (got := self._sequences(parts)) is not None:
+            row, problem = got
+            check_schema(parts.head, where=where)
+            if problem or (problem := record_problem(parts.head, SCALAR_CHECKS)):
+                return problem
             self._add_scalars(parts.head, where=where, file=file)
             row["engine_batch_sizes"] = parts.head.get("engine_batch_sizes")
             self._add_pending(row)
-            return True
+            return None
         try:
             raw = orjson.loads(line)
         except orjson.JSONDecodeError:
-            return False
+            return ""
         if type(raw) is not dict:
-            return False
+            return ""
+        check_schema(raw, where=where)
+        if problem := record_problem(raw):
+            return problem
         self.add(raw, where=where, file=file)
-        return True
+        return None
 
     def add(self, raw: dict[str, Any], *, where: str = "record", file: str = "") -> None:
         self._add_scalars(raw, where=where, file=file)
@@ -122,32 +140,37 @@ class FastColumnBuilder(ColumnBuilder):
         if isinstance(text, str):
             texts[-1] = self._texts.setdefault(text, text)
 
-    def _sequences(self, parts: Cut) -> dict[str, Any] | None:
-        """The four sequence values of a cut line, each parsed once per distinct value; None when one is not
-        one complete JSON value (the caller parses the whole line)."""
+    def _sequences(self, parts: Cut) -> tuple[dict[str, Any], str | None] | None:
+        """The four sequence values of a cut line, each parsed and checked (``record_problem``) once per
+        distinct value, and the first problem among them; None when one is not one complete JSON value (the
+        caller parses the whole line)."""
         got: dict[str, Any] = {}
+        first: str | None = None
         for name in _FIELDS:
             value = getattr(parts, name)
             seen = self._parsed[name]
-            parsed = _MISSING if seen is None else seen.get(value, _MISSING)
-            if parsed is _MISSING:
+            known = None if seen is None else seen.get(value)
+            if known is None:
                 try:
                     parsed = _top(value) if name == "top_logprobs" else orjson.loads(value)
                 except orjson.JSONDecodeError:
                     return None
+                check = SEQUENCE_CHECKS.get(name)
+                known = parsed, None if check is None else field_problem(name, parsed, check)
                 if seen is not None:
                     if len(seen) >= _DISTINCT_KEPT:  # many distinct values: keep memory bounded, start again
                         seen.clear()
-                    seen[value] = parsed
+                    seen[value] = known
             else:
                 self._repeats[name] += 1
-            got[name] = parsed
+            got[name] = known[0]
+            first = first or known[1]
         self._cut_records += 1
         if self._cut_records == _TRIAL_RECORDS:  # values that rarely repeat are not worth hashing and keeping
             for name, repeats in self._repeats.items():
                 if repeats < _TRIAL_RECORDS // 4:
                     self._parsed[name] = None
-        return got
+        return got, first
 
     def _flat_ids(self, seqs: list[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         distinct = _distinct(seqs, _INT)

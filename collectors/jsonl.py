@@ -114,6 +114,12 @@ class JsonlRead:
 
 def iter_objects(path: Path, skipped: list[int]) -> Iterator[dict[str, Any]]:
     """Each complete JSON object line of a JSONL file; appends the numbers of unreadable lines to ``skipped``."""
+    for _, obj in iter_numbered(path, skipped):
+        yield obj
+
+
+def iter_numbered(path: Path, skipped: list[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``iter_objects`` with each object's 1-based line number."""
     try:
         with open_regular(path) as fh:
             for n, line in enumerate(fh, start=1):
@@ -125,7 +131,7 @@ def iter_objects(path: Path, skipped: list[int]) -> Iterator[dict[str, Any]]:
                     skipped.append(n)
                     continue
                 if isinstance(obj, dict):
-                    yield obj
+                    yield n, obj
                 else:
                     skipped.append(n)
     except OSError as exc:

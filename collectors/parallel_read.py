@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.columns import _GONE, CanaryColumns, ColumnBuilder, FileRead, _torn_tail, _widen
+from collectors.columns import _GONE, CanaryColumns, ColumnBuilder, FileRead, _widen, file_read
 from collectors.fastcolumns import READ_BUFFER, FastColumnBuilder
 from loadgen.core.errors import RunFolderError
 from loadgen.core.runfiles import open_regular, regular_size
@@ -44,6 +44,7 @@ class RangeRead:
     columns: CanaryColumns
     lines: int
     skipped: list[int]
+    malformed: dict[int, str]  # of ``skipped``, the records no column can hold, and why (1-based in the range)
     failed: bool  # a record raised RunFolderError: the caller reads the file sequentially to report it
 
 
@@ -72,12 +73,14 @@ def read_canaries(
     for path in paths:
         mine = [r for (p, _, _), r in zip(tasks, reads, strict=True) if p == path]
         skipped: list[int] = []
+        malformed: dict[int, str] = {}
         before = 0
         for r in mine:
             skipped += [before + n for n in r.skipped]
+            malformed.update((before + n, why) for n, why in r.malformed.items())
             before += r.lines
         records = sum(r.columns.n for r in mine)
-        files.append(FileRead(path.name, records, len(skipped), skipped, _torn_tail(path, skipped)))
+        files.append(file_read(path, records, skipped, malformed))
     return merge_columns([r.columns for r in reads]), files
 
 
@@ -112,12 +115,12 @@ def _read_range(path: Path, start: int, end: int) -> RangeRead:
     try:
         with open_regular(path, buffering=READ_BUFFER) as fh:
             fh.seek(start)
-            _, lines, skipped = builder.add_lines(_lines_before(fh, end), path)
+            _, lines, skipped, malformed = builder.add_lines(_lines_before(fh, end), path)
     except OSError as exc:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     except RunFolderError:  # the caller reads the file sequentially to report it
-        return RangeRead(FastColumnBuilder().finish(), 0, [], failed=True)
-    return RangeRead(builder.finish(), lines, skipped, failed=False)
+        return RangeRead(FastColumnBuilder().finish(), 0, [], {}, failed=True)
+    return RangeRead(builder.finish(), lines, skipped, malformed, failed=False)
 
 
 def _lines_before(fh: BinaryIO, end: int) -> Iterator[bytes]:

@@ -7,7 +7,8 @@ byte range of whole lines. ``reference=True`` reads with the reference builder, 
 benchmarks and the agreement tests compare the two.
 
 Tolerates a torn or corrupt line (skipped and counted per file; a last line cut short without its
-newline is told apart as ``torn_tail``), unknown extra keys (ignored), missing optional keys, and
+newline is told apart as ``torn_tail``), a record with a value no column can hold (skipped, its line
+and reason in ``FileRead.malformed``), unknown extra keys (ignored), missing optional keys, and
 numbers no analysis can use (``collectors.columns``). Raises ``RunFolderError`` (naming the file)
 for an unusable folder or an unknown schema. Must not print, and must not import Locust or anything
 under ``loadgen`` but its ground floor (``loadgen.core``).

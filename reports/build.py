@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from collectors.runfolder import CanaryColumns, RunData
+from collectors.runfolder import CanaryColumns, FileRead, RunData
 from loadgen.core.claims import DEFAULT_MAX_RATE
 from loadgen.core.manifest import Manifest, RunStatus
 from loadgen.core.servers import Side, loaded_side, servers_of
@@ -30,6 +30,7 @@ from reports.model import (
     CacheExpectation,
     Canary,
     CanaryAnalysis,
+    InputFile,
     Report,
     RunSection,
     ScenarioChecks,
@@ -57,15 +58,7 @@ def build_report(run: RunData) -> Report:
         "schema": REPORT_SCHEMA,
         "run": run_section(m),
         "input": {
-            "files": [
-                {
-                    "name": f.name,
-                    "records": f.records,
-                    "skipped_lines": f.skipped,
-                    "skipped_line_numbers": f.skipped_lines,
-                }
-                for f in run.files + run.background_files
-            ],
+            "files": [input_file(f) for f in run.files + run.background_files],
             "records": sum(f.records for f in run.files),
             "skipped_lines": run.skipped_lines,
             "engine_running_joined": joined,
@@ -110,6 +103,19 @@ def build_report(run: RunData) -> Report:
     report["health"]["non_finite_figures"] = non_finite
     report["run"]["notices"] += figures_notice(non_finite)
     return report
+
+
+def input_file(f: FileRead) -> InputFile:
+    """What was read from one file; ``malformed_lines`` only where records were skipped as malformed."""
+    out: InputFile = {
+        "name": f.name,
+        "records": f.records,
+        "skipped_lines": f.skipped,
+        "skipped_line_numbers": f.skipped_lines,
+    }
+    if f.malformed:
+        out["malformed_lines"] = {str(n): why for n, why in sorted(f.malformed.items())}
+    return out
 
 
 def claim_rate(m: Manifest) -> float | None:

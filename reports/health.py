@@ -21,7 +21,7 @@ from loadgen.core.manifest import ResolvedScenario, RunStatus
 from reports.model import CanaryAnalysis, Health, HealthFacts
 
 if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust's processes, which load no pandas
-    from collectors.runfolder import RunData
+    from collectors.runfolder import FileRead, RunData
 
 MIN_TRAILING = 3  # failures in a row at the end that say "the endpoint died", whatever the level size
 DEAD_LEVELS = 2  # ... and at least this many levels' worth: one level lost to bad luck is not a death
@@ -102,7 +102,28 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
         "non_finite_figures": 0,  # set by ``reports.build`` once the report is scrubbed
     }
     headline, notices = _words(facts)
-    return {**facts, "headline": headline, "notices": notices}
+    return {**facts, "headline": headline, "notices": notices + malformed_notices(run.files)}
+
+
+SHOWN_MALFORMED = 3  # records named per file in a notice; report.json's input.files holds every one
+
+
+def malformed_notices(files: Sequence[FileRead]) -> list[str]:
+    """Per canary file with records no column can hold (``collectors.columns.record_problem``), a notice naming
+    the file, how many were skipped and the first lines with the field and what it should have been."""
+    out = []
+    for f in files:
+        if not f.malformed:
+            continue
+        lines = sorted(f.malformed)
+        named = "; ".join(f"line {n}: {f.malformed[n]}" for n in lines[:SHOWN_MALFORMED])
+        more = len(lines) - SHOWN_MALFORMED
+        rest = f"; and {_n(more, 'more line')} (report.json: input.files)" if more > 0 else ""
+        out.append(
+            f"{f.name}: {_n(len(lines), 'record')} skipped, each with a field no analysis can read "
+            f"({named}{rest}); figures cover the other records."
+        )
+    return out
 
 
 def _failed(h: HealthFacts) -> str:

@@ -322,6 +322,8 @@ class InputFile(TypedDict):
     records: int
     skipped_lines: int
     skipped_line_numbers: list[int]
+    # of those, the records no column can hold: line (as a JSON key) -> the field and what it should be
+    malformed_lines: NotRequired[dict[str, str]]
 
 
 class InputSection(TypedDict):

@@ -17,6 +17,7 @@ from collectors.runfolder import load_run
 from loadgen.core.errors import RunFolderError
 from loadgen.core.runfiles import read_regular, write_file
 from reports.build import build_report
+from reports.conform import problems
 from reports.model import REPORT_SCHEMA, Report, is_report
 from reports.render_html import render_html
 from reports.render_md import render_markdown
@@ -53,8 +54,9 @@ def write_reports(run_dir: Path) -> Report:
 def load_report(source: Path) -> Report:
     """The report for a run folder (rebuilt from its records when it has any) or a ``report.json`` file.
 
-    A file is checked for its schema and its ``canaries`` list, then read as the typed report: keys a
-    report from before them lacks are ``NotRequired`` in ``reports.model``."""
+    A file is checked for its schema, then against the typed report (``reports.conform``): a value of another
+    type or a required key missing is refused naming its place (keys a report from before them lacks are
+    ``NotRequired`` in ``reports.model``; keys the model does not know are ignored)."""
     source = Path(source)
     if source.is_dir() and any(source.glob("canaries*.jsonl")):
         return build_report(load_run(source))
@@ -67,4 +69,8 @@ def load_report(source: Path) -> Report:
         raise RunFolderError(f"{path}: cannot read a report ({exc})") from exc
     if not is_report(raw):
         raise RunFolderError(f"{path}: not a report.json of schema {REPORT_SCHEMA} with a 'canaries' list")
+    found = problems(raw, Report)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise RunFolderError(f"{path}: not the report.json this version reads: {found[0]}{more}")
     return raw

@@ -4,9 +4,10 @@ Random run folders, written as JSONL files: records with and without sequences, 
 alternatives that are null, NaN or infinite (written as null, as orjson writes them), beyond
 ``MAX_ABS_LOGPROB``, bools, strings, ints, alternatives that are not pairs, positions that are not
 lists, plus torn, corrupt and non-object lines, lines with one byte changed, repeated lines, lines in
-another key order or with spaces, and requests that hold the sequence keys too. The fast reader, in
-one process and in two, must give the reference builder's frame, matrices, vocabulary and per-file
-counts, or the same error.
+another key order or with spaces, requests that hold the sequence keys too, and records with a value no
+column can hold (token ids that are a string, a canary id that is a list: skipped, with the same reason).
+The fast reader, in one process and in two, must give the reference builder's frame, matrices,
+vocabulary and per-file counts, or the same error.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ def records(draw: Any, i: int) -> dict[str, Any]:
     rec["top_logprobs"] = draw(st.one_of(st.none(), plain, plain, st.lists(position, max_size=n + 1), token))
     if draw(st.integers(0, 9)) == 0:
         del rec[draw(st.sampled_from(["top_logprobs", "logprobs", "tokens", "text", "usage"]))]
+    if draw(st.integers(0, 7)) == 0:  # a value no column can hold: the record is skipped, its line and reason kept
+        odd = st.sampled_from(["abc", 7, -1, 2.5, True, None, [1, "a"], [["a"]], {"a": 1}, [-1], [2**63], ["x"]])
+        rec[draw(st.sampled_from(["token_ids", "tokens", "canary_id", "level", "inflight_at_send", "text"]))] = draw(
+            odd
+        )
     if draw(st.integers(0, 9)) == 0:  # the sequence keys inside the request too, in the record's order
         rec["request"].update(token_ids=[1], tokens=["a"], logprobs=2, top_logprobs=[[["a", -1.0]]], text="x")
     return rec

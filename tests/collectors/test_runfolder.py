@@ -85,7 +85,7 @@ def test_unknown_extra_fields_are_ignored(tmp_path: Path) -> None:
 
 def test_unknown_schema_is_a_clear_error(tmp_path: Path) -> None:
     write(tmp_path, {"canaries.jsonl": lines(record(0, [1], schema=99))})
-    with pytest.raises(RunFolderError, match=r"canaries.jsonl record 1: canary record schema 99 is not supported"):
+    with pytest.raises(RunFolderError, match=r"canaries.jsonl line 1: canary record schema 99 is not supported"):
         load_run(tmp_path)
 
 

@@ -4,19 +4,18 @@ model; this checks the model against the JSON, so a key added through a plain di
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any
 
 import orjson
 import pytest
 from runkit import rec, write_run
-from typing_extensions import get_type_hints, is_typeddict  # typing's and typing_extensions' TypedDicts both
 
 from collectors.client_cpu import ClientCpuSample, ClientCpuWriter, client_cpu_path
 from collectors.runfolder import load_run
 from reports.build import build_report
 from reports.compare import compare_reports
+from reports.conform import problems
 from reports.model import Report, is_report
 from reports.model_compare import Comparison
 
@@ -24,42 +23,9 @@ GOLDEN = Path(__file__).parent / "golden"
 
 
 def conforms(value: Any, tp: Any, where: str) -> list[str]:
-    """Where ``value`` (decoded JSON) departs from the type ``tp`` of ``reports.model``; empty when it conforms."""
-    if tp is Any or tp is object:
-        return []
-    if is_typeddict(tp):
-        if not isinstance(value, dict):
-            return [f"{where}: {type(value).__name__}, expected an object ({tp.__name__})"]
-        hints = get_type_hints(tp)
-        out = [f"{where}.{k}: not in {tp.__name__}" for k in value if k not in hints]
-        out += [f"{where}.{k}: required by {tp.__name__}, missing" for k in tp.__required_keys__ if k not in value]
-        for k, v in value.items():
-            if k in hints:
-                out += conforms(v, hints[k], f"{where}.{k}")
-        return out
-    origin, args = get_origin(tp), get_args(tp)
-    if origin in (Union, types.UnionType):
-        tried = [conforms(value, arm, where) for arm in args]
-        return [] if any(not t for t in tried) else min(tried, key=len)
-    if origin is Literal:
-        return [] if value in args else [f"{where}: {value!r} not one of {args}"]
-    if origin is list:
-        if not isinstance(value, list):
-            return [f"{where}: {type(value).__name__}, expected a list"]
-        return [e for i, item in enumerate(value) for e in conforms(item, args[0], f"{where}[{i}]")]
-    if origin is dict:
-        if not isinstance(value, dict):
-            return [f"{where}: {type(value).__name__}, expected an object"]
-        return [e for k, v in value.items() for e in conforms(k, args[0], where) + conforms(v, args[1], f"{where}.{k}")]
-    if tp is type(None):
-        return [] if value is None else [f"{where}: {value!r}, expected null"]
-    if tp is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return [] if ok else [f"{where}: {value!r}, expected a number"]
-    if tp in (int, str, bool):
-        ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool))
-        return [] if ok else [f"{where}: {value!r}, expected {tp.__name__}"]
-    raise AssertionError(f"{where}: the walker does not know {tp!r}")
+    """Where ``value`` (decoded JSON) departs from the type ``tp`` of ``reports.model``, keys the model lacks
+    included (``reports.conform.problems``, strict)."""
+    return problems(value, tp, where, strict=True)
 
 
 def full_run(tmp_path: Path) -> Path:
@@ -117,7 +83,7 @@ def test_a_comparison_conforms_too(tmp_path: Path) -> None:
     [
         (lambda r: r["canaries"][0]["levels"][0].update(surprise=1), "levels[0].surprise: not in Level"),
         (lambda r: r["run"].pop("notices"), "run.notices: required by RunSection, missing"),
-        (lambda r: r["canaries"][0]["overall"].update(errors="2"), "overall.errors: '2', expected int"),
+        (lambda r: r["canaries"][0]["overall"].update(errors="2"), "overall.errors: '2', expected an integer"),
     ],
 )
 def test_the_walker_fails_on_what_the_model_does_not_say(change: Any, says: str) -> None:
