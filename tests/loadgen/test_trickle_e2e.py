@@ -17,20 +17,18 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import orjson
 import pytest
 from fault_server import whole
+from local_http import LocalServer, QuietHandler, serving
 
 GAUGES = b'vllm:num_requests_running{model_name="m"} 1\nvllm:num_requests_waiting{model_name="m"} 0\n'
 TRICKLE_EVERY_S = 0.2
 
 
-class TrickleServer(ThreadingHTTPServer):
-    daemon_threads = True
-
+class TrickleServer(LocalServer):
     def __init__(self, mode: str) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.mode = mode  # "head": everything trickles its headers; "metrics": /metrics its body; "gate": after one
@@ -38,17 +36,9 @@ class TrickleServer(ThreadingHTTPServer):
         self.metrics_asked = 0
         self.lock = threading.Lock()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(QuietHandler):
     server: TrickleServer
-
-    def log_message(self, *_: object) -> None:
-        pass
 
     def _trickle(self, head: bytes) -> None:
         """``head`` at once, then a byte every 0.2 s until the test ends: every wait short, never done."""
@@ -59,13 +49,6 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.close_connection = True
 
-    def _send(self, body: bytes, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def do_GET(self) -> None:
         if self.server.mode == "head":
             return self._trickle(b"HTTP/1.1 200 OK\r\nX-Pad: ")
@@ -74,10 +57,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.server.metrics_asked += 1
                 first = self.server.metrics_asked == 1
             if self.server.mode == "gate" and first:
-                return self._send(GAUGES, "text/plain")
+                return self.send_body(200, GAUGES, "text/plain")
             return self._trickle(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000000\r\n\r\n")
         if self.path == "/v1/models":
-            return self._send(json.dumps({"object": "list", "data": [{"id": "m"}]}).encode(), "application/json")
+            return self.send_body(200, json.dumps({"object": "list", "data": [{"id": "m"}]}).encode())
         self.send_error(404)
 
     def do_POST(self) -> None:
@@ -85,20 +68,16 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.mode == "head":
             return self._trickle(b"HTTP/1.1 200 OK\r\nX-Pad: ")
         time.sleep(0.3)  # a background request in flight for a while: its slot holds a level
-        self._send(json.dumps(whole()).encode(), "application/json")
+        self.send_body(200, json.dumps(whole()).encode())
 
 
 @pytest.fixture
 def trickle_server(request: pytest.FixtureRequest) -> Iterator[TrickleServer]:
-    server = TrickleServer(request.param)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.stopped.set()
-        server.shutdown()
-        server.server_close()
+    with serving(TrickleServer(request.param)) as server:
+        try:
+            yield server
+        finally:
+            server.stopped.set()  # the trickling answers end, so that the server can shut down
 
 
 SCENARIO = """

@@ -10,58 +10,32 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from fault_server import whole
+from local_http import LocalServer, QuietHandler, serving
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *_: object) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
+class Handler(QuietHandler):
     def do_GET(self) -> None:
         if self.path == "/v1/models":
-            return self._send(200, b'{"object": "list", "data": [{"id": "m"}]}')
-        self._send(404, b"{}")
+            return self.send_body(200, b'{"object": "list", "data": [{"id": "m"}]}')
+        self.send_body(404, b"{}")
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
         if body.get("prompt") != "ok":
             time.sleep(2)  # background: level 1 takes a few seconds to be held, while the test fills the disk
-        self._send(200, json.dumps(whole()).encode())
+        self.send_body(200, json.dumps(whole()).encode())
 
 
 @pytest.fixture
-def server() -> Iterator[Server]:
-    srv = Server(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+def server() -> Iterator[LocalServer]:
+    with serving(LocalServer(("127.0.0.1", 0), Handler)) as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 @pytest.fixture
@@ -112,7 +86,7 @@ def _fill(disk: Path) -> None:
 
 
 def test_a_disk_that_fills_before_the_end_gives_a_status_and_names_the_file(
-    server: Server, small_disk: Path, tmp_path: Path
+    server: LocalServer, small_disk: Path, tmp_path: Path
 ) -> None:
     scenario = tmp_path / "full.toml"
     scenario.write_text(SCENARIO.format(url=server.url))

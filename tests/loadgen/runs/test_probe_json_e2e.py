@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import orjson
 import pytest
 from fault_server import whole
+from local_http import LocalServer, QuietHandler, serving
 
 
 def nested(depth: int) -> str:
@@ -33,50 +32,28 @@ SERVER_INFO = (
 )
 
 
-class JsonServer(ThreadingHTTPServer):
-    daemon_threads = True
-
+class JsonServer(LocalServer):
     def __init__(self, answers: dict[str, str]) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.answers = answers  # GET path -> JSON text, sent as it is
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(QuietHandler):
     server: JsonServer
-
-    def log_message(self, *_: object) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         answer = self.server.answers.get(self.path)
-        self._send(404, b"{}") if answer is None else self._send(200, answer.encode())
+        self.send_body(404, b"{}") if answer is None else self.send_body(200, answer.encode())
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self._send(200, json.dumps(whole()).encode())
+        self.send_body(200, json.dumps(whole()).encode())
 
 
 @pytest.fixture
 def json_server(request: pytest.FixtureRequest) -> Iterator[JsonServer]:
-    server = JsonServer(request.param)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(JsonServer(request.param)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 SCENARIO = """
