@@ -24,7 +24,7 @@ stops it on the way out, after the reports); this module never touches one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,15 +89,19 @@ class OwnedRun:
         update_manifest(run_dir, status=RunStatus.RUNNING)
         return cls(run_dir, scraper, servers=servers)
 
-    def end(self, outcome: RunStatus | None = None, *, report: bool = True) -> RunStatus:
+    def end(
+        self, outcome: RunStatus | None = None, *, report: bool = True, notices_from_caller: Sequence[str] = ()
+    ) -> RunStatus:
         """Stop the scraper, settle the status, write the reports.
 
         ``outcome`` forces a status (a study that failed); otherwise ``settle`` decides: the run finished
         only if the load side recorded ``stages_finished`` (anything else, a signal, a dead Locust, is
-        ``interrupted``), and cleanly only if the endpoint did not fail and nothing was lost."""
+        ``interrupted``), and cleanly only if the endpoint did not fail and nothing was lost.
+        ``notices_from_caller`` (a part of the endpoint that died during the run) go into the manifest
+        with the end's own, by the same write, before the reports are written."""
         if self.status is not None:
             return self.status
-        notices = []
+        notices = list(notices_from_caller)
         metrics = None
         if self.scraper is not None:
             self.scraper.close()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadgen.core.errors import EngineError, UsageError
-from loadgen.core.manifest import EngineFacts, RunStatus, read_manifest, update_manifest
+from loadgen.core.manifest import EngineFacts, RunStatus
 from loadgen.core.runfiles import open_append
 from loadgen.core.scenario import LauncherSpec, Scenario, Server, TopologySpec, load_scenario, with_overrides
 from loadgen.launchers.guard import spawn
@@ -404,7 +404,6 @@ def run(
         finally:
             progress(LoadEnded(run_dir, reporting=report))
             gone = engine.exited() if isinstance(engine, RunningTopology) else []
-            if gone:  # which part of the endpoint failed, said before the reports are written
-                update_manifest(run_dir, notices=[*read_manifest(run_dir).notices, *gone])
-            status = owned.end(report=report)
+            # which part of the endpoint failed: into the manifest by the end's own write, before the reports
+            status = owned.end(report=report, notices_from_caller=gone)
     return RunResult(run_dir, status, code, [*gone, *owned.headline])
