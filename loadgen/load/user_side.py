@@ -138,7 +138,11 @@ def _write_process_file(st: RunState, *, finished: bool) -> None:
         "background_write_failures": st.background.writer.failures,
         "notices": st.engine.notices,  # the held-level gate's: the run's owner puts them in the manifest
     }
-    write_file(st.run_dir / f"process-{st.worker}.json", orjson.dumps(info))
+    path = st.run_dir / f"process-{st.worker}.json"
+    try:
+        write_file(path, orjson.dumps(info))
+    except OSError as exc:  # a full disk: the records' own counts stay; the run's owner settles without this
+        log.warning("could not write %s (%s); this process's record counts are not in the run folder", path, exc)
 
 
 def attach_user_side(environment: Environment) -> UserSide:
