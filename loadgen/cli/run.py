@@ -9,6 +9,7 @@ on a terminal, plain lines otherwise; ``--quiet`` shows no progress and no summa
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from loadgen.core.options import (
     port_option,
     web_credentials,
 )
+from loadgen.core.web_guard import is_loopback
 from loadgen.studies.events import ProgressEvent, RunEnded
 from loadgen.studies.run import run as run_scenario
 from reports.model import Report
@@ -54,7 +56,11 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--label", action="append", default=[], help="k=v recorded in the manifest (repeatable)")
     p.add_argument("--ui", action="store_true", help="open Locust's web UI instead of running headless")
     p.add_argument("--web-port", type=int, default=8089, help="web UI port (with --ui)")
-    p.add_argument("--web-host", default="127.0.0.1", help="web UI bind address (with --ui; default: localhost only)")
+    p.add_argument(
+        "--web-host",
+        default="127.0.0.1",
+        help="web UI bind address (with --ui; default: localhost only; any other needs --web-login)",
+    )
     p.add_argument(
         "--web-login",
         action="store_true",
@@ -95,6 +101,17 @@ def run(args: argparse.Namespace) -> int:
         port_option(args.web_port, "--web-port")  # before an engine starts or a run folder is announced
     if claim is not None and args.ui:
         raise UsageError("--claim-max-rate goes without --ui (with --ui: set sweep.claim_max_rate)")
+    if args.ui and not is_loopback(args.web_host):
+        if not args.web_login:
+            raise UsageError(
+                f"--web-host {args.web_host}: the web UI would answer any host name on a reachable address; "
+                "add --web-login (its password is sent in clear: use it on a trusted network only)"
+            )
+        print(
+            f"loadgen run: web UI bound to {args.web_host}: it answers any host name (no loopback check); "
+            "a login is required",
+            file=sys.stderr,
+        )
     if args.web_login:
         web_credentials()  # a missing password fails here, before an engine starts
     with progress_shown(args.quiet) as progress:

@@ -180,7 +180,9 @@ async def serve(
     runner.start()
     served = Served(opts.enable_prefix_caching, opts.batch_invariant, opts.max_num_seqs, prompt_tokens_details)
     roles = roles or PDConfig(seed=opts.seed, batch_invariant=opts.batch_invariant)
-    app_runner = web.AppRunner(build_app(runner, faults, served, roles), handler_cancellation=True, access_log=None)
+    app_runner = web.AppRunner(
+        build_app(runner, faults, served, roles, bind_host=host), handler_cancellation=True, access_log=None
+    )
     await app_runner.setup()
     site = web.TCPSite(app_runner, host, port)
     await site.start()

@@ -34,6 +34,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
+from loadgen.core.web_guard import foreign_request
 from loadgen.engine import pd
 from loadgen.engine.faults import REFUSED, Fault, FaultCounters, FaultPlan, malformed, strip_identity
 from loadgen.engine.kvcache import BLOCK_TOKENS
@@ -335,6 +336,27 @@ async def reset_prefix_cache(request: web.Request) -> web.Response:
     return _json({"success": dropped})
 
 
+BIND_HOST_KEY = web.AppKey("bind_host", str)
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Another web page, or a DNS-rebound name, may not reset the cache or add load (``loadgen.core.web_guard``)."""
+    why = foreign_request(
+        bind_host=request.app[BIND_HOST_KEY],
+        scheme=request.scheme,
+        host=request.host,
+        method=request.method,
+        origin=request.headers.get("Origin"),
+        referer=request.headers.get("Referer"),
+        server="this engine",
+    )
+    if why is not None:
+        return _error(ApiError(403, why))
+    response: web.StreamResponse = await handler(request)
+    return response
+
+
 @web.middleware
 async def _errors_as_json(request: web.Request, handler: Any) -> web.StreamResponse:
     """aiohttp's own 404/405 become OpenAI-shaped JSON errors."""
@@ -352,11 +374,14 @@ def build_app(
     faults: FaultPlan | None = None,
     served: Served | None = None,
     roles: pd.PDConfig | None = None,
+    bind_host: str = "127.0.0.1",
 ) -> web.Application:
     """``faults``: the ``--fault-*`` plan; None or an inactive plan leaves every answer untouched.
     ``served``: the settings the engine reports about itself (defaults: EngineOptions' defaults).
-    ``roles``: the server's prefill/decode role and side channel (default: ``--role both``)."""
-    app = web.Application(middlewares=[_errors_as_json], client_max_size=4 * 1024 * 1024)
+    ``roles``: the server's prefill/decode role and side channel (default: ``--role both``).
+    ``bind_host``: the address it listens on; on a loopback one it answers loopback host names only."""
+    app = web.Application(middlewares=[_guard, _errors_as_json], client_max_size=4 * 1024 * 1024)
+    app[BIND_HOST_KEY] = bind_host
     app[RUNNER_KEY] = runner
     app[SERVED_KEY] = served or Served()
     if faults is not None and faults.active:

@@ -19,7 +19,9 @@ host and folder of its choosing. So the UI refuses (403) any request whose ``Ori
 state-changing method, else its ``Referer``) is not the UI's own page; browsers send ``Origin`` on
 every cross-origin POST, form or script, so a request with neither header is a script or curl on this
 machine, and goes through. Bound to a loopback address, the UI answers only to loopback host names
-(a DNS-rebound name would otherwise count as its own origin). A start's form may not change host,
+(a DNS-rebound name would otherwise count as its own origin); that rule is ``loadgen.core.web_guard``'s,
+shared with the embedded engine. No answer may be framed by another page, and ``/user`` (Locust's change of
+user classes and counts) is refused: they are fixed at launch. A start's form may not change host,
 scenario or out-dir (``loadgen.load.options.Launch``). ``--web-login`` (Locust's own flag, which
 needs the locustfile to provide the login) gets a user name and password from the environment.
 """
@@ -27,19 +29,18 @@ needs the locustfile to provide the login) gets a user name and password from th
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from flask import Response, jsonify, make_response, redirect, request, send_file, session, url_for
 from flask_login import login_user  # type: ignore[import-untyped]
 from locust.web import WebUI
 
+from loadgen.core.web_guard import NO_FRAMING, foreign_request, is_loopback
 from loadgen.load import live_chart
 
 TAB_KEY = "batch-invariance"
@@ -119,41 +120,42 @@ def install_tab(web_ui: WebUI, *, table: Callable[[], list[dict[str, Any]]], rep
         return response
 
 
-UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOGIN_ROUTE = "/loadgen/login"
 log = logging.getLogger("loadgen")
+# Locust routes a start's policy refuses whatever the form says: ``/user`` changes user classes and counts
+REFUSED_ENDPOINTS = {"locust.update_user": "user classes and counts"}
 
 
 def protect(web_ui: WebUI, *, bind_host: str, check_start: Callable[[Mapping[str, str]], str | None]) -> None:
     """Refuse requests from other web pages, and starts whose form ``check_start`` refuses (module docstring)."""
     app = web_ui.app
     assert app is not None
-    local_only = is_loopback(bind_host)
+    if not is_loopback(bind_host):
+        log.warning("web UI: bound to %s, it answers any host name (no loopback check)", bind_host)
 
     @app.before_request
     def _guard() -> Response | None:
-        name = urlsplit(f"//{request.host}").hostname or ""
-        if local_only and not is_loopback(name):
-            return _refuse(f"host {name!r} refused: this web UI, bound to {bind_host}, answers loopback names only")
-        own = f"{request.scheme}://{request.host}".lower()
-        origin = request.headers.get("Origin")
-        if origin is None and request.method in UNSAFE_METHODS and (referer := request.headers.get("Referer")):
-            parts = urlsplit(referer)
-            origin = f"{parts.scheme}://{parts.netloc}"
-        if origin is not None and origin.lower() != own:
-            return _refuse(f"request from {origin} refused: this web UI takes requests only from its own page, {own}")
+        why = foreign_request(
+            bind_host=bind_host,
+            scheme=request.scheme,
+            host=request.host,
+            method=request.method,
+            origin=request.headers.get("Origin"),
+            referer=request.headers.get("Referer"),
+            server="this web UI",
+        )
+        if why:
+            return _refuse(why)
+        if (what := REFUSED_ENDPOINTS.get(request.endpoint or "")) is not None:
+            return _refuse(f"{what}: fixed when the web UI was started; start it again to change them")
         if request.endpoint == "locust.swarm" and (why := check_start(request.form)):
             return _refuse(why, status=200)  # as Locust answers a bad form value: its page shows the message
         return None
 
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    @app.after_request
+    def _no_framing(response: Response) -> Response:
+        response.headers.update(NO_FRAMING)
+        return response
 
 
 def _refuse(why: str, status: int = 403) -> Response:

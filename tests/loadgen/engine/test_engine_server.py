@@ -219,7 +219,7 @@ def test_client_disconnect_aborts_the_request(url: str) -> None:
     body = json.dumps({"prompt": "the sea", "max_tokens": 400, "stream": True, "ignore_eos": True}).encode()
     sock = socket.create_connection((parts.hostname, parts.port))
     sock.sendall(
-        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         + f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
     )

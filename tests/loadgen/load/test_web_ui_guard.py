@@ -328,3 +328,53 @@ def test_form_may_echo_the_launch_values_spelled_its_own_way(tmp_path: Path) -> 
     opened = Launch.of(SimpleNamespace(**{**vars(launched), "ui_allow_changes": True}))
     assert opened.refusal({"host": "http://other:1", "out_dir": str(tmp_path)}) is None
     assert opened.refusal({"html_file": "x.html"}) is not None  # other options stay closed
+
+
+def test_ui_cannot_be_framed_nor_change_its_users(
+    target: str, watcher: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    """Every answer (a page, a refusal, a redirect to the login) forbids framing by another page; ``/user``
+    (Locust's change of user classes and counts) is refused like any change to the launch policy."""
+    path = scenario(tmp_path)
+    with ui(tmp_path, free_port, wait_http, path, target) as base:
+        opener = urllib.request.build_opener(_NoRedirect)
+        answers = [opener.open(base + "/", timeout=10), opener.open(base + "/stats/requests", timeout=10)]
+        try:
+            opener.open(urllib.request.Request(base + "/", headers={"Origin": "http://evil.example"}), timeout=10)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 403
+            answers.append(exc)
+        assert len(answers) == 3
+        for answer in answers:
+            assert answer.headers["X-Frame-Options"] == "DENY", dict(answer.headers)
+            assert answer.headers["Content-Security-Policy"] == "frame-ancestors 'none'", dict(answer.headers)
+        users = json.dumps({"user_class_name": "CanaryUser", "host": watcher, "fixed_count": 50}).encode()
+        for headers in ({"Origin": base}, {}):
+            req = urllib.request.Request(base + "/user", data=users, headers=headers, method="POST")
+            try:
+                status = opener.open(req, timeout=10).status
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+                assert "fixed when the web UI was started" in json.loads(exc.read())["message"]
+            assert status == 403, headers
+    assert requests_seen(watcher)["requests"] == {}
+
+
+def test_ui_on_every_interface_needs_a_login_and_says_so(
+    target: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    """``--web-host 0.0.0.0`` answers any host name (no loopback check): refused without ``--web-login``;
+    with it, the start says the host check is off, and a foreign host name still meets the login page."""
+    path = scenario(tmp_path)
+    cmd = [sys.executable, "-m", "loadgen", "run", str(path), "--ui", "--host", target, "--web-host", "0.0.0.0"]
+    cmd += ["--web-port", str(free_port)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and "--web-login" in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists()
+    login = {"LOADGEN_WEB_PASSWORD": PASSWORD}
+    extra = ("--web-host", "0.0.0.0", "--web-login")
+    with ui(tmp_path, free_port, wait_http, path, target, *extra, env=login) as base:
+        status, _, location = call(base + "/", headers={"Host": f"rebound.example:{free_port}"})
+        assert status == 302 and "/login" in location
+    log = (tmp_path / f"ui-{free_port}.log").read_text()
+    assert "0.0.0.0" in log and "any host name" in log, log[-2000:]
