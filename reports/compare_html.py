@@ -7,12 +7,10 @@ the cost table. Runs are named by letter, with a legend table at the top (``repo
 (``loadgen matrix d3-2x2``) get their own table, the first request after a boot against the rest, and a
 canary measured at one concurrency level only gets no chart versus concurrency (it would be one dot).
 Pure: the comparison dict and the compared reports in, a self-contained page out (the charts are
-``reports.plots``'; every string from a run goes through ``html.escape``).
+``reports.plots``'; every string from a run goes through ``reports.htmltext.escape``).
 """
 
 from __future__ import annotations
-
-from html import escape
 
 from reports import plots
 from reports.compare_cells import (
@@ -29,6 +27,7 @@ from reports.compare_cells import (
     with_delta,
 )
 from reports.compare_references import broke
+from reports.htmltext import escape
 from reports.model import Report
 from reports.model_compare import ComparedCanary, Comparison, FigureName
 from reports.render_html import esc, page, tok

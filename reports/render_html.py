@@ -1,18 +1,19 @@
 """Self-contained HTML rendering of a finished report: inline CSS and SVG, no script, no network.
 
-Consumes the report only (``reports.model.Report``). Every string that came from a model, a user or a file goes through
-``html.escape``; the report itself is embedded as inert JSON (``type="application/json"``, with
-``<``, ``>`` and ``&`` escaped) for tools that want the numbers from the page.
+Consumes the report only (``reports.model.Report``). Every string that came from a model, a user or a file
+goes through ``reports.htmltext.escape`` (markup and control characters); the report itself is embedded as
+inert JSON (``type="application/json"``, with ``<``, ``>`` and ``&`` escaped) for tools that want the numbers
+from the page.
 """
 
 from __future__ import annotations
 
 import json
-from html import escape
 from typing import Any
 
 from reports import pictures, plots
 from reports.finite import scrub
+from reports.htmltext import escape
 from reports.model import Canary, CoResidencyGroup, Fork, Level, Reference, Report
 from reports.render_md import FORK_CLASSES, ci, claim_heading, fmt, fork_count, fork_rule, headline, held, others, pct
 from reports.render_sides import others_cell, sides_html

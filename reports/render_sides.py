@@ -7,8 +7,7 @@ the report's own builders (numbers and fixed words only here), but the HTML esca
 
 from __future__ import annotations
 
-from html import escape
-
+from reports.htmltext import escape
 from reports.model import CoResidency, CoResidencyGroup, Figures, Sides, SidesHeatmap
 from reports.svg_heatmap import heatmap
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from html import escape
 
 from loadgen.core.errors import visible
 from reports.finite import finite
+from reports.htmltext import escape
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04")
 W, H, L, R, T, B = 560, 260, 56, 12, 28, 40

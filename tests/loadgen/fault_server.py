@@ -27,7 +27,8 @@ one is cut before any byte: an endpoint that dies mid-run. ``/metrics`` answers 
 Authorization header: once (per header value) with a vLLM gauge, then with a 503 whose reason phrase
 echoes the header. Under ``/buffered`` every answer comes ``BUFFER_S`` late and whole, as through a
 buffering proxy: a stream's every event (its three tokens and ``[DONE]``) in one write, so its first and
-last token arrive together.
+last token arrive together. Under ``/bigconfig`` ``/server_info`` (vLLM's dev-mode config) states a 20 MB
+``dtype`` and an attention backend of terminal escapes; completions as usual.
 """
 
 from __future__ import annotations
@@ -303,6 +304,16 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(status=503, reason=f"overloaded; you sent {auth}")
 
 
+async def big_config(_: web.Request) -> web.Response:
+    """vLLM's ``/server_info?config_format=json`` with settings no engine states: 20 MB, and terminal escapes."""
+    config = {
+        "model_config": {"dtype": "bfloat16" + "x" * (20 * MIB), "enforce_eager": False},
+        "attention_config": {"backend": "\x1b]0;owned\x07FLASH" * 1000},
+        "cache_config": {"enable_prefix_caching": True, "block_size": 16},
+    }
+    return web.json_response({"vllm_config": config, "vllm_env": {"VLLM_BATCH_INVARIANT": "0"}})
+
+
 async def seen(_: web.Request) -> web.Response:
     return web.json_response({k: dict(v) for k, v in SEEN.items()})
 
@@ -337,6 +348,9 @@ async def main() -> None:
     app.router.add_get("/buffered/v1/models", models)
     app.router.add_post("/buffered/v1/completions", buffered)
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/bigconfig/v1/models", models)
+    app.router.add_post("/bigconfig/v1/completions", completions)
+    app.router.add_get("/bigconfig/server_info", big_config)
     app.router.add_route("*", "/html/{tail:.*}", html)
     app.router.add_route("*", r"/to/{port:\d+}/{tail:.*}", redirect)
     await serve(app)

@@ -10,6 +10,7 @@ and NUL.
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,49 @@ def test_server_text_is_escaped_in_report_md_and_comparison_md(fault_server: str
     assert all(model_line[i - 1] == "\\" for i, c in enumerate(model_line) if c in "<>`[]")
     # the fork's tokens, in code spans with the escapes visible
     assert "| 1 | `\\x1b[2J\\x00` | `\\x1b]0;owned\\x07` | 2 |" in md
+
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]")  # C0 but line feed and tab, DEL, C1, a bidi override
+
+
+def test_server_text_reaches_report_html_and_comparison_html_without_control_bytes(
+    fault_server: str, tmp_path: Path
+) -> None:
+    """The model id's and the forked tokens' escapes (ESC, an OSC title, BEL, NUL) are shown, not carried."""
+    run_dir = run_scenario(tmp_path, EVIL.format(url=fault_server))
+    cmp = loadgen("compare", str(run_dir), str(run_dir), "--out", str(tmp_path / "cmp"))
+    assert cmp.returncode == 0, cmp.stderr
+    for path in (run_dir / "report.html", tmp_path / "cmp" / "comparison.html"):
+        page = path.read_text(encoding="utf-8")
+        assert not (found := CONTROL.findall(page)), (path, found[:5])
+        assert r"\x1b]0;owned\x07\x00" in page, path  # the model id's escapes, visible
+        assert "<img src=x" not in page  # markup escaped, as before
+
+
+BIG_CONFIG = """
+name = "bigconfig"
+[endpoint]
+base_url = "{url}/bigconfig"
+[[canaries]]
+id = "plain"
+prompt = "ok"
+[sweep]
+levels = [0]
+canaries_per_level = 1
+warmup = 0
+baseline = 1
+"""
+
+
+def test_server_stated_settings_are_capped_as_info_series_are(fault_server: str, tmp_path: Path) -> None:
+    """A 20 MB ``dtype`` in ``/server_info`` is kept as its first characters: the manifest and the report stay
+    small, and the settings stated beside it are read as before."""
+    run_dir = run_scenario(tmp_path, BIG_CONFIG.format(url=fault_server))
+    for name in ("manifest.json", "report.json", "report.html", "report.md"):
+        assert (run_dir / name).stat().st_size < 1024 * 1024, name
+    settings = orjson.loads((run_dir / "manifest.json").read_bytes())["server"]["config"]["settings"]
+    assert settings["dtype"].startswith("bfloat16xxx") and len(settings["dtype"]) <= 250
+    assert (
+        settings["attention_backend"].startswith("\x1b]0;owned\x07FLASH") and len(settings["attention_backend"]) <= 250
+    )
+    assert (settings["prefix_caching"], settings["block_size"], settings["enforce_eager"]) == (True, 16, False)

@@ -14,6 +14,7 @@ not do I/O, and must not guess a setting the server did not state.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -73,6 +74,19 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
+def _stated(value: Any) -> Any:
+    """A setting kept as the server spells it, capped as an info series' label is: a string cut to
+    ``_MAX_LABEL_CHARS``, a number or flag as it is; anything else (a list, an object) is not a setting's
+    spelling: None. A hostile ``/server_info`` cannot grow the manifest and every report without end."""
+    if isinstance(value, str):
+        return value[:_MAX_LABEL_CHARS]
+    if isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None
+
+
 def server_settings(
     info: dict[str, dict[str, str]], server_info: Any, sglang_info: Any, *, cached_tokens_reported: bool | None
 ) -> dict[str, Any]:
@@ -104,13 +118,17 @@ def server_settings(
         "enforce_eager": _first(
             _flag(_get(vcfg, "model_config", "enforce_eager")), _flag(sg.get("disable_cuda_graph"))
         ),
-        "attention_backend": _first(
-            _get(vcfg, "attention_config", "backend"), _get(venv, "VLLM_ATTENTION_BACKEND"), sg.get("attention_backend")
+        "attention_backend": _stated(
+            _first(
+                _get(vcfg, "attention_config", "backend"),
+                _get(venv, "VLLM_ATTENTION_BACKEND"),
+                sg.get("attention_backend"),
+            )
         ),
         "max_num_seqs": _first(
             _int(_get(vcfg, "scheduler_config", "max_num_seqs")), _int(sg.get("max_running_requests"))
         ),
-        "dtype": _first(_get(vcfg, "model_config", "dtype"), sg.get("dtype")),
+        "dtype": _stated(_first(_get(vcfg, "model_config", "dtype"), sg.get("dtype"))),
         "cached_tokens_reported": cached_tokens_reported,
     }
 
