@@ -30,13 +30,13 @@ NEARLY_ALL = 0.9  # or this share of every canary failed
 
 def endpoint_failed(errors: int, canaries: int, trailing: int, level_quota: int | None) -> bool:
     """The endpoint failed the run: it ended with ``DEAD_LEVELS`` levels' worth of failures in a row
-    (``level_quota`` canaries each; at least ``MIN_TRAILING``), or nearly all its canaries failed.
-    Chance alone (a fault rate of 0.4 over levels of 4) almost never gets there; an endpoint that died
-    always does."""
+    (``level_quota`` canaries each; at least ``MIN_TRAILING``), or nearly all its canaries failed, or every
+    one did (a run of one or two canaries: nothing was measured, however few). Chance alone (a fault rate
+    of 0.4 over levels of 4) almost never gets there; an endpoint that died always does."""
     if errors <= 0 or canaries <= 0:
         return False
     dead_run = trailing >= max(MIN_TRAILING, DEAD_LEVELS * (level_quota or 0))
-    return dead_run or (errors >= MIN_TRAILING and errors >= NEARLY_ALL * canaries)
+    return dead_run or errors >= canaries or (errors >= MIN_TRAILING and errors >= NEARLY_ALL * canaries)
 
 
 def level_quota(canaries_per_level: int | None, scenario: ResolvedScenario) -> int | None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 
 from loadgen.core.manifest import read_manifest
 
@@ -126,3 +127,35 @@ def test_records_that_cannot_be_written_change_the_status_and_are_counted(fault_
     assert f"FAIL  no records lost: {failed} record(s) could not be written; canaries.jsonl end(s) in a torn line" in (
         gate.stdout
     )
+
+
+TINY = """
+name = "tiny-dead"
+[endpoint]
+base_url = "{url}/dying/{key}/1"
+read_timeout_s = 2
+[[canaries]]
+id = "plain"
+prompt = "ok"
+[sweep]
+levels = [0]
+canaries_per_level = {per_level}
+warmup = 0
+baseline = 1
+"""
+
+
+@pytest.mark.parametrize("per_level", [1, 2])
+def test_a_tiny_run_whose_canaries_all_failed_is_not_finished(
+    fault_server: str, tmp_path: Path, per_level: int
+) -> None:
+    """Fewer canaries than the "endpoint died" rule's three, every one failed: nothing was measured, so the
+    run is ``endpoint_failed`` with exit 1, not ``finished`` with exit 0. (The probe is the one answer.)"""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(TINY.format(url=fault_server, key=uuid.uuid4().hex, per_level=per_level))
+    out = loadgen("run", str(scenario), "--out", str(tmp_path / "runs"))
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    manifest = read_manifest(run_dir)
+    assert manifest.canaries_reported and manifest.canary_errors == manifest.canaries_reported, manifest
+    assert out.returncode == 1 and manifest.status == "endpoint_failed", out.stdout + out.stderr
+    assert "run endpoint_failed" in out.stdout

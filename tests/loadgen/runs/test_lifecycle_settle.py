@@ -60,6 +60,7 @@ def test_settle(facts: dict[str, Any], lost: dict[str, int], metrics: Any, statu
 def test_the_endpoint_rule() -> None:
     assert not endpoint_failed(0, 0, 0, None)
     assert endpoint_failed(9, 10, 0, None) and not endpoint_failed(8, 10, 0, None)  # nearly all: 90%
-    assert not endpoint_failed(2, 2, 2, None)  # fewer than three failures say nothing
+    assert not endpoint_failed(2, 3, 2, None)  # fewer than three failures say nothing while one was answered
+    assert endpoint_failed(2, 2, 2, None) and endpoint_failed(1, 1, 1, None)  # every canary failed: none measured
     assert endpoint_failed(3, 100, 3, 1)  # at least three in a row, however small a level
     assert not endpoint_failed(23, 100, 23, 12) and endpoint_failed(24, 100, 24, 12)  # two levels' worth
