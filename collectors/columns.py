@@ -36,6 +36,7 @@ from collectors.jsonl import iter_numbered
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import SCHEMA, CanaryRecord
 from loadgen.core.runfiles import open_regular
+from loadgen.core.wire.plausible import usage_problem
 
 _CHUNK_ROWS = 8192
 _REQUIRED = frozenset(
@@ -101,7 +102,8 @@ class CanaryColumns:
     """
 
     frame: Any  # pandas.DataFrame: SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
-    # n_logprobs, BATCH_OTHERS, unusable_numbers (values of the record left out as NaN: see the module doc).
+    # n_logprobs, BATCH_OTHERS, unusable_numbers (values of the record left out as NaN: see the module doc),
+    # usage_problem (what no engine could report in the record's usage, ``loadgen.core.wire.plausible``; or None).
     # ``burst`` is bool (False where absent), ``held_at_send`` pandas "boolean" (NA where absent),
     # ``background_held_at_send`` float (NaN where absent).
     token_ids: IntMatrix  # (n, w) int32 or int64
@@ -295,7 +297,7 @@ class ColumnBuilder:
     """Accumulates canary records chunk by chunk into ``CanaryColumns``; also used for synthetic runs."""
 
     def __init__(self) -> None:
-        extra = ("file", "temperature", "request_key", "cached_tokens", "prompt_tokens")
+        extra = ("file", "temperature", "request_key", "cached_tokens", "prompt_tokens", "usage_problem")
         self._scalars: dict[str, list[Any]] = {k: [] for k in (*SCALARS, *extra)}
         self._ids: list[IntMatrix] = []
         self._codes: list[IntMatrix] = []
@@ -354,6 +356,7 @@ class ColumnBuilder:
         self._scalars["cached_tokens"].append(cached_tokens(raw.get("usage")))
         usage = raw.get("usage")
         self._scalars["prompt_tokens"].append(usage.get("prompt_tokens") if isinstance(usage, dict) else None)
+        self._scalars["usage_problem"].append(usage_problem(usage))
 
     def _flush(self) -> None:
         rows, self._pending = self._pending, []

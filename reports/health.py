@@ -102,7 +102,32 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
         "non_finite_figures": 0,  # set by ``reports.build`` once the report is scrubbed
     }
     headline, notices = _words(facts)
-    return {**facts, "headline": headline, "notices": notices + malformed_notices(run.files)}
+    return {**facts, "headline": headline, "notices": notices + implausible_notices(f) + malformed_notices(run.files)}
+
+
+def implausible_notices(f: Any) -> list[str]:
+    """Answers kept and compared that cannot be true: more token ids than tokens, impossible ``usage``
+    (``loadgen.core.wire.plausible``); a notice each, with the count and the first record's reason."""
+    if not len(f):
+        return []
+    notices = []
+    ok = f["status"].to_numpy() == "ok"
+    n_ids, n_tokens = f["n_ids"].to_numpy(), f["n_tokens"].to_numpy()
+    more = ok & (n_tokens >= 0) & (n_ids > n_tokens)
+    if more.any():
+        first = int(np.flatnonzero(more)[0])
+        notices.append(
+            f"{_n(int(more.sum()), 'record')} answered more token ids than tokens (e.g. {int(n_ids[first])} ids for "
+            f"{int(n_tokens[first])} tokens): kept and compared as the endpoint sent them."
+        )
+    if "usage_problem" in f:
+        problems = f["usage_problem"].where(ok, None).dropna()
+        if len(problems):
+            notices.append(
+                f"{_n(len(problems), 'record')} reported impossible usage (e.g. {problems.iloc[0]}): cache and "
+                "token counts read from usage are not to be trusted for this endpoint."
+            )
+    return notices
 
 
 SHOWN_MALFORMED = 3  # records named per file in a notice; report.json's input.files holds every one

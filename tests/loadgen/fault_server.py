@@ -9,9 +9,11 @@ many, of body: a JSON string, or for a stream one endless line), ``too-many-toke
 says), ``negative-id`` (a token id of -1), ``fewer-ids`` (2 ids for 3 tokens), ``echo-auth`` (the
 request's Authorization header in the text, split over two token strings, and in the alternatives),
 ``hostile-numbers`` (logprobs of -1.7e308 and 1.7e308, alternatives' logprobs the strings ``"NaN"``,
-``"-Infinity"`` and ``"Infinity"``, which a JSON parser takes as floats), ``escapes`` (a middle token
-holding ESC, an OSC title, BEL and NUL, with a different one every other request, so the completions
-fork there).
+``"-Infinity"`` and ``"Infinity"``, which a JSON parser takes as floats), ``more-ids`` (4 ids for 3 tokens,
+non-streamed), ``usage:negative``, ``usage:huge``, ``usage:string``, ``usage:cached`` (a non-streamed
+answer whose usage is impossible: a negative count, 1e15, a string, cached tokens above the prompt),
+``escapes`` (a middle token holding ESC, an OSC title, BEL and NUL, with a different one every other
+request, so the completions fork there).
 
 For the bad-input and secrets tests: ``--require-key KEY`` answers 401 on ``/v1/*`` unless the request
 carries ``Authorization: Bearer KEY``; ``/html/...`` is a web page, not an API (200, text/html);
@@ -65,6 +67,12 @@ BUFFER_S = 0.3  # what a buffering proxy holds an answer back for: the engine's 
 TRICKLE_S = 10.0  # long enough that only a total deadline ends a trickle sooner
 MIB = 1024 * 1024
 Token = tuple[str, int, float]
+IMPOSSIBLE_USAGE: dict[str, object] = {  # usage no engine reports, for a non-streamed answer of 3 tokens
+    "usage:negative": {"prompt_tokens": -5, "completion_tokens": 3, "total_tokens": -2},
+    "usage:huge": {"prompt_tokens": 2, "completion_tokens": 1e15, "total_tokens": 1e15},
+    "usage:string": {"prompt_tokens": "two", "completion_tokens": 3, "total_tokens": 5},
+    "usage:cached": {"prompt_tokens": 2, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 50}},
+}
 
 
 def tokens_for(prompt: str, auth: str) -> list[Token]:
@@ -192,6 +200,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
         answer = whole(tokens, fewer_ids=prompt == "fewer-ids")
         if prompt == "hostile-numbers":
             answer["choices"][0]["logprobs"]["top_logprobs"] = NUMBER_TOPS  # type: ignore[index]
+        if prompt == "more-ids":
+            answer["choices"][0]["token_ids"].append(104)  # type: ignore[index]
+        if prompt in IMPOSSIBLE_USAGE:
+            answer["usage"] = IMPOSSIBLE_USAGE[prompt]
         return web.json_response(answer)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)

@@ -156,3 +156,38 @@ def test_server_stated_settings_are_capped_as_info_series_are(fault_server: str,
         settings["attention_backend"].startswith("\x1b]0;owned\x07FLASH") and len(settings["attention_backend"]) <= 250
     )
     assert (settings["prefix_caching"], settings["block_size"], settings["enforce_eager"]) == (True, 16, False)
+
+
+ODD_ANSWERS = """
+name = "odd-answers"
+[endpoint]
+base_url = "{url}"
+[[canaries]]
+id = "more-ids"
+prompt = "more-ids"
+{usage}
+[sweep]
+levels = [0]
+canaries_per_level = 1
+warmup = 0
+baseline = 1
+"""
+USAGE = ("negative", "huge", "string", "cached")
+
+
+def test_more_ids_than_tokens_and_impossible_usage_are_noticed(fault_server: str, tmp_path: Path) -> None:
+    """Answers that parse but cannot be true are kept (their tokens are compared as sent) and said: one notice
+    for token ids beyond the tokens, one for usage no engine reports (a negative count, 1e15, a string,
+    cached tokens above the prompt), each with how many records, in report.json, report.md and report.html."""
+    usage = "".join(f'[[canaries]]\nid = "usage-{k}"\nprompt = "usage:{k}"\n' for k in USAGE)
+    run_dir = run_scenario(tmp_path, ODD_ANSWERS.format(url=fault_server, usage=usage))
+    report = orjson.loads((run_dir / "report.json").read_bytes())
+    assert all(c["overall"]["completions"] == 1 for c in report["canaries"])  # kept and compared
+    notices = report["run"]["notices"]
+    ids = [n for n in notices if "more token ids than tokens" in n]
+    odd = [n for n in notices if "impossible usage" in n]
+    assert len(ids) == 1 and "2 records" in ids[0], notices
+    assert len(odd) == 1 and "8 records" in odd[0], notices
+    md, page = (run_dir / "report.md").read_text(), (run_dir / "report.html").read_text()
+    assert "more token ids than tokens" in md and "impossible usage" in md
+    assert "more token ids than tokens" in page and "impossible usage" in page
