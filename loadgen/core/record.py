@@ -8,6 +8,7 @@ pins them.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -92,8 +93,8 @@ class CanaryRecord:
         if missing:
             raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
         top = known.get("top_logprobs")
-        if top is not None:
-            known["top_logprobs"] = [[(str(t), float(lp)) for t, lp in pos] for pos in top]
+        if top is not None:  # null: a NaN or infinite logprob the server sent, which JSON writes as null
+            known["top_logprobs"] = [[(str(t), math.nan if lp is None else float(lp)) for t, lp in pos] for pos in top]
         return cls(**known)
 
 

@@ -191,3 +191,17 @@ def test_more_ids_than_tokens_and_impossible_usage_are_noticed(fault_server: str
     md, page = (run_dir / "report.md").read_text(), (run_dir / "report.html").read_text()
     assert "more token ids than tokens" in md and "impossible usage" in md
     assert "more token ids than tokens" in page and "impossible usage" in page
+
+
+def test_progress_counts_every_record_of_a_hostile_answer(fault_server: str, tmp_path: Path) -> None:
+    """Live progress reads the records the run writes: an alternative's logprob the server sent as ``"NaN"``
+    (written as null) is still a record, so the last progress line counts every canary written."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(NUMBERS.format(url=fault_server))
+    out = loadgen("run", str(scenario), "--out", str(tmp_path / "runs"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    written = sum(len(p.read_text().splitlines()) for p in run_dir.glob("canaries*.jsonl"))
+    assert written == 6
+    done = next(line for line in out.stderr.splitlines() if line.startswith("load done:"))
+    assert done.startswith(f"load done: {written}/{written} canaries"), out.stderr
