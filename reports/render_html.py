@@ -12,11 +12,12 @@ import json
 from typing import Any
 
 from reports import pictures, plots
+from reports.cells import others_cell
 from reports.finite import scrub
 from reports.htmltext import escape
 from reports.model import Canary, CoResidencyGroup, Fork, Level, Reference, Report
 from reports.render_md import FORK_CLASSES, ci, claim_heading, fmt, fork_count, fork_rule, headline, held, others, pct
-from reports.render_sides import others_cell, sides_html
+from reports.render_sides import sides_html
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;

@@ -8,7 +8,7 @@ the report's own builders (numbers and fixed words only here), but the HTML esca
 from __future__ import annotations
 
 from reports.htmltext import escape
-from reports.model import CoResidency, CoResidencyGroup, Figures, Sides, SidesHeatmap
+from reports.model import CoResidencyGroup, Sides, SidesHeatmap
 from reports.svg_heatmap import heatmap
 
 SIDE_WORDS = {
@@ -33,20 +33,6 @@ def _pct(v: float | None) -> str:
 
 def _ci(v: list[float] | None) -> str:
     return "—" if not v or len(v) != 2 else f"{100 * v[0]:.1f}–{100 * v[1]:.1f}%"
-
-
-def _triple(co: CoResidency | None) -> str:
-    if not co or co.get("min") is None:
-        return "—"
-    return f"{_fmt(co['min'])}/{_fmt(co['median'])}/{_fmt(co['max'])}"
-
-
-def others_cell(figures: Figures) -> str | None:
-    """A level's ``others`` cell for a prefill/decode run, both sides: ``p 3/4/5 · d 0/1/1``; None for one engine."""
-    sides = figures.get("co_residency_sides")
-    if not sides:
-        return None
-    return f"p {_triple(sides['prefill'])} · d {_triple(sides['decode'])}"
 
 
 def _rows(groups: list[CoResidencyGroup]) -> list[list[str]]:
