@@ -30,9 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import orjson
@@ -101,7 +100,7 @@ def write_folder(run_dir: Path, n: int, *, distinct: bool = True, sidecar: bool 
     end = 0
     # the collectors' batches, built on every core (the run's own writer builds each as it fills)
     pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 1) if sidecar else None
-    pending: list[Future[Any]] = []
+    pending: list = []
     (run_dir / "manifest.json").write_bytes(
         orjson.dumps({"schema": 1, "run_id": "bench", "levels": list(LEVELS), "status": "finished", "endpoint": {}})
     )
