@@ -1,20 +1,17 @@
-"""Benchmark: reading a big run folder and building its report: columns sidecar, fast JSONL reader, reference.
+"""Benchmark: reading a big run folder and building its report, the reference reader beside the fast one.
 
 Writes a temporary run folder of N canary records (128 tokens, ids, token strings, logprobs and
 top-2 alternatives: one canonical record serialised once, varied cheaply: 64 distinct completions,
 logprobs and alternatives distinct in every record (256 vectors, each record's first value its own:
 the worst case for a reader that parses a repeated value once), a request id and send time per
-record), with the columns sidecar the collectors write beside it (``collectors.sidecar``; its batches
-built on every core here, not timed). Then, each in its own process so that peak RSS is its own, times
-``load_run`` and ``load_run`` + ``build_report``: through the sidecar ("sidecar"), from the JSONL alone
-with the fast reader ("fast": all cores, ``--workers``; at ``--old-records``, and at N with
-``--jsonl-too``) and with the reference reader (``reference=True``, one process; at ``--old-records``).
-Prints records/s, MB/s of JSONL, the end-to-end report time, peak RSS (the reading process,
+record). Then, each in its own process so that peak RSS is its own, times ``load_run`` and
+``load_run`` + ``build_report`` with the fast reader (all cores; ``--workers``) and with the
+reference reader (``reference=True``, one process; at ``--old-records`` when it is slower than
+that). Prints records/s, MB/s of JSONL, the end-to-end report time, peak RSS (the reading process,
 and its largest worker) and the ratios; deletes the folder.
 
-    python benchmarks/read_speed.py                     # 20,000 records, reference and fast at 2,000
+    python benchmarks/read_speed.py                     # 20,000 records, reference at 2,000
     python benchmarks/read_speed.py --million           # 1,000,000 records (about 14 GB of JSONL on disk)
-    python benchmarks/read_speed.py --million --distinct-only --jsonl-too   # and the fast JSONL reader at 1M
 
 Target: >= 50,000 records/s, the 1,000,000-record report in < 60 s end to end.
 """
@@ -23,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -89,18 +84,9 @@ def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list
     return [p.encode() for p in text.split(MARK)], completions, logprobs
 
 
-def write_folder(run_dir: Path, n: int, *, distinct: bool = True, sidecar: bool = True) -> int:
+def write_folder(run_dir: Path, n: int, *, distinct: bool = True) -> int:
     """N records in ``canaries.jsonl`` (half of them the reference completion) and a manifest; the file's size.
-    ``distinct``: every record's logprobs its own; else 256 logprob vectors repeat (a nearly invariant run).
-    ``sidecar``: the columns sidecar too, written line by line by the collectors' own ``SidecarWriter``."""
-    from collectors.sidecar import BATCH_RECORDS, SidecarWriter, build_batch
-
-    path = run_dir / "canaries.jsonl"
-    columns = SidecarWriter(path) if sidecar else None
-    end = 0
-    # the collectors' batches, built on every core (the run's own writer builds each as it fills)
-    pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 1) if sidecar else None
-    pending: list = []
+    ``distinct``: every record's logprobs its own; else 256 logprob vectors repeat (a nearly invariant run)."""
     (run_dir / "manifest.json").write_bytes(
         orjson.dumps({"schema": 1, "run_id": "bench", "levels": list(LEVELS), "status": "finished", "endpoint": {}})
     )
@@ -123,21 +109,6 @@ def write_folder(run_dir: Path, n: int, *, distinct: bool = True, sidecar: bool 
                 parts = (p0, b'"r%d"' % i, p1, scalars, p2, seq, lp_pre, own, lp_post, top_pre, own, top_post, text)
                 lines.append(b"".join(parts) + b"," + p3 + b"\n")
             fh.write(b"".join(lines))
-            fh.flush()
-            if columns is None or pool is None:
-                continue
-            for at in range(0, len(lines), BATCH_RECORDS):
-                chunk = lines[at : at + BATCH_RECORDS]
-                size = sum(map(len, chunk))
-                pending.append(pool.submit(build_batch, path, chunk, end, end + size))
-                end += size
-            while len(pending) > 2 * (os.cpu_count() or 1):
-                columns.write_built(*pending.pop(0).result())
-    if columns is not None and pool is not None:
-        for job in pending:
-            columns.write_built(*job.result())
-        columns.close()
-        pool.shutdown()
     return (run_dir / "canaries.jsonl").stat().st_size
 
 
@@ -147,7 +118,7 @@ def measure(run_dir: Path, mode: str, workers: int | None) -> dict[str, float]:
     from reports.build import build_report
 
     t0 = time.perf_counter()
-    run = load_run(run_dir, reference=mode == "reference", workers=workers, sidecar=mode == "sidecar")
+    run = load_run(run_dir, reference=mode == "reference", workers=workers)
     t_read = time.perf_counter() - t0
     report = build_report(run)
     t_total = time.perf_counter() - t0
@@ -177,7 +148,6 @@ def main() -> None:
     ap.add_argument("--old-records", type=int, default=2_000, help="records for the reference reader")
     ap.add_argument("--workers", type=int, default=None, help="fast reader processes (default: all cores)")
     ap.add_argument("--distinct-only", action="store_true", help="leave out the folder of repeated logprobs")
-    ap.add_argument("--jsonl-too", action="store_true", help="also read the big folder from its JSONL alone")
     ap.add_argument("--measure", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure:
@@ -188,12 +158,8 @@ def main() -> None:
     print(f"command: {' '.join(sys.argv)}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-read-") as tmp:
-        cases = [("reference", old_n, True), ("fast", old_n, True), ("sidecar", old_n, True), ("sidecar", n, True)]
-        if args.jsonl_too:
-            cases.append(("fast", n, True))
-        if not args.distinct_only:
-            cases.append(("sidecar", n, False))
-        for mode, count, distinct in cases:
+        cases = [("reference", old_n, True), ("fast", old_n, True), ("fast", n, True), ("fast", n, False)]
+        for mode, count, distinct in cases[:3] if args.distinct_only else cases:
             run_dir = Path(tmp) / f"n{count}-{'distinct' if distinct else 'repeated'}"
             if not run_dir.exists():
                 run_dir.mkdir()
@@ -203,7 +169,7 @@ def main() -> None:
             size = (run_dir / "canaries.jsonl").stat().st_size
             got = run_child(run_dir, mode, None if mode == "reference" else args.workers)
             rows.append((mode, count, distinct, size, got))
-            if count == n and distinct and (mode == "fast" or not args.jsonl_too):
+            if count == n and distinct:
                 shutil.rmtree(run_dir)  # a million records are 14 GB: one folder on disk at a time
     print(
         "\n| reader | logprobs | records | records/s | MB/s | read s | report end to end s "
@@ -216,12 +182,11 @@ def main() -> None:
             f"| {g['records'] / g['read_s']:,.0f} | {size / 1e6 / g['read_s']:,.0f} "
             f"| {g['read_s']:.2f} | {g['report_s']:.2f} | {g['rss_mib']:,.0f} / {g['worker_rss_mib']:,.0f} |"
         )
-    ref, fast_small, side_small = rows[0][4], rows[1][4], rows[2][4]
+    ref, fast_small = rows[0][4], rows[1][4]
     print(
         f"\nat {old_n:,} records: fast / reference = {ref['read_s'] / fast_small['read_s']:.1f}x read, "
-        f"{ref['report_s'] / fast_small['report_s']:.1f}x end to end; sidecar / fast = "
-        f"{fast_small['read_s'] / side_small['read_s']:.1f}x read; unique completions {int(ref['unique'])} "
-        f"(reference), {int(fast_small['unique'])} (fast), {int(side_small['unique'])} (sidecar)"
+        f"{ref['report_s'] / fast_small['report_s']:.1f}x end to end; "
+        f"unique completions {int(ref['unique'])} (reference) vs {int(fast_small['unique'])} (fast)"
     )
 
 

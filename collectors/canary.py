@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from collectors.jsonl import JsonlWriter
-from collectors.sidecar import SidecarWriter
 from loadgen.core.record import CanaryRecord
 
 BACKGROUND_FLUSH_S = 0.5
@@ -27,12 +26,10 @@ class Hook(Protocol):
 
 
 class CanaryCollector:
-    """Writes one CanaryRecord per line (the live table and the report read the file), and the same lines'
-    columns to the file's sidecar (``collectors.sidecar``: a cache the report reads; the JSONL stays the truth)."""
+    """Writes one CanaryRecord per line (the live table and the report read the file)."""
 
-    def __init__(self, path: Path, *, sidecar: bool = True) -> None:
+    def __init__(self, path: Path) -> None:
         self.writer = JsonlWriter(path)
-        self.columns = SidecarWriter(path) if sidecar else None
         self._hook: Hook | None = None
 
     def register(self, hook: Hook) -> None:
@@ -41,16 +38,12 @@ class CanaryCollector:
 
     def on_record(self, record: CanaryRecord, **_: Any) -> None:
         self.writer.write(record)  # orjson writes the dataclass itself: same bytes as to_dict(), ~50x cheaper
-        if self.columns is not None:
-            self.columns.add(self.writer.last_line, self.writer.end)
 
     def close(self) -> None:
         if self._hook is not None:
             self._hook.remove_listener(self.on_record)
             self._hook = None
         self.writer.close()
-        if self.columns is not None:
-            self.columns.close()
 
 
 class BackgroundCollector:

@@ -43,8 +43,6 @@ class JsonlWriter:
         self.path = path
         self.flush_s = flush_s
         self._fh = open_append(path)  # never through a link; lives as long as the writer
-        self.end = self._fh.seek(0, 2)  # bytes in the file: where the next line starts (one writer per file)
-        self.last_line: bytes | None = None  # the line the last ``write`` handed over whole (unbuffered writers)
         self._pending = bytearray()  # one growing buffer, not an object per line: those fragment the heap
         self._pending_lines = 0
         self._due = 0.0
@@ -63,9 +61,7 @@ class JsonlWriter:
             self.failures += 1
             return False
         if not self.flush_s:
-            ok = self._put(line, 1)
-            self.last_line = line if ok else None
-            return ok
+            return self._put(line, 1)
         self._pending += line
         self._pending_lines += 1
         now = time.monotonic()
@@ -90,7 +86,6 @@ class JsonlWriter:
                     if not n:  # nothing taken and no error: refused all the same, never spin
                         raise OSError("write took no bytes")
                     done += n
-                    self.end += n
             except (OSError, ValueError):  # ValueError: written after close
                 taken = bytes(view[:done])
                 whole = taken[prefix:].count(b"\n")

@@ -31,7 +31,6 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.columns import _GONE, CanaryColumns, ColumnBuilder, FileRead, _widen, file_read
 from collectors.fastcolumns import READ_BUFFER, FastColumnBuilder
-from collectors.sidecar import MATRICES, SidecarPart, frame_of, iter_matrices, read_sidecar, sidecar_path
 from loadgen.core.errors import RunFolderError
 from loadgen.core.runfiles import open_regular, regular_size
 
@@ -50,21 +49,17 @@ class RangeRead:
 
 
 def read_canaries(
-    paths: list[Path], *, workers: int | None = None, reference: bool = False, sidecar: bool = True
+    paths: list[Path], *, workers: int | None = None, reference: bool = False
 ) -> tuple[CanaryColumns, list[FileRead]]:
     """Every canary file's records as one set of columns, and what was read from each file.
 
     ``workers``: processes to use (default: the usable cores, one per ``PARALLEL_MIN_BYTES``);
-    ``reference``: the reference builder in this process (for benchmarks and agreement tests);
-    ``sidecar``: False reads the JSONL alone, leaving any columns sidecar (``collectors.sidecar``) aside."""
+    ``reference``: the reference builder in this process (for benchmarks and agreement tests)."""
     if reference:
         builder: ColumnBuilder = ColumnBuilder()
         files = [builder.add_file(p) for p in paths]
         return builder.finish(), files
     sizes = [_size(p) for p in paths]
-    covered = [read_sidecar(p, size) if sidecar else [] for p, size in zip(paths, sizes, strict=True)]
-    if any(covered):
-        return _with_sidecars(paths, sizes, covered)
     if workers is None:
         workers = min(_cores(), sum(sizes) // PARALLEL_MIN_BYTES)
     if workers <= 1 or "gevent" in sys.modules:  # a forked child of a gevent-patched process is not safe
@@ -87,101 +82,6 @@ def read_canaries(
         records = sum(r.columns.n for r in mine)
         files.append(file_read(path, records, skipped, malformed))
     return merge_columns([r.columns for r in reads]), files
-
-
-def _with_sidecars(
-    paths: list[Path], sizes: list[int], covered: list[list[SidecarPart]]
-) -> tuple[CanaryColumns, list[FileRead]]:
-    """The columns from each file's verified sidecar batches (``collectors.sidecar``) and, for the bytes they do
-    not cover, from the JSONL itself, joined in file order as one sequential read would give them."""
-    segments: list[tuple[Path, SidecarPart | RangeRead]] = []
-    files = []
-    for path, size, parts in zip(paths, sizes, covered, strict=True):
-        at = lines = records = 0
-        skipped: list[int] = []
-        malformed: dict[int, str] = {}
-        mine: list[SidecarPart | RangeRead] = []
-        for part in [*parts, None]:
-            end = size if part is None else part.start
-            if end > at:
-                gap = read_range(path, at, end)
-                if gap.failed:  # the sequential read raises its own error, naming the same record
-                    return _sequential(paths)
-                skipped += [lines + n for n in gap.skipped]
-                malformed.update((lines + n, why) for n, why in gap.malformed.items())
-                lines += gap.lines
-                records += gap.columns.n
-                mine.append(gap)
-            if part is not None:
-                mine.append(part)
-                lines += part.rows
-                records += part.rows
-                at = part.end
-        segments += [(path, m) for m in mine]
-        files.append(file_read(path, records, skipped, malformed))
-    return _join_segments(segments), files
-
-
-def _join_segments(segments: list[tuple[Path, SidecarPart | RangeRead]]) -> CanaryColumns:
-    """Sidecar runs and JSONL ranges joined in order: matrices allocated once at their final size and filled
-    segment by segment (a sidecar's batch matrices read one at a time), token codes re-coded into one
-    first-seen vocabulary."""
-    n = 0
-    widths = dict.fromkeys(MATRICES, 0)
-    wide_ids = False
-    for _, seg in segments:
-        if isinstance(seg, RangeRead):
-            n += seg.columns.n
-            for name in MATRICES:
-                widths[name] = max(widths[name], getattr(seg.columns, name).shape[1])
-            wide_ids |= seg.columns.token_ids.dtype == np.int64
-        else:
-            n += seg.rows
-            for _, meta in seg.batches:
-                for name in MATRICES:
-                    widths[name] = max(widths[name], int(meta["widths"][name]))
-                wide_ids |= meta["ids_dtype"] == "int64"
-    fills = {"token_ids": -1, "token_codes": -1, "logprobs": np.nan, "top_gap": np.nan}
-    types = {"token_ids": np.int64 if wide_ids else np.int32, "token_codes": np.int32}
-    mats = {k: np.full((n, widths[k]), fills[k], dtype=types.get(k, np.float64)) for k in MATRICES}
-    vocab: dict[str, int] = {}
-    frames = []
-    row = 0
-
-    def put(block: dict[str, Any], words: list[str], rows: int) -> None:
-        remap = np.array([vocab.setdefault(str(t), len(vocab)) for t in words], dtype=np.int32)
-        codes = block["token_codes"]
-        if remap.size:
-            coded = codes >= 0
-            codes = codes.copy()
-            codes[coded] = remap[codes[coded]]
-        for name in MATRICES:
-            value = codes if name == "token_codes" else block[name]
-            mats[name][row : row + rows, : value.shape[1]] = value
-
-    for path, seg in segments:
-        if isinstance(seg, RangeRead):
-            cols = seg.columns
-            put({k: getattr(cols, k) for k in MATRICES}, cols.vocab.tolist(), cols.n)
-            for k in MATRICES:
-                setattr(cols, k, _GONE)
-            frames.append(cols.frame)
-            row += cols.n
-            continue
-        frames.append(frame_of(seg, path.name))
-        wanted = {(int(m["start"]), str(m["first"])) for _, m in seg.batches}
-        until = row + seg.rows
-        for meta, block in iter_matrices(path, wanted):
-            put(block, meta["vocab"], int(meta["rows"]))
-            row += int(meta["rows"])
-        if row != until:
-            raise RunFolderError(f"{sidecar_path(path)}: changed while it was read; read the run folder again")
-        seg.batches = []
-    words = np.empty(len(vocab), dtype=object)
-    words[:] = list(vocab)
-    frames = [f for f in frames if len(f)] or frames[:1]
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    return CanaryColumns(frame=frame, vocab=words, **mats)
 
 
 def _sequential(paths: list[Path]) -> tuple[CanaryColumns, list[FileRead]]:

@@ -108,11 +108,10 @@ class RunData:
         return sum(f.skipped for f in self.files) + sum(f.skipped for f in self.background_files)
 
 
-def load_run(run_dir: Path, *, workers: int | None = None, reference: bool = False, sidecar: bool = True) -> RunData:
-    """Read ``manifest.json``, every ``canaries*.jsonl`` (through its columns sidecar where one matches it) and,
-    where present, background and engine files.
+def load_run(run_dir: Path, *, workers: int | None = None, reference: bool = False) -> RunData:
+    """Read ``manifest.json``, every ``canaries*.jsonl`` and, where present, background and engine files.
 
-    ``workers``, ``reference`` and ``sidecar``: see ``collectors.parallel_read.read_canaries``."""
+    ``workers`` and ``reference``: see ``collectors.parallel_read.read_canaries``."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: not a directory (expected a run folder with manifest.json)")
@@ -120,7 +119,7 @@ def load_run(run_dir: Path, *, workers: int | None = None, reference: bool = Fal
     canary_paths = sorted(run_dir.glob("canaries*.jsonl"))
     if not canary_paths:
         raise RunFolderError(f"{run_dir}: no canaries*.jsonl file (is this a run folder?)")
-    canaries, files = read_canaries(canary_paths, workers=workers, reference=reference, sidecar=sidecar)
+    canaries, files = read_canaries(canary_paths, workers=workers, reference=reference)
     background, bg_files = _read_background(sorted(run_dir.glob("background*.jsonl")))
     engine_t, engine_running, prefix_queries, prefix_hits = _read_engine(run_dir / "engine_metrics.jsonl")
     return RunData(
