@@ -30,9 +30,9 @@ import numpy.typing as npt
 from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.jsonl import JsonlWriter
-from collectors.metrics_client import MetricsClient, ScrapeTimeout, fetch_metrics_text
+from collectors.metrics_client import MetricsClient, ScrapeTimeout
 
-__all__ = ["MetricsScraper", "ScrapeTimeout", "fetch_metrics_text", "metrics_url", "nearest_running", "parse_metrics"]
+__all__ = ["MetricsScraper", "ScrapeTimeout", "metrics_url", "nearest_running", "parse_metrics"]
 from collectors.metric_names import (
     ENGINES,
     FIELDS,

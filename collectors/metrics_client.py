@@ -105,12 +105,3 @@ class MetricsClient:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-
-def fetch_metrics_text(url: str, *, timeout_s: float, api_key: str | None = None) -> str:
-    """One GET of ``url`` on a connection of its own (``MetricsClient.fetch``)."""
-    client = MetricsClient(url, timeout_s=timeout_s, api_key=api_key)
-    try:
-        return client.fetch()
-    finally:
-        client.close()
