@@ -17,7 +17,6 @@ wires these methods to Locust's events and messages.
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,8 +26,9 @@ from typing import Any
 from locust.env import Environment
 from locust.runners import MasterRunner
 
-from loadgen.core.errors import LoadgenError, UsageError
+from loadgen.core.errors import LoadgenError, RunFolderError, UsageError
 from loadgen.core.manifest import read_manifest, update_manifest
+from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Scenario, Server, load_scenario, parse_scenario, with_overrides
 from loadgen.load.coordination import Coordinator, claim_stop
 from loadgen.load.live import LiveTable, with_report
@@ -292,9 +292,9 @@ def keep_engine_logs(started: StartedEngine | None, run_dir: Path) -> None:
     goes on writing to its own file)."""
     for log_path in started.logs if started is not None else []:
         try:
-            shutil.copyfile(log_path, run_dir / Path(log_path).name)
-        except OSError as exc:
-            log.warning("engine log %s not copied into %s: %s", log_path, run_dir, exc.strerror or exc)
+            copy_file(Path(log_path), run_dir / Path(log_path).name)  # never through a link planted in the folder
+        except (OSError, RunFolderError) as exc:
+            log.warning("engine log %s not copied into %s: %s", log_path, run_dir, exc)
 
 
 def attach_coordinator(environment: Environment, launch: Launch) -> CoordinatorSide:

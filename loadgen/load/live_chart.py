@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 
+from reports.htmltext import escape
 from reports.svg import Series, chart
 
 # Scoped to the fragment: Locust's page has its own styles, and a chart without these fills its lines black.

@@ -182,7 +182,7 @@ def _run_ui(cmd: list[str], out_dir: Path, url: str, progress: Progress) -> RunR
     (``loadgen.studies.ui_session``) so that ``progress`` hears of each run started from the UI."""
     log_path = out_dir / LOG_NAME
     out_dir.mkdir(parents=True, exist_ok=True)  # checked writable (``check_options``), not left made
-    with open(log_path, "ab") as log:
+    with open_append(log_path) as log:  # as the run folders' logs are: never through a link in its place
         offset = os.fstat(log.fileno()).st_size
         progress(UiReady(url, log_path))
         proc = spawn(cmd, stdout=log, stderr=subprocess.STDOUT)
