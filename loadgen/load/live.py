@@ -168,10 +168,12 @@ class LiveTable:
             kind = self.kinds[c].kind if c in self.kinds else "text"
             compared = lvl != "baseline" and c in self.references
             diverged: int | str = cell.diverged[kind] if compared else "—"
-            completions = cell.canaries - cell.errors
-            interval = wilson(cell.diverged[kind], completions)
-            rate = ratio(cell.diverged[kind], completions) if compared else None
-            ci95 = list(interval) if compared and interval is not None else None
+            rate, ci95 = None, None
+            if compared:  # the baseline is the reference: no rate
+                completions = cell.canaries - cell.errors
+                rate = ratio(cell.diverged[kind], completions)
+                interval = wilson(cell.diverged[kind], completions)
+                ci95 = list(interval) if interval is not None else None
             later = "—" if lvl == "baseline" else PENDING
             held = cell.held_at_send
             out.append(
