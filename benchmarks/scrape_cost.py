@@ -71,6 +71,9 @@ class Measured:
         return self.requests / cpu if cpu > 0 else float("nan")
 
 
+WARM_CANARIES = 300  # the first, uncounted run's canaries: it gives the rate that sizes the quota
+
+
 def run_once(url: str, scenario: Path, users: int, canaries: int, out_dir: Path, gen_cpu: int) -> Measured:
     """One headless run pinned to ``gen_cpu``: recorded requests completing in the steady window, and the CPU of
     Locust and of the owner over it (``generator_ceiling.py``'s window)."""
@@ -116,7 +119,8 @@ def main() -> None:
         scenarios[VARIANTS[0]].write_text(base)
         scenarios[VARIANTS[1]].write_text(base + SERVERS.format(url=url))
         # the quota that fills the window, from a first run's rate (not counted)
-        warm = run_once(url, scenarios[VARIANTS[0]], args.users, 20, tmp / "runs", gen_cpu)
+        # (enough canaries to run well past the ramp: 20 ended inside it, and the window came out empty)
+        warm = run_once(url, scenarios[VARIANTS[0]], args.users, WARM_CANARIES, tmp / "runs", gen_cpu)
         quota = max(20, math.ceil(warm.rate * (args.seconds + RAMP_S) / (args.users + 1)))
         for rep in range(args.reps):
             for which in VARIANTS if rep % 2 == 0 else VARIANTS[::-1]:
