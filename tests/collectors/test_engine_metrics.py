@@ -188,6 +188,7 @@ def metrics_server(served: Served) -> Iterator[str]:
                 served.inflight += 1
                 served.max_inflight = max(served.max_inflight, served.inflight)
                 status, body, ctype, delay = served.status, served.body.encode(), served.content_type, served.delay_s
+            answering = True
             try:
                 if delay:
                     time.sleep(delay)
@@ -195,12 +196,19 @@ def metrics_server(served: Served) -> Iterator[str]:
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                # counted as over before its last bytes go: the client cannot start its next scrape before
+                # it has them, so a next request seen now overlaps this one, and none after the write races
+                # this thread's own bookkeeping
+                with served.lock:
+                    served.inflight -= 1
+                answering = False
                 self.wfile.write(body)
             except OSError:  # the client gave up (a timeout test)
                 pass
             finally:
-                with served.lock:
-                    served.inflight -= 1
+                if answering:
+                    with served.lock:
+                        served.inflight -= 1
 
         def log_message(self, *_: object) -> None:
             pass
