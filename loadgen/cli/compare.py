@@ -1,7 +1,8 @@
 """``loadgen compare RUN_DIR... --out DIR``: runs side by side (comparison.json/.md/.html).
 
 A thin edge over ``reports.compare_reports`` and ``reports.write_comparison``. Each argument is a run
-folder (re-analysed from its records) or a ``report.json``; the first is the base for deltas. A cold-boot
+folder (re-analysed from its records) or a ``report.json``; the first is the base for deltas and for the
+reference check (each later run's reference completions against the first run's). A cold-boot
 run's ``coldboot.json`` beside it joins the comparison (``comparison.json``'s ``coldboot``). The
 pages name the runs A, B, ... in argument order (``comparison.json`` keeps each run's ``label``).
 """
@@ -12,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from loadgen.core.errors import UsageError
-from reports.compare import coldboot_of, compare_reports, write_comparison
+from reports.compare import coldboot_of, compare_reports, run_names, write_comparison
 from reports.writer import load_report
 
 
@@ -32,8 +33,11 @@ def _name(path: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
         raise UsageError("compare: give at least two RUN_DIR arguments")
-    reports = [(_name(p), load_report(p)) for p in args.runs]
-    cmp = compare_reports(reports, coldboot=[coldboot_of(p) for p in args.runs])  # a cold-boot run's answer too
+    loaded = [(_name(p), load_report(p)) for p in args.runs]
+    reports = list(zip(run_names(loaded), (r for _, r in loaded), strict=True))  # two folders of one name
+    base = reports[0][0]
+    bases = {name: base for name, _ in reports[1:]}  # every run's reference against run A's: alone, the same answer?
+    cmp = compare_reports(reports, bases, coldboot=[coldboot_of(p) for p in args.runs])  # a cold-boot run's too
     paths = write_comparison(cmp, reports, args.out)
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

@@ -168,3 +168,29 @@ def test_markdown_tables_stay_within_100_columns_for_any_number_of_runs(runs: in
 
 def _svgs(html: str) -> list[str]:
     return ["<svg" + s.split("</svg>")[0] + "</svg>" for s in html.split("<svg")[1:]]
+
+
+def test_compare_checks_every_runs_reference_against_the_first_runs(tmp_path: Path) -> None:
+    """Two engines that never diverge inside themselves can still answer differently alone: ``loadgen compare``
+    says which run broke run A's reference and where, also for two folders of one name (run, run (2))."""
+
+    def one(folder: Path, reference: list[int]) -> Path:
+        return write_run(folder, [rec(reference, phase="baseline"), *(rec(reference, level=lv) for lv in (0, 8))])
+
+    a = one(tmp_path / "x" / "run", [1, 2, 3, 4, 5, 6])
+    b = one(tmp_path / "y" / "run", [1, 2, 3, 7, 5, 6])
+    c = one(tmp_path / "z" / "other", [1, 2, 3, 4, 5, 6])
+    out = tmp_path / "cmp"
+    done = subprocess.run(
+        [sys.executable, "-m", "loadgen", "compare", str(a), str(b), str(c), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    cmp = json.loads((out / "comparison.json").read_text())
+    verdicts = {(r["run"], r["compared_with"]): (r["verdict"], r["first_divergence"]) for r in cmp["references"]}
+    assert verdicts == {("run (2)", "run"): ("diverged", 3), ("other", "run"): ("same", None)}
+    md = (out / "comparison.md").read_text()
+    assert "- run (2) broke the reference of run: c0 at token 3" in md
