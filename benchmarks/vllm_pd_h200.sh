@@ -5,10 +5,13 @@
 # what each cell showed). On the GPU machine, vLLM comes from the offline kit (two bundle parts, a seeded
 # random Qwen3 made on the GPU), NIXL and vllm-router from their wheels; every engine, pair and router is
 # started by `loadgen matrix` itself (benchmarks/vllm/pd-h200.toml). A device call carries at most 64 MiB,
-# the repository included, so the files come in four calls, back to back (the machine keeps /tmp while held):
+# the repository included, so the files come in five calls, back to back (the machine keeps /tmp while held).
+# The nixl-cu13 wheel (56 MiB) does not fit beside the repository: split it into two halves first,
+#   split -b 30000000 nixl_cu13-1.5.1-cp312-cp312-manylinux_2_28_x86_64.whl .nixl/nixl_cu13-1.5.1-cp312-cp312-manylinux_2_28_x86_64.whl.part.
+# and carry one half per stage-nixl call (.nixl/*.part.aa, then .nixl/*.part.ab):
 #
 #   stage-part0   carried .vllm/vllm-bundle.part.00           -> /tmp/vk
-#   stage-nixl    carried .nixl/ (nixl-cu13, 56 MiB)          -> /tmp/pdw
+#   stage-nixl    carried .nixl/ (one half of nixl-cu13)      -> /tmp/nixl-parts (twice)
 #   stage-router  carried .pdw/ (vllm-router, nixl)           -> /tmp/pdw
 #   install       carried .vllm/vllm-bundle.part.01, .sha256 and .whl/: the kit, Locust, NIXL, the router,
 #                 the model (benchmarks/h200_common.sh)
@@ -28,10 +31,16 @@
 # The decode-load study is pd-h200.toml with background.side = "decode", written into the results. The
 # decoder's own reload runs only there: ExampleConnector stores every prompt's KV, and the prefill-side
 # background's long prompts filled the 64 GiB disk in minutes.
-#   P colocated, P colocated-invariant, D colocated, D colocated-invariant, P graphs-colocated
-#   P pd-same-kernel, D pd-same-kernel, P graphs-pd-same-kernel
-#   P pd-foreign-prefill, D pd-foreign-prefill, P graphs-pd-foreign-prefill (with the decoder asked directly)
-#   P pd-both-invariant, D pd-both-invariant, D own-reload
+#   D pd-same-kernel, P pd-same-kernel, P graphs-pd-same-kernel
+#   D pd-foreign-prefill, P pd-foreign-prefill, P graphs-pd-foreign-prefill (with the decoder asked directly)
+#   D pd-both-invariant, P pd-both-invariant
+#   D own-reload, P colocated-invariant, P colocated, D colocated, D colocated-invariant, P graphs-colocated
+#     (left out with PAIRS_ONLY=1)
+# The pairs come first, the decode-load study before the prefill-load one: on one GPU NIXL moved 10 to 17 MB/s
+# (about 1.3 s a 20 MB prompt), so under prefill-side load a pair's canary took 140 s at level 8. The colocated
+# references of the committed run (SEEDS, the results folder) are copied in before the lanes start: `compare`
+# takes each cell's newest reported run, so a pair whose session ends before this run's own references
+# compares against those.
 #
 # Usage: bash benchmarks/vllm_pd_h200.sh STAGE [STAGE...]. Send a call's output to a file and print the file
 # after (a device call piped into `tail` has printed nothing and waited out its limit).
@@ -51,12 +60,25 @@ env_up() {
     export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 }
 SCENARIO=benchmarks/vllm/pd-h200.toml
+SEEDS=${SEEDS:-docs/results/vllm-pd-h200}  # an earlier run of this script, committed
 
 stage_from() {  # CARRIED_DIR DEST: what this call carried, into /tmp, where the next calls find it
     mkdir -p "$2" && cp -r "$1"/. "$2"/ && ls -la "$2"
 }
 
+join_nixl() {  # the carried halves of the nixl-cu13 wheel, joined into /tmp/pdw; the run stops without it
+    local part wheel
+    mkdir -p /tmp/pdw
+    for part in /tmp/nixl-parts/*.whl.part.aa; do
+        [ -e "$part" ] || break
+        wheel=$(basename "${part%.part.aa}")
+        cat "/tmp/nixl-parts/$wheel".part.* >"/tmp/pdw/$wheel"
+    done
+    ls /tmp/pdw/nixl_cu13-*.whl >/dev/null 2>&1 || { log "install: no nixl-cu13 wheel (stage-nixl, both halves)"; exit 1; }
+}
+
 install_pd() {
+    join_nixl
     install
     log "install: nixl, nixl-cu13, vllm-router"
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/pdw/*.whl
@@ -92,13 +114,25 @@ lane() {  # NAME P|D:CELLS...: each share in turn (P the prefill-load study, D t
     done
 }
 
+seed_references() {  # the committed run's reported colocated cells, where this run's own are not done in time
+    local study cell
+    for study in pd-h200 pd-h200-decode-load; do
+        for cell in colocated colocated-invariant graphs-colocated; do
+            [ -d "$SEEDS/$study/cells/$cell" ] || continue
+            mkdir -p "$R/$study/cells" && cp -r "$SEEDS/$study/cells/$cell" "$R/$study/cells/"
+            log "seed: $study $cell from $SEEDS"
+        done
+    done
+}
+
 matrix() {
     env_up
     scenarios
-    lane colocated P:colocated P:colocated-invariant D:colocated D:colocated-invariant P:graphs-colocated &
-    lane same-kernel P:pd-same-kernel D:pd-same-kernel P:graphs-pd-same-kernel &
-    lane foreign P:pd-foreign-prefill D:pd-foreign-prefill P:graphs-pd-foreign-prefill &
-    lane invariant P:pd-both-invariant D:pd-both-invariant D:own-reload &
+    seed_references
+    lane same-kernel D:pd-same-kernel P:pd-same-kernel P:graphs-pd-same-kernel &
+    lane foreign D:pd-foreign-prefill P:pd-foreign-prefill P:graphs-pd-foreign-prefill &
+    lane invariant D:pd-both-invariant P:pd-both-invariant &
+    [ -n "${PAIRS_ONLY:-}" ] || lane single D:own-reload P:colocated-invariant P:colocated D:colocated D:colocated-invariant P:graphs-colocated &
     wait
     log "matrix: every lane done"
 }
@@ -147,7 +181,7 @@ wait_for() {  # STAGE SECONDS: until it ends, printing the timeline now and then
 for stage in "$@"; do
     case $stage in
         stage-part0) stage_from .vllm "$KIT_DIR" ;;
-        stage-nixl) stage_from .nixl /tmp/pdw ;;
+        stage-nixl) stage_from .nixl /tmp/nixl-parts ;;
         stage-router) stage_from .pdw /tmp/pdw ;;
         install) install_pd ;;
         matrix | collect | compare | scenarios) $stage ;;
