@@ -6,10 +6,14 @@ server (``fastserver.py``, pinned to one core) this script alternates, in one ru
 background request recorded to JSONL) with ``bare_loop.py`` (same client library, same bodies,
 same number of connections, nothing recorded). Both generators are pinned to the other core.
 
-The tool's rate counts every recorded request completing inside the steady window (first second
-and the drain after the last canary left out), read back from ``canaries.jsonl`` and
-``background.jsonl``; its CPU is the Locust process's, sampled with psutil. "per core" divides by
-the CPU seconds the generator actually used in the window. Target: tool / bare >= 0.7.
+The tool's rate counts every recorded request completing inside the steady window (``steady_window``:
+``--seconds`` long from one second after the first completion, never past the last canary's, so the
+drain is left out), read back from ``canaries.jsonl`` and ``background.jsonl``; its CPU is the Locust
+process's, sampled with psutil and interpolated at the window's ends (``harness.cpu_between``). "per
+core" divides by the CPU seconds the generator actually used in the window; a window the samples do
+not cover prints ``n/a``, never a figure from part of it. The run's canary quota is sized from the
+canary rate the same variant showed the time before, so a run lasts about ``--seconds``.
+Target: tool / bare >= 0.75 per core.
 
 ``--baseline REV[,REV...]`` adds the tool as it was at each git revision (a temporary worktree per
 revision), alternated with the others: each fix's before/after measured in the same run.
@@ -74,11 +78,39 @@ class Measured:
 
     @property
     def rate(self) -> float:
-        return self.requests / self.window_s
+        return self.requests / self.window_s if self.window_s > 0 else float("nan")
 
     @property
     def per_core(self) -> float:
         return self.requests / self.cpu_s if self.cpu_s > 0 else float("nan")
+
+
+def steady_window(times: list[float], last_canary: float, ramp_s: float, seconds: float) -> tuple[int, float, float]:
+    """(requests completed in the window, its start, its end): from ``ramp_s`` after the first completion,
+    ``seconds`` long, cut at the last canary's completion (after it the background only drains)."""
+    if not times:
+        return 0, 0.0, 0.0
+    t0 = min(times) + ramp_s
+    t1 = max(t0, min(t0 + seconds, last_canary))
+    return sum(1 for t in times if t0 <= t <= t1), t0, t1
+
+
+def share(part: float, whole: float) -> str:
+    """``part / whole`` as a percentage; ``n/a`` where either is not a number."""
+    return "n/a" if math.isnan(part) or not whole > 0 else f"{part / whole:.0%}"
+
+
+def count(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:,.0f}"
+
+
+def ratio(value: float, reference: float) -> str:
+    return "n/a" if math.isnan(value) or not reference > 0 else f"{value / reference:.2f}x"
+
+
+def measured_median(values: list[float]) -> float:
+    """The median of the figures that were measured (NaN: a window the samples did not cover)."""
+    return median([v for v in values if not math.isnan(v)])
 
 
 def pinned(cpu: int) -> dict[str, object]:
@@ -114,10 +146,10 @@ def run_bare(url: str, bodies: Path, users: int, seconds: float, gen_cpu: int, s
     return Measured(res["requests"], res["window_s"], res["cpu_s"], server.cpu_between(e0, e1))
 
 
-def _completions(run_dir: Path) -> tuple[list[float], float]:
-    """Completion times (epoch) of every recorded request, and when the last canary completed."""
+def _completions(run_dir: Path) -> tuple[list[float], list[float]]:
+    """Completion times (epoch) of every recorded request, and of the canaries among them."""
     times: list[float] = []
-    last_canary = 0.0
+    canaries: list[float] = []
     for name in ("canaries.jsonl", "background.jsonl"):
         for line in (run_dir / name).read_bytes().splitlines():
             row = orjson.loads(line)
@@ -126,14 +158,22 @@ def _completions(run_dir: Path) -> tuple[list[float], float]:
             t = float(row["sent_at"]) + float(row["latency_s"])
             times.append(t)
             if name == "canaries.jsonl":
-                last_canary = max(last_canary, t)
-    return times, last_canary
+                canaries.append(t)
+    return times, canaries
 
 
 def run_tool(
-    url: str, scenario: Path, users: int, canaries: int, out_dir: Path, gen_cpu: int, server: Sampler, tree: Path | None
-) -> Measured:
-    """One headless run of today's tool, or of the revision checked out at ``tree``."""
+    url: str,
+    scenario: Path,
+    users: int,
+    canaries: int,
+    out_dir: Path,
+    gen_cpu: int,
+    server: Sampler,
+    tree: Path | None,
+    seconds: float,
+) -> tuple[Measured, float]:
+    """One headless run of today's tool, or of the revision checked out at ``tree``; and its canaries per second."""
     cmd = [
         sys.executable,
         "-m",
@@ -156,10 +196,11 @@ def run_tool(
     if proc.returncode != 0:
         raise SystemExit(f"loadgen run failed ({proc.returncode}): {' '.join(cmd)}")
     run_dir = Path(stdout.decode().strip().splitlines()[-1])
-    times, last_canary = _completions(run_dir)
-    t0 = min(times) + RAMP_S
-    n = sum(1 for t in times if t0 <= t <= last_canary)
-    return Measured(n, last_canary - t0, gen.cpu_between(t0, last_canary), server.cpu_between(t0, last_canary))
+    times, canary_times = _completions(run_dir)
+    n, t0, t1 = steady_window(times, max(canary_times, default=0.0), RAMP_S, seconds)
+    span = max(canary_times, default=0.0) - min(canary_times, default=0.0)
+    canary_rate = (len(canary_times) - 1) / span if span > 0 else 0.0
+    return Measured(n, t1 - t0, gen.cpu_between(t0, t1), server.cpu_between(t0, t1)), canary_rate
 
 
 def main() -> None:
@@ -198,14 +239,18 @@ def main() -> None:
         write_bodies(scenario, args.users, bodies)
         with Sampler(server_proc.pid, every_s=0.2) as server:
             rate_guess = 1500.0
+            canary_rate: dict[str, float] = {}  # per variant, from its last run: sizes its next quota
             for rep in range(args.reps):
                 for which in variants if rep % 2 == 0 else variants[::-1]:
                     if which == "bare":
                         m = run_bare(url, bodies, args.users + 1, args.seconds, gen_cpu, server)
                         rate_guess = m.rate
                     else:
-                        quota = max(20, math.ceil(rate_guess * (args.seconds + RAMP_S) / (args.users + 1)))
-                        m = run_tool(url, scenario, args.users, quota, tmp / "runs", gen_cpu, server, trees[which])
+                        per_s = canary_rate.get(which) or rate_guess / (args.users + 1)
+                        quota = max(20, math.ceil(1.2 * per_s * (args.seconds + RAMP_S)))
+                        m, canary_rate[which] = run_tool(
+                            url, scenario, args.users, quota, tmp / "runs", gen_cpu, server, trees[which], args.seconds
+                        )
                     rows.append((which, rep, m))
                     time.sleep(0.5)
     fmt = [
@@ -214,23 +259,23 @@ def main() -> None:
             r,
             m.requests,
             f"{m.window_s:.1f}",
-            f"{m.rate:,.0f}",
-            f"{m.cpu_s / m.window_s:.0%}",
-            f"{m.per_core:,.0f}",
-            f"{m.server_cpu_s / m.window_s:.0%}",
+            count(m.rate),
+            share(m.cpu_s, m.window_s),
+            count(m.per_core),
+            share(m.server_cpu_s, m.window_s),
         )
         for w, r, m in rows
     ]
     header = ["generator", "rep", "requests", "window s", "req/s", "gen CPU", "req/s/core", "server CPU"]
     print(table(header, fmt))
     bare = [m for w, _, m in rows if w == "bare"]
-    b_rate, b_core = median([m.rate for m in bare]), median([m.per_core for m in bare])
-    print(f"\nmedians over {args.reps} reps; ratio = variant / bare (target >= 0.7x per core)")
+    b_rate, b_core = measured_median([m.rate for m in bare]), measured_median([m.per_core for m in bare])
+    print(f"\nmedians over {args.reps} reps; ratio = variant / bare (target >= 0.75x per core)")
     summary = []
     for name in dict.fromkeys(w for w, _, _ in rows):
         mine = [m for w, _, m in rows if w == name]
-        rate, core = median([m.rate for m in mine]), median([m.per_core for m in mine])
-        summary.append((name, f"{rate:,.0f}", f"{rate / b_rate:.2f}x", f"{core:,.0f}", f"{core / b_core:.2f}x"))
+        rate, core = measured_median([m.rate for m in mine]), measured_median([m.per_core for m in mine])
+        summary.append((name, count(rate), ratio(rate, b_rate), count(core), ratio(core, b_core)))
     print(table(["generator", "req/s", "ratio", "req/s/core", "ratio/core"], summary, [16, 10, 8, 12, 12]))
 
 

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -152,11 +153,30 @@ class Sampler:
             self._stop.wait(self.every_s)
 
     def cpu_between(self, t0: float, t1: float) -> float:
-        """CPU seconds used in [t0, t1], from the samples nearest inside that window; NaN if too few."""
-        inside = [s for s in self.samples if t0 <= s.t <= t1]
-        if len(inside) < 2:
-            return float("nan")
-        return (inside[-1].cpu_s - inside[0].cpu_s) * (t1 - t0) / (inside[-1].t - inside[0].t)
+        """CPU seconds used in [t0, t1] (``cpu_between``); NaN where the samples do not cover the window."""
+        return cpu_between(self.samples, t0, t1)
+
+
+def cpu_at(samples: Sequence[Sample], t: float) -> float | None:
+    """The process's CPU seconds so far at ``t``, linear between the two samples around it; None outside them.
+
+    Interpolated, not read from the samples inside a window and scaled: a window a few sampling intervals
+    long would otherwise be measured over a shorter span and stretched to fit."""
+    for before, after in pairwise(samples):
+        if before.t <= t <= after.t:
+            if after.t == before.t:
+                return before.cpu_s
+            return before.cpu_s + (after.cpu_s - before.cpu_s) * (t - before.t) / (after.t - before.t)
+    return None
+
+
+def cpu_between(samples: Sequence[Sample], t0: float, t1: float) -> float:
+    """CPU seconds used in [t0, t1]; NaN when the samples do not cover both ends (the process was not
+    found, or ended, or the window is empty): a figure never comes from a part of the window."""
+    start, end = cpu_at(samples, t0), cpu_at(samples, t1)
+    if start is None or end is None or t1 <= t0:
+        return float("nan")
+    return end - start
 
 
 def cpu_seconds(proc: psutil.Process) -> float:

@@ -84,7 +84,8 @@ def run_once(url: str, scenario: Path, users: int, canaries: int, out_dir: Path,
         stdout, _ = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"loadgen run failed ({proc.returncode}): {' '.join(cmd)}")
-    times, last_canary = _completions(Path(stdout.decode().strip().splitlines()[-1]))
+    times, canary_times = _completions(Path(stdout.decode().strip().splitlines()[-1]))
+    last_canary = max(canary_times, default=0.0)
     t0 = min(times) + RAMP_S
     n = sum(1 for t in times if t0 <= t <= last_canary)
     return Measured(n, last_canary - t0, locust.cpu_between(t0, last_canary), owner.cpu_between(t0, last_canary))
