@@ -50,7 +50,9 @@ VERSIONS_PY='import sys, torch, vllm, transformers, locust
 print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda)
 print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)'
 PD_VERSIONS_PY='from importlib.metadata import version
-print("nixl", version("nixl"), "nixl-cu13", version("nixl-cu13")); print("vllm-router", version("vllm-router"))'
+print("nixl", version("nixl"), "nixl-cu13", version("nixl-cu13")); print("vllm-router", version("vllm-router"))
+from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory  # is a push connector there?
+print("kv connectors", " ".join(sorted(KVConnectorFactory._registry)))'
 RESULTS=${RESULTS:-/tmp/vllm-pd-results}
 # shellcheck source=benchmarks/h200_common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results
