@@ -143,7 +143,9 @@ compare() {  # every cell's newest reported run, compared together (nothing is r
     env_up
     for study in pd-h200 pd-h200-decode-load; do
         local cells
-        cells=$(cd "$R/$study/cells" && ls | paste -sd,)
+        # only cells with a report: --reuse runs a cell that has none (a lane still running has none yet)
+        cells=$(cd "$R/$study/cells" && for c in */; do ls "$c"*/report.json >/dev/null 2>&1 && echo "${c%/}"; done | paste -sd,)
+        [ -n "$cells" ] || continue
         cmd python3 -m loadgen matrix "$R/scenario-files/$study.toml" --out "$R/$study" --reuse --cells "$cells" --quiet \
             >"$R/$study-compare.out" 2>&1
         log "compare $study: exit $?"
