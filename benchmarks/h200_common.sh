@@ -15,6 +15,10 @@ MODEL=/tmp/model
 export PYTHONUNBUFFERED=1
 mkdir -p "$R" "$OUT"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$R/timeline.txt"; }
+gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }
+# Where the second mode goes: GPU 1 where two or more are lent, else GPU 0, which the two modes then share
+# (each script says how: memory halves for long-lived servers, turns for engines a matrix cold-boots).
+second_gpu() { if [ "$(gpu_count)" -ge 2 ]; then echo 1; else echo 0; fi; }
 cmd() { echo "$*" >>"$R/commands.txt"; "$@"; }
 
 install() {
@@ -37,7 +41,7 @@ install() {
 collect_results() {  # MATRIX [more tar options]: compare the cells under $R/MATRIX, then tar results and records
     local matrix=$1 cells
     shift
-    cells=$(ls -d "$R/$matrix"/gpu*/cells/*/*/ 2>/dev/null)
+    cells=$(ls -d "$R/$matrix"/*/cells/*/*/ 2>/dev/null)  # every share's cells (matrix/<share>/cells/...)
     # shellcheck disable=SC2086
     [ -n "$cells" ] && cmd python3 -m loadgen compare $cells --out "$R/$matrix/comparison" >"$R/$matrix-compare.out" 2>&1
     tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \

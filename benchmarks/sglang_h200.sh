@@ -8,12 +8,17 @@
 # stages that each fit one 10-minute device call:
 #
 #   install   unpack the kit, install Locust's wheels (carried in .whl), make the model
-#   serve     two SGLang servers: GPU 0 default (port 30000), GPU 1 --enable-deterministic-inference (30001)
+#   serve     two SGLang servers: GPU 0 default (port 30000), GPU 1 --enable-deterministic-inference (30001);
+#             with one GPU both on GPU 0, one after the other, each with the same fixed KV pool
+#             (--max-total-tokens): SGLang sizes its pool from the memory free when it starts, so the second
+#             server's --mem-fraction-static must also cover the first's (kernels do not depend on the pool)
 #   fixtures  capture what SGLang answers (benchmarks/sglang/capture.py) into $R/fixtures/<mode>
 #   runs      per mode, in parallel: benchmarks/sglang/sweep.toml (0..256 background) and prefix-cache.toml,
 #             each a real `loadgen run` through SGLang's native /generate (endpoint kind "generate")
 #   matrix    stop the servers; benchmarks/sglang/matrix.toml through `loadgen matrix` with the sglang
-#             launcher, two cells per GPU in parallel (--cells, CUDA_VISIBLE_DEVICES)
+#             launcher, two cells per GPU in parallel (--cells, CUDA_VISIBLE_DEVICES); with one GPU the two
+#             shares take turns on it (engines that boot side by side would size their pools from each
+#             other's memory)
 #   collect   results into $OUT/results.tar.gz (records in $OUT/records.tar.gz)
 #
 # Usage: bash benchmarks/sglang_h200.sh STAGE [STAGE...]
@@ -30,7 +35,8 @@ env_up() {
     export PYTHONPATH="$PYTHONPATH:/tmp/site:$PWD"
 }
 SERVE_ARGS=(--model-path "$MODEL" --served-model-name tiny-qwen3 --attention-backend triton --grammar-backend none
-    --enable-metrics --enable-cache-report --mem-fraction-static 0.5 --cuda-graph-max-bs-decode 8 --host 127.0.0.1)
+    --enable-metrics --enable-cache-report --cuda-graph-max-bs-decode 8 --host 127.0.0.1)
+SHARED_KV=(--max-total-tokens 262144)  # one GPU, two servers: 262,144 tokens of KV each (16 GiB for this model)
 
 serve_one() {  # MODE GPU PORT FLAGS...
     local mode=$1 gpu=$2 port=$3
@@ -52,10 +58,18 @@ healthy() {  # PORT: wait until /health answers 200
 
 serve() {
     env_up
-    log "serve: default on GPU 0 (port 30000), --enable-deterministic-inference on GPU 1 (port 30001)"
-    serve_one default 0 30000 --sampling-backend pytorch
-    serve_one deterministic 1 30001 --enable-deterministic-inference
-    local a b
+    local g2 a b
+    g2=$(second_gpu)
+    log "serve: default on GPU 0 (port 30000), --enable-deterministic-inference on GPU $g2 (port 30001)"
+    if [ "$g2" = 0 ]; then  # one GPU: the first takes 35% of it, the second its own 35% on top of that
+        serve_one default 0 30000 --sampling-backend pytorch --mem-fraction-static 0.35 "${SHARED_KV[@]}"
+        healthy 30000 || return 1
+        serve_one deterministic 0 30001 --enable-deterministic-inference --mem-fraction-static 0.75 "${SHARED_KV[@]}"
+        healthy 30001
+        return
+    fi
+    serve_one default 0 30000 --sampling-backend pytorch --mem-fraction-static 0.5
+    serve_one deterministic 1 30001 --enable-deterministic-inference --mem-fraction-static 0.5
     healthy 30000 & a=$!
     healthy 30001 & b=$!
     wait "$a" "$b"
@@ -86,16 +100,26 @@ runs() {
     wait "$a" "$b"
 }
 
+matrix_share() {  # GPU NAME CELLS: one share of the matrix on one GPU, into matrix/NAME
+    CUDA_VISIBLE_DEVICES=$1 cmd python3 -m loadgen matrix benchmarks/sglang/matrix.toml --out "$R/matrix/$2" \
+        --cells "$3" >"$R/matrix-$2.out" 2>&1
+    log "$2 matrix exit $?"
+}
+
 matrix() {
     env_up
-    local p
+    local p g2
     for p in $(pgrep -f "sglang.launch_server"); do kill "$p"; done
     sleep 5
-    log "matrix: default cells on GPU 0, deterministic cells on GPU 1"
-    (CUDA_VISIBLE_DEVICES=0 cmd python3 -m loadgen matrix benchmarks/sglang/matrix.toml --out "$R/matrix/gpu0" \
-        --cells det-off_radix-on,det-off_radix-off >"$R/matrix-gpu0.out" 2>&1; log "gpu0 matrix exit $?") &
-    (CUDA_VISIBLE_DEVICES=1 cmd python3 -m loadgen matrix benchmarks/sglang/matrix.toml --out "$R/matrix/gpu1" \
-        --cells det-on_radix-on,det-on_radix-off >"$R/matrix-gpu1.out" 2>&1; log "gpu1 matrix exit $?") &
+    g2=$(second_gpu)
+    log "matrix: default cells on GPU 0, deterministic cells on GPU $g2"
+    if [ "$g2" = 0 ]; then  # one GPU: the shares take turns
+        matrix_share 0 default det-off_radix-on,det-off_radix-off
+        matrix_share 0 deterministic det-on_radix-on,det-on_radix-off
+        return
+    fi
+    matrix_share 0 default det-off_radix-on,det-off_radix-off &
+    matrix_share 1 deterministic det-on_radix-on,det-on_radix-off &
     wait
 }
 

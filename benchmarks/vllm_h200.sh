@@ -8,13 +8,16 @@
 #
 #   install   unpack the kit, install Locust's wheels (carried in .whl), make the model
 #   serve     two `vllm serve`: GPU 0 default (no --enable-prompt-tokens-details: cache hits are then
-#             checked by vLLM's prefix-cache counters), GPU 1 VLLM_BATCH_INVARIANT=1 (with it)
+#             checked by vLLM's prefix-cache counters), GPU 1 VLLM_BATCH_INVARIANT=1 (with it); with one
+#             GPU both on GPU 0, one after the other, 40% of its memory each (started one after another,
+#             each one's memory profile sees only itself)
 #   fixtures  capture what vLLM answers (/metrics, /server_info, completions, a prefix-cache reset idle
 #             and under load) into $OUT/fixtures for the tests
 #   runs      per mode, in parallel: benchmarks/vllm/sweep.toml (0..256 background), prefix-cache.toml,
 #             tm-burst.toml (1,000 identical requests), each a real `loadgen run`
 #   matrix    stop the servers; the D3 2x2 (benchmarks/vllm/d3-2x2.toml) through `loadgen matrix` with
-#             the vLLM launcher, two cells per GPU in parallel (--cells, CUDA_VISIBLE_DEVICES)
+#             the vLLM launcher, two cells per GPU in parallel (--cells, CUDA_VISIBLE_DEVICES); with one
+#             GPU the two shares take turns on it (engines that boot side by side profile each other)
 #   collect   `loadgen compare` of the four cells, results into $OUT/results.tar.gz
 #
 # The client at 512 streamed requests (one GPU is enough):
@@ -45,11 +48,11 @@ SERVE_ARGS=(--served-model-name tiny-qwen3 --dtype bfloat16 --seed 0 --max-model
     --attention-backend FLASH_ATTN --host 127.0.0.1)
 
 start_vllm() {  # GPU PORT VLLM_BATCH_INVARIANT LOG_NAME [more `vllm serve` flags]: one server, in its own session
-    local gpu=$1 port=$2 invariant=$3 name=$4
+    local gpu=$1 port=$2 invariant=$3 name=$4 mem=${MEM_UTIL:-0.85}
     shift 4
-    echo "CUDA_VISIBLE_DEVICES=$gpu VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=$invariant vllm serve $MODEL ${SERVE_ARGS[*]} --port $port --gpu-memory-utilization 0.85${*:+ $*}" >>"$R/commands.txt"
+    echo "CUDA_VISIBLE_DEVICES=$gpu VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=$invariant vllm serve $MODEL ${SERVE_ARGS[*]} --port $port --gpu-memory-utilization $mem${*:+ $*}" >>"$R/commands.txt"
     CUDA_VISIBLE_DEVICES=$gpu VLLM_SERVER_DEV_MODE=1 VLLM_BATCH_INVARIANT=$invariant setsid vllm serve "$MODEL" "${SERVE_ARGS[@]}" \
-        --port "$port" --gpu-memory-utilization 0.85 "$@" >"$R/vllm-$name.log" 2>&1 < /dev/null &
+        --port "$port" --gpu-memory-utilization "$mem" "$@" >"$R/vllm-$name.log" 2>&1 < /dev/null &
 }
 
 wait_healthy() {  # PORT...
@@ -61,7 +64,16 @@ wait_healthy() {  # PORT...
 
 serve() {
     env_up
-    log "serve: default on GPU 0 (port 8000), VLLM_BATCH_INVARIANT=1 on GPU 1 (port 8001)"
+    local g2
+    g2=$(second_gpu)
+    log "serve: default on GPU 0 (port 8000), VLLM_BATCH_INVARIANT=1 on GPU $g2 (port 8001)"
+    if [ "$g2" = 0 ]; then  # one GPU: one after the other, each with 40% of it
+        MEM_UTIL=0.4 start_vllm 0 8000 0 default
+        wait_healthy 8000
+        MEM_UTIL=0.4 start_vllm 0 8001 1 invariant --enable-prompt-tokens-details
+        wait_healthy 8001
+        return
+    fi
     start_vllm 0 8000 0 default
     start_vllm 1 8001 1 invariant --enable-prompt-tokens-details
     wait_healthy 8000 8001
@@ -143,14 +155,25 @@ runs() {
     wait
 }
 
+d3_share() {  # GPU NAME CELLS: one share of the D3 2x2 on one GPU, into d3/NAME
+    CUDA_VISIBLE_DEVICES=$1 cmd python3 -m loadgen matrix benchmarks/vllm/d3-2x2.toml --out "$R/d3/$2" \
+        --cells "$3" >"$R/d3-$2.out" 2>&1
+    log "$2 matrix exit $?"
+}
+
 matrix() {
     env_up
+    local g2
     pkill -f "vllm serve" ; sleep 5
-    log "matrix: apc-on/off x invariant-0 on GPU 0, x invariant-1 on GPU 1"
-    (CUDA_VISIBLE_DEVICES=0 cmd python3 -m loadgen matrix benchmarks/vllm/d3-2x2.toml --out "$R/d3/gpu0" \
-        --cells apc-on_invariant-0,apc-off_invariant-0 >"$R/d3-gpu0.out" 2>&1; log "gpu0 matrix exit $?") &
-    (CUDA_VISIBLE_DEVICES=1 cmd python3 -m loadgen matrix benchmarks/vllm/d3-2x2.toml --out "$R/d3/gpu1" \
-        --cells apc-on_invariant-1,apc-off_invariant-1 >"$R/d3-gpu1.out" 2>&1; log "gpu1 matrix exit $?") &
+    g2=$(second_gpu)
+    log "matrix: apc-on/off x invariant-0 on GPU 0, x invariant-1 on GPU $g2"
+    if [ "$g2" = 0 ]; then  # one GPU: the shares take turns (share names as in the two-GPU results)
+        d3_share 0 gpu0 apc-on_invariant-0,apc-off_invariant-0
+        d3_share 0 gpu1 apc-on_invariant-1,apc-off_invariant-1
+        return
+    fi
+    d3_share 0 gpu0 apc-on_invariant-0,apc-off_invariant-0 &
+    d3_share 1 gpu1 apc-on_invariant-1,apc-off_invariant-1 &
     wait
 }
 

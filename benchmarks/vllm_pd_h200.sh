@@ -90,7 +90,7 @@ install_pd() {
 
 scenarios() {  # the two studies' files under $R: as shipped, and with the decode side loaded
     local gpus
-    gpus=$(nvidia-smi -L | wc -l)
+    gpus=$(gpu_count)
     mkdir -p "$R/scenario-files"
     if [ "$gpus" -ge 2 ]; then  # the decode side of every pair on its own GPU
         sed 's/^env = { CUDA_VISIBLE_DEVICES = "0" }  # decode GPU.*/env = { CUDA_VISIBLE_DEVICES = "1" }/' \
