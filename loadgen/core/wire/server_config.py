@@ -1,7 +1,8 @@
 """What a server says about its own configuration, read into a few comparable settings.
 
 Why: two runs of "the same endpoint" are only comparable when they ran the same engine settings
-(prefix caching on or off, batch-invariant kernels, CUDA graphs or eager). Engines publish some of
+(prefix caching on or off, batch-invariant kernels, CUDA graphs or eager, tensor parallelism and its
+all-reduce). Engines publish some of
 that: vLLM as ``*_info`` series in ``/metrics`` (``vllm:cache_config_info``: ``enable_prefix_caching``,
 ``block_size``) and, with ``VLLM_SERVER_DEV_MODE=1``, its whole config and ``VLLM_*`` variables at
 ``GET /server_info?config_format=json``; SGLang its server arguments at ``GET /get_server_info``.
@@ -70,6 +71,11 @@ def _get(obj: Any, *path: str) -> Any:
     return obj
 
 
+def _negated(value: bool | None) -> bool | None:
+    """``disable_*`` flags read as the setting they switch off; unstated stays None."""
+    return None if value is None else not value
+
+
 def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
@@ -129,6 +135,15 @@ def server_settings(
             _int(_get(vcfg, "scheduler_config", "max_num_seqs")), _int(sg.get("max_running_requests"))
         ),
         "dtype": _stated(_first(_get(vcfg, "model_config", "dtype"), sg.get("dtype"))),
+        "tensor_parallel_size": _first(
+            _int(_get(vcfg, "parallel_config", "tensor_parallel_size")), _int(sg.get("tp_size"))
+        ),
+        "custom_all_reduce": _negated(
+            _first(
+                _flag(_get(vcfg, "parallel_config", "disable_custom_all_reduce")),
+                _flag(sg.get("disable_custom_all_reduce")),
+            )
+        ),
         "cached_tokens_reported": cached_tokens_reported,
     }
 
@@ -149,6 +164,11 @@ def describe(settings: dict[str, Any]) -> str:
         parts.append(f"attention {settings['attention_backend']}")
     if settings.get("max_num_seqs"):
         parts.append(f"max {settings['max_num_seqs']} sequences")
+    if settings.get("tensor_parallel_size"):  # one rank reduces nothing: the all-reduce is said from two on
+        reduce = settings.get("custom_all_reduce")
+        one = settings["tensor_parallel_size"] == 1
+        how = "" if reduce is None or one else f" (custom all-reduce {on_off[reduce]})"
+        parts.append(f"tensor parallel {settings['tensor_parallel_size']}{how}")
     if settings.get("cached_tokens_reported") is False:
         parts.append("cached tokens not reported")
     return ", ".join(parts)

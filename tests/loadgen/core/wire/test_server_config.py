@@ -20,6 +20,8 @@ SETTINGS = (
     "attention_backend",
     "max_num_seqs",
     "dtype",
+    "tensor_parallel_size",
+    "custom_all_reduce",
     "cached_tokens_reported",
 )
 
@@ -30,6 +32,7 @@ VLLM_SERVER_INFO: dict[str, Any] = {
         "model_config": {"enforce_eager": True, "dtype": "torch.bfloat16"},
         "scheduler_config": {"max_num_seqs": 256},
         "attention_config": {"backend": "FLASH_ATTN"},
+        "parallel_config": {"tensor_parallel_size": 1, "disable_custom_all_reduce": False},
     },
     "vllm_env": {"VLLM_BATCH_INVARIANT": "1"},
 }
@@ -81,7 +84,8 @@ def test_captured_server_config_agrees_with_its_own_info_series(name: str) -> No
     """What the probe recorded on the H200 is what server_settings makes of the info series it recorded."""
     recorded = orjson.loads((H200 / name).read_bytes())
     assert recorded["answered"] == ["/metrics", "/server_info"]
-    assert set(recorded["settings"]) == set(SETTINGS)
+    # recorded by a tool that did not read tensor parallelism yet: every other setting
+    assert set(recorded["settings"]) == set(SETTINGS) - {"tensor_parallel_size", "custom_all_reduce"}
     from_metrics = server_settings(recorded["info_series"], None, None, cached_tokens_reported=None)
     for key in ("prefix_caching", "block_size"):
         assert from_metrics[key] == recorded["settings"][key], key
@@ -109,6 +113,8 @@ def test_vllm_server_info_gives_every_setting() -> None:
         "attention_backend": "FLASH_ATTN",
         "max_num_seqs": 256,
         "dtype": "torch.bfloat16",
+        "tensor_parallel_size": 1,
+        "custom_all_reduce": True,
         "cached_tokens_reported": True,
     }
 
@@ -135,6 +141,8 @@ def test_sglang_server_info_gives_every_setting() -> None:
         "attention_backend": "triton",
         "max_num_seqs": 48,
         "dtype": "bfloat16",
+        "tensor_parallel_size": None,
+        "custom_all_reduce": None,
         "cached_tokens_reported": None,
     }
     radix_on = server_settings({}, None, {**SGLANG_INFO, "disable_radix_cache": False}, cached_tokens_reported=None)
@@ -232,7 +240,7 @@ def test_describe_of_vllm_and_sglang_settings() -> None:
     vllm = server_settings({}, VLLM_SERVER_INFO, None, cached_tokens_reported=False)
     assert describe(vllm) == (
         "prefix caching off (block 32), batch-invariant on, eager, attention FLASH_ATTN, max 256 sequences, "
-        "cached tokens not reported"
+        "tensor parallel 1, cached tokens not reported"
     )
     sglang = server_settings({}, None, SGLANG_INFO, cached_tokens_reported=True)
     assert describe(sglang) == (
@@ -251,3 +259,23 @@ def test_labels_per_line_are_capped_and_timestamps_accepted() -> None:
     info = info_series(f'x_info{{{labels}}} 1.0\nvllm:cache_config_info{{block_size="16"}} 1.0 1700000000000\n')
     assert len(info["x_info"]) == 64
     assert info["vllm:cache_config_info"] == {"block_size": "16"}
+
+
+@pytest.mark.parametrize("disabled", [True, False])
+def test_tensor_parallel_size_and_its_custom_all_reduce_from_either_engine(disabled: bool) -> None:
+    """TP-dependent outputs are an engine axis: a run says how many ranks reduced and whether the engine's
+    own all-reduce kernel did it (vLLM: ``parallel_config``; SGLang: ``tp_size``, same flag name)."""
+    vllm = {"vllm_config": {"parallel_config": {"tensor_parallel_size": 2, "disable_custom_all_reduce": disabled}}}
+    sglang = {"tp_size": 2, "disable_custom_all_reduce": disabled}
+    for server_info, sglang_info in ((vllm, None), (None, sglang)):
+        settings = server_settings({}, server_info, sglang_info, cached_tokens_reported=None)
+        assert settings["tensor_parallel_size"] == 2 and settings["custom_all_reduce"] is (not disabled)
+        assert describe(settings) == f"tensor parallel 2 (custom all-reduce {'off' if disabled else 'on'})"
+    one_rank = {"vllm_config": {"parallel_config": {"tensor_parallel_size": 1, "disable_custom_all_reduce": disabled}}}
+    alone = server_settings({}, one_rank, None, cached_tokens_reported=None)
+    assert alone["custom_all_reduce"] is (not disabled) and describe(alone) == "tensor parallel 1"  # nothing reduced
+    not_stated = {
+        "vllm_config": {"parallel_config": {"tensor_parallel_size": "two", "disable_custom_all_reduce": "maybe"}}
+    }
+    settings = server_settings({}, not_stated, None, cached_tokens_reported=None)
+    assert settings["tensor_parallel_size"] is None and settings["custom_all_reduce"] is None
