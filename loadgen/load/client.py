@@ -41,6 +41,7 @@ from loadgen.core.wire import (
 from loadgen.core.wire.sse import SSEDecoder
 from loadgen.core.wire.sse_frames import FrameReader
 from loadgen.load.answer_checks import completion_problem, redact_completion
+from loadgen.load.deadlines import DeadlineHit, Deadlines, deadlines
 from loadgen.load.holding import Progress
 
 _MAX_ERROR_BODY = 500
@@ -71,9 +72,11 @@ class Limits:
 
 
 class EndpointClient(HTTPClient):
-    """geventhttpclient's client with the ``Limits`` every request sent through it obeys."""
+    """geventhttpclient's client with the ``Limits`` every request sent through it obeys, and the sweep
+    (``loadgen.load.deadlines``) that ends a request at its total deadline."""
 
     limits: Limits
+    deadlines: Deadlines
 
 
 class ResponseTooLarge(Exception):
@@ -139,6 +142,7 @@ def make_client(
     )
     assert isinstance(client, EndpointClient)  # from_url builds the class it is called on
     client.limits = Limits(read_timeout_s, request_timeout_s, max_response_bytes)
+    client.deadlines = deadlines()
     return client
 
 
@@ -216,9 +220,8 @@ def send_payload(
     t0 = time.perf_counter()
     out = Outcome(sent_at=sent_at, latency_s=None, ttft_s=None)
     headers_seen = False
-    deadline = gevent.Timeout(deadline_s)  # the whole request: read_timeout_s only bounds each wait for a byte
-    deadline.start()
     try:
+        client.deadlines.arm(deadline_s)  # the whole request: read_timeout_s only bounds each wait for a byte
         # a streamed response ends its connection: some servers (llama.cpp's) close it after the stream while
         # answering keep-alive, and a POST sent on such a socket fails; never reuse it, never retry a POST
         resp = client.request("POST", path, body=payload, headers=_CLOSE if stream else None)
@@ -251,9 +254,7 @@ def send_payload(
         out.error_message = f"response cut after {limits.max_response_bytes} bytes (endpoint.max_response_bytes)"
     except gevent.GreenletExit:
         out.error_kind, out.error_message, out.cancelled = "cancelled", "request cut off by the end of its user", True
-    except gevent.Timeout as exc:
-        if exc is not deadline:
-            raise  # someone else's timer: theirs to handle
+    except DeadlineHit:
         out.error_kind = "timeout"
         out.error_message = f"total deadline of {deadline_s:g} s hit (endpoint.request_timeout_s); the request was cut"
     except TimeoutError as exc:
@@ -265,7 +266,7 @@ def send_payload(
         kind_ = "truncated_stream" if headers_seen and exc.errno in (errno.ECONNRESET, errno.EPIPE) else "connection"
         out.error_kind, out.error_message = kind_, f"{type(exc).__name__}: {exc}"
     finally:
-        deadline.close()
+        client.deadlines.disarm()
     out.latency_s = time.perf_counter() - t0
     if out.ok and out.completion is not None and (problem := completion_problem(out.completion, max_tokens)):
         out.error_kind, out.error_message, out.completion = "malformed_body", problem, None
@@ -334,22 +335,17 @@ def reset_dropped(status: int | None, body: bytes) -> bool:
 
 def reset_cache(client: EndpointClient, path: str) -> ResetAnswer:
     """POST the engine's prefix-cache reset route and say whether the cache was dropped."""
-    deadline = gevent.Timeout(client.limits.deadline_s(0))
-    deadline.start()
     try:
+        client.deadlines.arm(client.limits.deadline_s(0))
         resp = client.request("POST", path, body=b"")
         _cap_body(resp, client.limits.max_response_bytes)
         body = resp.read()
         status = int(resp.status_code)
         return ResetAnswer(status, reset_dropped(status, body))
-    except gevent.Timeout as exc:
-        if exc is not deadline:
-            raise
-        return ResetAnswer(None, False)
-    except (OSError, HTTPParseError, ResponseTooLarge):
+    except (DeadlineHit, OSError, HTTPParseError, ResponseTooLarge):
         return ResetAnswer(None, False)
     finally:
-        deadline.close()
+        client.deadlines.disarm()
 
 
 def _read_stream(

@@ -365,6 +365,7 @@ class BackgroundUser(User):
                 secret=st.api_key,
                 usage_only=True,
                 progress=progress if stream else None,
+                max_tokens=body.max_tokens,
             )
         finally:
             st.inflight.background -= 1
