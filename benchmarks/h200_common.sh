@@ -13,6 +13,9 @@ OUT=${OUT:-/tmp/out}
 R=${RESULTS:-/tmp/$KIT-results}
 MODEL=/tmp/model
 export PYTHONUNBUFFERED=1
+# NVLink multicast stays off in every process started here (the GPU machines' rule: a program that uses it
+# can take the host's shared GPUs out of service); the engines inherit this environment.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$R" "$OUT"
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$R/timeline.txt"; }
 gpu_count() { nvidia-smi -L 2>/dev/null | grep -c '^GPU'; }

@@ -20,6 +20,11 @@
 #             GPU the two shares take turns on it (engines that boot side by side profile each other)
 #   collect   `loadgen compare` of the four cells, results into $OUT/results.tar.gz
 #
+# Two GPUs or more (docs/results/vllm-h200-x2/):
+#   tp        benchmarks/vllm/tp-x2.toml through `loadgen matrix`: tensor parallel 1 and 2 (and 2 with
+#             NCCL's all-reduce), default and VLLM_BATCH_INVARIANT=1; start-tp / wait-tp detached,
+#             collect-tp its results into $OUT/results.tar.gz
+#
 # The client at 512 streamed requests (one GPU is enough):
 #   serve-default   one `vllm serve` on GPU 0, default settings (as in serve)
 #   streams         benchmarks/vllm/stream-512.toml with one load process, then with --processes auto
@@ -182,6 +187,17 @@ collect() {
     collect_results d3
 }
 
+tp() {  # tensor parallel 1 and 2 (benchmarks/vllm/tp-x2.toml), every cell started by the tool: two GPUs
+    env_up
+    local n
+    n=$(gpu_count)
+    [ "$n" -ge 2 ] || { log "tp: needs two GPUs, $n here"; return 1; }
+    pkill -f "vllm serve" ; sleep 5
+    log "tp: tensor parallel 1 and 2, default and VLLM_BATCH_INVARIANT=1"
+    cmd timeout 3000 python3 -m loadgen matrix benchmarks/vllm/tp-x2.toml --out "$R/tp" >"$R/tp.out" 2>&1
+    log "tp matrix exit $?"
+}
+
 detached() {  # STAGE: run it in its own session, so it outlives this device call
     # From a snapshot of the tree: a later device call copies the working tree over this one.
     local snap=/tmp/snapshot-$1
@@ -207,7 +223,7 @@ wait_for() {  # STAGE SECONDS
 
 for stage in "$@"; do
     case $stage in
-        install | serve | fixtures | runs | matrix | collect | streams) $stage ;;
+        install | serve | fixtures | runs | matrix | collect | streams | tp) $stage ;;
         serve-default) serve_default ;;
         collect-streams) collect_streams ;;
         start-streams) detached streams ;;
@@ -215,6 +231,9 @@ for stage in "$@"; do
         stop-streams) stop streams ;;
         start-runs) detached runs ;;
         start-matrix) detached matrix ;;
+        start-tp) detached tp ;;
+        wait-tp) wait_for tp "${WAIT_S:-540}" ;;
+        collect-tp) env_up; collect_results tp ;;
         wait-runs) wait_for runs "${WAIT_S:-540}" ;;
         wait-matrix) wait_for matrix "${WAIT_S:-540}" ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
