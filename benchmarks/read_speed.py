@@ -26,21 +26,33 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
+
+from collectors.sidecar import FILES, INDEX, columns_dir
 
 T = 128
 LEVELS = (0, 1, 2, 4, 8, 16, 32, 64)
 MARK = "@@MARK@@"
 
 
-def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list[tuple[bytes, bytes, bytes, bytes]]]:
-    """The record serialised once around its marks; the completion and logprob segments that fill them."""
+def _pieces(
+    seed: int = 0,
+) -> tuple[list[bytes], list[tuple[bytes, bytes]], list[tuple[bytes, bytes, bytes, bytes]], Any]:
+    """The record serialised once around its marks; the completion and logprob segments that fill them; the
+    same values as numbers and token bytes (``Values``), for the columns file."""
     rng = np.random.default_rng(seed)
     ref = rng.integers(0, 150_000, T)
     completions = []
+    comp_ids: list[Any] = []
+    comp_tokens: list[list[str]] = []
+    lp_values: list[list[float]] = []
+    top_values: list[list[float]] = []
     for k in range(64):  # the reference and 63 forks at varied positions
         ids = ref.copy()
         if k:
@@ -49,6 +61,8 @@ def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list
         toks = [f" w{x}" for x in ids.tolist()]
         seq = b'"token_ids":' + orjson.dumps(ids.tolist()) + b',"tokens":' + orjson.dumps(toks)
         completions.append((seq, b',"text":' + orjson.dumps("".join(toks))))
+        comp_ids.append(ids.astype(np.int64))
+        comp_tokens.append(toks)
     logprobs = []
     base = -rng.random(T)
     for _ in range(256):  # drift on most, bitwise equal on some
@@ -58,6 +72,8 @@ def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list
         lp_bytes, top_bytes = orjson.dumps(lp.tolist()[1:]), orjson.dumps(top[1:])
         top_pre, top_post = b',"top_logprobs":[[["a",', b'],["b",-2.0]],' + top_bytes[1:]
         logprobs.append((b',"logprobs":[', b"," + lp_bytes[1:], top_pre, top_post))
+        lp_values.append(lp.tolist())
+        top_values.append([x for pos in top for x in (pos[0][1], pos[1][1])])
     record = {
         "run_id": "bench",
         "canary_id": "c0",
@@ -81,23 +97,84 @@ def _pieces(seed: int = 0) -> tuple[list[bytes], list[tuple[bytes, bytes]], list
         "schema": 1,
     }
     text = orjson.dumps(record).decode().replace(f'"{MARK}"', MARK).replace(f'"SEQ":{MARK},', MARK)
-    return [p.encode() for p in text.split(MARK)], completions, logprobs
+    top_arr = np.array(top_values, dtype=np.float64)
+    top_arr[:, 1] = -2.0  # the first position's second alternative, as the template writes it
+    values = Values(np.stack(comp_ids), comp_tokens, np.array(lp_values, dtype=np.float64), top_arr)
+    return [p.encode() for p in text.split(MARK)], completions, logprobs, values
 
 
-def write_folder(run_dir: Path, n: int, *, distinct: bool = True) -> int:
+@dataclass
+class Values:
+    """The completions' ids and token bytes, and the logprob vectors' values, as the columns file holds them."""
+
+    ids: Any  # (64, T) int64
+    tokens: list[list[str]]  # the token strings per completion
+    lp: Any  # (256, T) float64
+    top: Any  # (256, 2 T) float64: both alternatives' logprobs, position by position
+
+
+class ColumnsOut:
+    """The columns file of ``canaries.jsonl`` (``collectors.sidecar``), written in bulk in its layout."""
+
+    def __init__(self, run_dir: Path) -> None:
+        folder = columns_dir(run_dir / "canaries.jsonl")
+        folder.mkdir()
+        self.fh = {name: open(folder / name, "wb") for name in FILES}  # noqa: SIM115
+        self.line = 0
+        self.end = 0
+        self.vocab: dict[str, int] = {}
+        self.codes: dict[int, Any] = {}  # completion -> its tokens' codes, coded when first written
+
+    def add(self, lines: list[bytes], heads: list[bytes], comp: list[int], values: Values, lp: Any, top: Any) -> None:
+        n = len(lines)
+        rows = np.zeros(n, INDEX)
+        lengths = np.array([len(x) for x in lines], dtype=np.int64)
+        rows["jsonl_end"] = self.end + np.cumsum(lengths)
+        rows["line"] = np.arange(self.line + 1, self.line + n + 1)
+        rows["crc"] = [zlib.crc32(x) for x in lines]
+        rows["head"] = [len(h) for h in heads]
+        rows["n_ids"], rows["n_lp"], rows["n_top"], rows["k"], rows["n_tok"] = T, T, T, 2, T
+        sizes = []
+        for c in comp:  # the vocabulary in first-seen order, as the collector codes it
+            if c not in self.codes:
+                before = len(self.vocab)
+                self.codes[c] = np.array(
+                    [self.vocab.setdefault(t, len(self.vocab)) for t in values.tokens[c]], np.int32
+                )
+                new = list(self.vocab)[before:]
+                self.fh["vocab"].write(b"".join(orjson.dumps(w) + b"\n" for w in new))
+            sizes.append(len(self.vocab))
+        rows["vocab"] = sizes
+        self.end, self.line = int(rows["jsonl_end"][-1]), self.line + n
+        self.fh["head"].write(b"".join(heads))
+        codes = np.stack([self.codes[c] for c in comp])
+        for name, arr in (("ids", values.ids[comp]), ("lp", lp), ("top", top), ("codes", codes)):
+            self.fh[name].write(np.ascontiguousarray(arr).tobytes())
+        self.fh["index"].write(rows.tobytes())
+
+    def close(self) -> None:
+        for fh in self.fh.values():
+            fh.close()
+
+
+def write_folder(run_dir: Path, n: int, *, distinct: bool = True, columns: bool = True) -> int:
     """N records in ``canaries.jsonl`` (half of them the reference completion) and a manifest; the file's size.
-    ``distinct``: every record's logprobs its own; else 256 logprob vectors repeat (a nearly invariant run)."""
+    ``distinct``: every record's logprobs its own; else 256 logprob vectors repeat (a nearly invariant run).
+    ``columns``: with the columns file the collector writes beside it (else a JSONL-only, older folder)."""
     (run_dir / "manifest.json").write_bytes(
         orjson.dumps({"schema": 1, "run_id": "bench", "levels": list(LEVELS), "status": "finished", "endpoint": {}})
     )
-    (p0, p1, p2, p3), completions, logprobs = _pieces()
+    (p0, p1, p2, p3), completions, logprobs, values = _pieces()
     rng = np.random.default_rng(1)
+    out = ColumnsOut(run_dir) if columns else None
     with open(run_dir / "canaries.jsonl", "wb") as fh:
         for start in range(0, n, 10_000):
             k = min(10_000, n - start)
             comp = (rng.integers(0, 64, k) * (rng.random(k) < 0.5)).tolist()
             lps = rng.integers(0, 256, k).tolist()
             lines = []
+            heads = []
+            owns = np.zeros(k)
             for j in range(k):
                 i = start + j
                 level = LEVELS[i % len(LEVELS)]
@@ -108,7 +185,16 @@ def write_folder(run_dir: Path, n: int, *, distinct: bool = True) -> int:
                 lp_pre, lp_post, top_pre, top_post = logprobs[lps[j]]
                 parts = (p0, b'"r%d"' % i, p1, scalars, p2, seq, lp_pre, own, lp_post, top_pre, own, top_post, text)
                 lines.append(b"".join(parts) + b"," + p3 + b"\n")
+                if out is not None:
+                    heads.append(b"".join((p0, b'"r%d"' % i, p1, scalars, p2, text[1:], b",", p3, b",")))
+                    owns[j] = float(own)
             fh.write(b"".join(lines))
+            if out is not None:
+                lp, top = values.lp[lps].copy(), values.top[lps].copy()
+                lp[:, 0] = top[:, 0] = owns
+                out.add(lines, heads, comp, values, lp, top)
+    if out is not None:
+        out.close()
     return (run_dir / "canaries.jsonl").stat().st_size
 
 
@@ -157,34 +243,45 @@ def main() -> None:
     old_n = min(n, args.old_records)
     print(f"command: {' '.join(sys.argv)}")
     rows = []
+    jsonl_n = min(n, 20_000)
     with tempfile.TemporaryDirectory(prefix="bench-read-") as tmp:
-        cases = [("reference", old_n, True), ("fast", old_n, True), ("fast", n, True), ("fast", n, False)]
-        for mode, count, distinct in cases[:3] if args.distinct_only else cases:
-            run_dir = Path(tmp) / f"n{count}-{'distinct' if distinct else 'repeated'}"
+        # (reader, records, each record's logprobs its own, the folder has its columns file)
+        cases = [
+            ("reference", old_n, True, True),  # the reference builder reads the JSONL alone
+            ("fast", old_n, True, True),
+            ("fast", jsonl_n, True, False),
+            ("fast", n, True, True),
+            ("fast", n, False, True),
+        ]
+        for mode, count, distinct, columns in cases[:4] if args.distinct_only else cases:
+            run_dir = (
+                Path(tmp) / f"n{count}-{'distinct' if distinct else 'repeated'}-{'columns' if columns else 'jsonl'}"
+            )
             if not run_dir.exists():
                 run_dir.mkdir()
                 t0 = time.perf_counter()
-                size = write_folder(run_dir, count, distinct=distinct)
+                size = write_folder(run_dir, count, distinct=distinct, columns=columns)
                 print(f"wrote {count:,} records, {size / 2**20:,.0f} MiB, in {time.perf_counter() - t0:.1f} s")
             size = (run_dir / "canaries.jsonl").stat().st_size
             got = run_child(run_dir, mode, None if mode == "reference" else args.workers)
-            rows.append((mode, count, distinct, size, got))
-            if count == n and distinct:
+            source = "JSONL" if mode == "reference" or not columns else "columns file"
+            rows.append((mode, source, count, distinct, size, got))
+            if count == n and n > old_n and distinct:
                 shutil.rmtree(run_dir)  # a million records are 14 GB: one folder on disk at a time
     print(
-        "\n| reader | logprobs | records | records/s | MB/s | read s | report end to end s "
+        "\n| reader | read from | logprobs | records | records/s | MB/s of JSONL | read s | report end to end s "
         "| peak RSS MiB (reader / worker) |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for mode, count, distinct, size, g in rows:
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for mode, source, count, distinct, size, g in rows:
         print(
-            f"| {mode} | {'each record its own' if distinct else '256 vectors repeat'} | {count:,} "
+            f"| {mode} | {source} | {'each record its own' if distinct else '256 vectors repeat'} | {count:,} "
             f"| {g['records'] / g['read_s']:,.0f} | {size / 1e6 / g['read_s']:,.0f} "
             f"| {g['read_s']:.2f} | {g['report_s']:.2f} | {g['rss_mib']:,.0f} / {g['worker_rss_mib']:,.0f} |"
         )
-    ref, fast_small = rows[0][4], rows[1][4]
+    ref, fast_small = rows[0][5], rows[1][5]
     print(
-        f"\nat {old_n:,} records: fast / reference = {ref['read_s'] / fast_small['read_s']:.1f}x read, "
+        f"\nat {old_n:,} records: columns / reference JSONL = {ref['read_s'] / fast_small['read_s']:.1f}x read, "
         f"{ref['report_s'] / fast_small['report_s']:.1f}x end to end; "
         f"unique completions {int(ref['unique'])} (reference) vs {int(fast_small['unique'])} (fast)"
     )

@@ -126,6 +126,8 @@ class FileRead:
     torn_tail: bool = False  # the last line has no newline and is not a record: a write cut short
     # of ``skipped_lines``, those that were JSON objects no column can hold: line -> why (``record_problem``)
     malformed: dict[int, str] = field(default_factory=dict)
+    # the file's columns file (``collectors.sidecar``) did not match it and was not used: why, in words
+    columns_notice: str | None = None
 
 
 _INT64_MAX = 2**63 - 1
@@ -293,6 +295,26 @@ def cached_tokens(usage: Any) -> int | None:
     return int(value) if isinstance(value, int | float) else None
 
 
+REQUEST_VALUES = ("temperature", "request_key")
+USAGE_VALUES = ("cached_tokens", "prompt_tokens", "usage_problem")
+
+
+def request_values(request: Any) -> tuple[Any, str]:
+    """A record's ``request``: its temperature, and a key equal for bodies equal but for a cache salt."""
+    request = request if isinstance(request, dict) else {}
+    sampling = request.get("sampling_params")  # SGLang /generate keeps sampling there
+    temperature = sampling.get("temperature") if isinstance(sampling, dict) else request.get("temperature")
+    # a per-request cache salt (SGLang /generate: extra_key) is meant to differ; the rest of the body must not
+    keyed = {k: v for k, v in request.items() if k not in ("cache_salt", "extra_key")}
+    return temperature, hashlib.blake2b(orjson.dumps(keyed, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+
+
+def usage_values(usage: Any) -> tuple[int | None, Any, str | None]:
+    """A record's ``usage``: its cached tokens, prompt tokens, and what no engine could report in it."""
+    prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return cached_tokens(usage), prompt, usage_problem(usage)
+
+
 class ColumnBuilder:
     """Accumulates canary records chunk by chunk into ``CanaryColumns``; also used for synthetic runs."""
 
@@ -342,21 +364,10 @@ class ColumnBuilder:
         for k in SCALARS:
             self._scalars[k].append(raw.get(k))
         self._scalars["file"].append(file)
-        request = raw.get("request")
-        request = request if isinstance(request, dict) else {}
-        sampling = request.get("sampling_params")  # SGLang /generate keeps sampling there
-        self._scalars["temperature"].append(
-            sampling.get("temperature") if isinstance(sampling, dict) else request.get("temperature")
-        )
-        # a per-request cache salt (SGLang /generate: extra_key) is meant to differ; the rest of the body must not
-        keyed = {k: v for k, v in request.items() if k not in ("cache_salt", "extra_key")}
-        self._scalars["request_key"].append(
-            hashlib.blake2b(orjson.dumps(keyed, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
-        )
-        self._scalars["cached_tokens"].append(cached_tokens(raw.get("usage")))
-        usage = raw.get("usage")
-        self._scalars["prompt_tokens"].append(usage.get("prompt_tokens") if isinstance(usage, dict) else None)
-        self._scalars["usage_problem"].append(usage_problem(usage))
+        for k, v in zip(REQUEST_VALUES, request_values(raw.get("request")), strict=True):
+            self._scalars[k].append(v)
+        for k, v in zip(USAGE_VALUES, usage_values(raw.get("usage")), strict=True):
+            self._scalars[k].append(v)
 
     def _flush(self) -> None:
         rows, self._pending = self._pending, []

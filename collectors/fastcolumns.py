@@ -85,14 +85,16 @@ class FastColumnBuilder(ColumnBuilder):
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
         return file_read(path, count, skipped, malformed)
 
-    def add_lines(self, lines: Iterable[bytes], path: Path) -> tuple[int, int, list[int], dict[int, str]]:
-        """Every line of ``lines`` (of ``path``, numbered from 1) that is a record: how many were, how many
+    def add_lines(
+        self, lines: Iterable[bytes], path: Path, *, first: int = 1
+    ) -> tuple[int, int, list[int], dict[int, str]]:
+        """Every line of ``lines`` (of ``path``, numbered from ``first``) that is a record: how many were, how many
         lines there were, the numbers of those skipped (not a JSON object, or a record no column can hold;
         blank lines are neither) and, of those, the records' reasons (``record_problem``)."""
         skipped: list[int] = []
         malformed: dict[int, str] = {}
         count = n = 0
-        for n, line in enumerate(lines, start=1):
+        for n, line in enumerate(lines, start=first):
             if line[:1] != b"{" and not line.strip():  # a record starts with "{": no copy of it
                 continue
             problem = self.add_line(line, where=f"{path} line {n}", file=path.name)
@@ -319,6 +321,12 @@ def _segment_gaps(values: FloatMatrix, widths: npt.NDArray[np.int64]) -> tuple[F
     with np.errstate(invalid="ignore"):
         usable = np.abs(values) <= MAX_ABS_LOGPROB  # NaN and the infinities fail
     keyed = np.where(usable, values, -np.inf)
+    if int(widths.min()) == int(widths.max()) == 2:  # two alternatives everywhere: no padding, no sort
+        pairs = keyed.reshape(-1, 2)
+        hi, lo = pairs.max(axis=1), pairs.min(axis=1)
+        good = np.isfinite(pairs).sum(axis=1)
+        with np.errstate(invalid="ignore"):
+            return np.where(good >= 2, hi - lo, np.nan), (2 - good).astype(np.float64)
     k = max(int(widths.max()), 2)
     mat = pad_flat(keyed, widths, -np.inf, np.float64)
     if mat.shape[1] < k:

@@ -52,11 +52,19 @@ class JsonlWriter:
         self._tail_open = False  # the file ends mid-line (a torn write): the next write starts a new line
 
     def write(self, obj: Any) -> bool:
+        line = self.encode(obj)
+        return line is not None and self.write_line(line)
+
+    def encode(self, obj: Any) -> bytes | None:
+        """``obj`` as its line (newline included), or None (counted as a failure) where it cannot be serialised."""
         try:
-            line = orjson.dumps(obj, option=_LINE)
+            return orjson.dumps(obj, option=_LINE)
         except TypeError:
             self.failures += 1
-            return False
+            return None
+
+    def write_line(self, line: bytes) -> bool:
+        """One line from ``encode``, written (or gathered) as ``write`` does; False where it was not written whole."""
         if self._fh.closed:  # gathered now, it would never be handed over
             self.failures += 1
             return False

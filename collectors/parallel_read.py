@@ -31,6 +31,7 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.columns import _GONE, CanaryColumns, ColumnBuilder, FileRead, _widen, file_read
 from collectors.fastcolumns import READ_BUFFER, FastColumnBuilder
+from collectors.sidecar_read import ColumnsFileBuilder, has_columns, read_file
 from loadgen.core.errors import RunFolderError
 from loadgen.core.runfiles import open_regular, regular_size
 
@@ -59,6 +60,8 @@ def read_canaries(
         builder: ColumnBuilder = ColumnBuilder()
         files = [builder.add_file(p) for p in paths]
         return builder.finish(), files
+    if any(has_columns(p) for p in paths):  # mapped columns: one process reads them faster than workers start
+        return _sequential(paths)
     sizes = [_size(p) for p in paths]
     if workers is None:
         workers = min(_cores(), sum(sizes) // PARALLEL_MIN_BYTES)
@@ -86,8 +89,8 @@ def read_canaries(
 
 def _sequential(paths: list[Path]) -> tuple[CanaryColumns, list[FileRead]]:
     with gc_paused():
-        fast = FastColumnBuilder()
-        files = [fast.add_file(p) for p in paths]
+        fast = ColumnsFileBuilder()
+        files = [read_file(fast, p) for p in paths]
         return fast.finish(), files
 
 

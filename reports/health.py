@@ -102,7 +102,9 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
         "non_finite_figures": 0,  # set by ``reports.build`` once the report is scrubbed
     }
     headline, notices = _words(facts)
-    return {**facts, "headline": headline, "notices": notices + implausible_notices(f) + malformed_notices(run.files)}
+    columns = [r.columns_notice for r in run.files if r.columns_notice]  # a columns file its JSONL contradicts
+    notices += implausible_notices(f) + malformed_notices(run.files) + columns
+    return {**facts, "headline": headline, "notices": notices}
 
 
 def implausible_notices(f: Any) -> list[str]:

@@ -1,0 +1,335 @@
+"""Read one canary file through its columns file (``collectors.sidecar``), the JSONL for the rest.
+
+Why: the columns file holds each record's sequences in numpy's layout, so a chunk of records becomes
+matrices by slicing mapped files, with no JSON parsed but each record's small head. The JSONL stays
+the truth; the columns file is trusted only as far as it provably matches it:
+
+- its index is cut to its last complete row whose bytes in every other file are all there (a torn tail
+  of a killed writer is ignored);
+- its rows must be lines 1, 2, ... of the JSONL in order, ending where the JSONL says (a line's end
+  offset and CRC-32 checked at the first row, the last and a spread of others between);
+- each head must be a record the columns can hold (``collectors.columns.record_problem``); the first
+  that is not ends the coverage there.
+
+Lines past the covered ones are read from the JSONL by ``collectors.fastcolumns`` in the same builder,
+so the result equals reading the JSONL alone: same rows, codes, skipped line numbers (``tests/collectors/
+test_sidecar.py``). A columns file that does not match its JSONL is not used at all: the whole file is
+read from the JSONL and ``FileRead.columns_notice`` says why. Must not print.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from collectors.columns import (
+    _CHUNK_ROWS,
+    BATCH_OTHERS,
+    MAX_ABS_LOGPROB,
+    REQUEST_VALUES,
+    SCALAR_CHECKS,
+    SCALARS,
+    USAGE_VALUES,
+    FileRead,
+    batch_others,
+    check_schema,
+    file_read,
+    pad_flat,
+    pad_ids,
+    record_problem,
+    request_values,
+    usage_values,
+)
+from collectors.columns import (
+    _REQUIRED as REQUIRED,
+)
+from collectors.fastcolumns import READ_BUFFER, FastColumnBuilder, _segment_gaps
+from collectors.sidecar import FILES, INDEX, columns_dir
+from loadgen.core.errors import RunFolderError
+from loadgen.core.record import SCHEMA
+from loadgen.core.runfiles import open_regular
+
+_SPOT_CHECKS = 64  # rows whose JSONL line is read back and compared, besides the first and the last
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass
+class Mapped:
+    """A columns folder's files, mapped and cut to their complete rows, and each row's start in every file
+    (one more start than rows)."""
+
+    rows: int
+    index: npt.NDArray[np.void]
+    head: mmap.mmap | bytes
+    values: dict[str, Any]  # ids, lp, top, codes -> the mapped values
+    vocab: list[str]  # the strings ``codes`` points into
+    at: dict[str, Ints]  # head, ids, lp, top, codes -> cumulative starts
+
+
+_ITEM = {"head": 1, "ids": 8, "lp": 8, "top": 8, "codes": 4}
+_DTYPE = {"ids": "<i8", "lp": "<f8", "top": "<f8", "codes": "<i4"}
+
+
+def has_columns(jsonl: Path) -> bool:
+    folder = columns_dir(jsonl)
+    return folder.is_dir() and not folder.is_symlink()
+
+
+def read_file(builder: ColumnsFileBuilder, path: Path) -> FileRead:
+    """``path`` into ``builder``: the rows its columns file covers, then the rest of its lines from the JSONL."""
+    with ExitStack() as stack:
+        try:
+            mapped = _map(stack, columns_dir(path))
+            notice = None if mapped is None else _mismatch(path, mapped)
+        except (OSError, ValueError, RunFolderError) as exc:
+            mapped, notice = None, f"cannot be read ({exc})"
+        if notice is not None:
+            got = builder.add_file(path)
+            got.columns_notice = f"{columns_dir(path).name}: {notice}; read from {path.name} instead"
+            return got
+        covered = 0 if mapped is None else builder.add_rows(mapped, path)
+        end = 0 if not covered or mapped is None else int(mapped.index["jsonl_end"][covered - 1])
+        try:
+            with open_regular(path, buffering=READ_BUFFER) as fh:
+                fh.seek(end)
+                count, _, skipped, malformed = builder.add_lines(fh, path, first=covered + 1)
+        except OSError as exc:
+            raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        return file_read(path, covered + count, skipped, malformed)
+
+
+def _map(stack: ExitStack, folder: Path) -> Mapped | None:
+    """The folder's files mapped and cut to their complete rows; None where it holds no complete row."""
+    if not folder.is_dir() or folder.is_symlink():
+        return None
+    sizes = {}
+    handles: dict[str, BinaryIO] = {}
+    for name in FILES:
+        fh = stack.enter_context(open_regular(folder / name, buffering=0))
+        handles[name] = fh
+        sizes[name] = os.fstat(fh.fileno()).st_size
+    rows = sizes["index"] // INDEX.itemsize
+    if not rows:
+        return None
+    index = np.fromfile(handles["index"], dtype=INDEX, count=rows)
+    lengths = {
+        "head": index["head"].astype(np.int64),
+        "ids": index["n_ids"].astype(np.int64).clip(0),
+        "lp": index["n_lp"].astype(np.int64).clip(0),
+        "top": index["n_top"].astype(np.int64).clip(0) * index["k"].astype(np.int64),
+        "codes": index["n_tok"].astype(np.int64).clip(0),
+    }
+    if any((v < 0).any() for v in lengths.values()) or (np.diff(index["vocab"]) < 0).any():
+        raise ValueError("a row with a negative length")
+    at = {k: np.concatenate([[0], np.cumsum(v)]) for k, v in lengths.items()}
+    for name, starts in at.items():  # rows whose values are not all in their file: a torn tail
+        rows = min(rows, int(np.searchsorted(starts, sizes[name] // _ITEM[name], side="right")) - 1)
+    vocab_bytes = handles["vocab"].read()
+    words = vocab_bytes[: vocab_bytes.rfind(b"\n") + 1].splitlines()  # a torn last string is not one
+    rows = min(rows, int(np.searchsorted(index["vocab"], len(words), side="right")))
+    if rows <= 0:
+        return None
+    index = index[:rows]
+    at = {k: v[: rows + 1] for k, v in at.items()}
+    vocab = [orjson.loads(w) for w in words[: int(index["vocab"][-1])]]
+    if not all(type(w) is str for w in vocab):
+        raise ValueError("a vocabulary entry that is not a string")
+
+    def values(name: str) -> Any:
+        n = int(at[name][-1])
+        return np.memmap(handles[name], dtype=_DTYPE[name], mode="r", shape=(n,)) if n else np.zeros(0, _DTYPE[name])
+
+    head: mmap.mmap | bytes = b""
+    if int(at["head"][-1]):
+        head = stack.enter_context(mmap.mmap(handles["head"].fileno(), 0, access=mmap.ACCESS_READ))
+    return Mapped(rows, index, head, {k: values(k) for k in _DTYPE}, vocab, at)
+
+
+def _mismatch(path: Path, m: Mapped) -> str | None:
+    """Why the rows are not lines 1, 2, ... of the JSONL; None where they are."""
+    if not np.array_equal(m.index["line"], np.arange(1, m.rows + 1)):
+        return "its rows are not the JSONL's lines in order"
+    ends = m.index["jsonl_end"].astype(np.int64)
+    starts = np.concatenate([[0], ends[:-1]])
+    if (ends <= starts).any():
+        return "its line ends do not increase"
+    with open_regular(path, buffering=0) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if int(ends[-1]) > size:
+            return f"it covers {int(ends[-1]):,} bytes of a {size:,}-byte JSONL file"
+        picks = np.unique(np.linspace(0, m.rows - 1, min(m.rows, _SPOT_CHECKS + 2)).astype(np.int64))
+        for r in picks.tolist():
+            fh.seek(int(starts[r]))
+            line = fh.read(int(ends[r] - starts[r]))
+            if not line.endswith(b"\n") or b"\n" in line[:-1] or zlib.crc32(line) != int(m.index["crc"][r]):
+                return f"its row {r + 1} is not line {r + 1} of the JSONL"
+    return None
+
+
+def _heads(m: Mapped, a: int, b: int) -> list[Any]:
+    """Rows ``a`` to ``b``'s heads, parsed: one JSON array where they all parse, else each on its own (one
+    that does not parse is None)."""
+    at = m.at["head"]
+    chunk = m.head[int(at[a]) : int(at[b])]
+    try:
+        got = orjson.loads(b"[" + chunk[:-1] + b"]")
+        if type(got) is list and len(got) == b - a:
+            return got
+    except orjson.JSONDecodeError:
+        pass
+    out: list[Any] = []
+    for r in range(a, b):
+        piece = m.head[int(at[r]) : int(at[r + 1])]
+        try:
+            out.append(orjson.loads(piece[:-1]) if piece.endswith(b",") else None)
+        except orjson.JSONDecodeError:
+            out.append(None)
+    return out
+
+
+def _all_fit(heads: list[Any]) -> bool:
+    """Every head a record of this schema with every required field and scalars the columns can hold (the
+    checks of ``_fits``, a field at a time)."""
+    if not all(type(h) is dict for h in heads) or not all(h.get("schema") == SCHEMA for h in heads):
+        return False
+    if not all(h.keys() >= REQUIRED for h in heads):
+        return False
+    return all(all(ok(h.get(name)) for h in heads) for name, (ok, _) in SCALAR_CHECKS.items())
+
+
+def _first_unfit(heads: list[Any], path: Path, first: int) -> int:
+    """How many heads from the first fit (``_fits``, which raises for an unknown schema as the JSONL reader does)."""
+    for k, h in enumerate(heads):
+        if not _fits(h, f"{path} line {first + k + 1}"):
+            return k
+    return len(heads)
+
+
+def _fits(raw: Any, where: str) -> bool:
+    """A head the columns can hold (its schema checked as the JSONL reader checks it: an unknown one raises)."""
+    if type(raw) is not dict:
+        return False
+    check_schema(raw, where=where)
+    return record_problem(raw, SCALAR_CHECKS) is None
+
+
+class ColumnsFileBuilder(FastColumnBuilder):
+    """``FastColumnBuilder`` that also takes rows from a mapped columns file, a chunk at a time: the heads of a
+    chunk parsed as one JSON array, the sequences sliced from the mapped files."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._request_memo: dict[bytes, tuple[Any, ...]] = {}
+        self._usage_memo: dict[bytes, tuple[Any, ...]] = {}
+
+    def add_rows(self, m: Mapped, path: Path) -> int:
+        """Every covered row of ``m`` (the columns file of ``path``), in order, until one the columns cannot
+        hold: how many were added."""
+        self._flush()  # rows of an earlier file go first
+        remap = np.zeros(0, np.int32)
+        done = 0
+        while done < m.rows:
+            b = min(m.rows, done + _CHUNK_ROWS)
+            heads = _heads(m, done, b)
+            keep = len(heads) if _all_fit(heads) else _first_unfit(heads, path, done)
+            keep = min(keep, self._ids_ok(m, done, done + keep))
+            if keep:
+                remap = self._remap(m, remap, done + keep)
+                self._add_heads(heads[:keep], path.name)
+                sizes = [h.get("engine_batch_sizes") for h in heads[:keep]]
+                self._add_sequences(m, done, done + keep, remap, sizes)
+                done += keep
+            if keep < len(heads):
+                break
+        return done
+
+    def _ids_ok(self, m: Mapped, a: int, b: int) -> int:
+        """How many rows from ``a`` have token ids that are all 0 or more."""
+        at = m.at["ids"]
+        ids = m.values["ids"][int(at[a]) : int(at[b])]
+        if not ids.size or int(ids.min()) >= 0:
+            return b - a
+        first = int(np.flatnonzero(ids < 0)[0]) + int(at[a])
+        return int(np.searchsorted(at, first, side="right")) - 1 - a
+
+    def _remap(self, m: Mapped, remap: npt.NDArray[np.int32], b: int) -> npt.NDArray[np.int32]:
+        """The file's codes up to row ``b``'s vocabulary re-coded into the builder's, new strings in the file's
+        order (its first-seen order)."""
+        need = int(m.index["vocab"][b - 1])
+        if need <= remap.size:
+            return remap
+        vocab = self._vocab
+        more = np.array([vocab.setdefault(w, len(vocab)) for w in m.vocab[remap.size : need]], dtype=np.int32)
+        return np.concatenate([remap, more])
+
+    def _add_heads(self, heads: list[dict[str, Any]], file: str) -> None:
+        """The chunk's frame values, as ``ColumnBuilder._add_scalars`` gives them one record at a time; the
+        request and usage figures computed once per distinct value."""
+        scalars = self._scalars
+        for k in SCALARS:
+            scalars[k].extend([h.get(k) for h in heads])
+        texts = self._texts
+        scalars["text"][-len(heads) :] = [
+            texts.setdefault(t, t) if type(t) is str else t for t in scalars["text"][-len(heads) :]
+        ]
+        scalars["file"].extend([file] * len(heads))
+        for keys, field_name, memo, compute in (
+            (REQUEST_VALUES, "request", self._request_memo, request_values),
+            (USAGE_VALUES, "usage", self._usage_memo, usage_values),
+        ):
+            got = [_memo(memo, compute, h.get(field_name)) for h in heads]
+            for j, k in enumerate(keys):
+                scalars[k].extend([g[j] for g in got])
+
+    def _add_sequences(self, m: Mapped, a: int, b: int, remap: npt.NDArray[np.int32], sizes: list[Any]) -> None:
+        """Rows ``a`` to ``b``'s matrices, as ``ColumnBuilder._flush`` builds them from JSON."""
+        ix = m.index[a:b]
+
+        def flat(name: str, dtype: Any) -> Any:
+            at = m.at[name]
+            return np.array(m.values[name][int(at[a]) : int(at[b])], dtype=dtype)
+
+        n_ids, n_lp, n_top, n_tok = (ix[k].astype(np.int64) for k in ("n_ids", "n_lp", "n_top", "n_tok"))
+        self._ids.append(pad_ids(flat("ids", np.int64), n_ids))
+        self._lens["n_ids"].append(n_ids)
+        codes = flat("codes", np.int64)
+        self._codes.append(pad_flat(remap[codes] if codes.size else codes, n_tok, -1, np.int32))
+        self._lens["n_tokens"].append(n_tok)
+        lps = pad_flat(flat("lp", np.float64), n_lp, np.nan, np.float64)
+        within = np.arange(lps.shape[1]) < n_lp[:, None]
+        with np.errstate(invalid="ignore"):
+            bad = within & ~(np.abs(lps) <= MAX_ABS_LOGPROB)
+        lps[bad] = np.nan
+        unusable = bad.sum(axis=1).astype(np.int64)
+        self._lps.append(lps)
+        self._lens["n_logprobs"].append(n_lp)
+        per_row = n_top.clip(0)
+        pos_gap, pos_bad = _segment_gaps(flat("top", np.float64), np.repeat(ix["k"].astype(np.int64), per_row))
+        owner = np.repeat(np.arange(b - a), per_row)
+        unusable += np.bincount(owner, weights=pos_bad, minlength=b - a).astype(np.int64)
+        self._gaps.append(pad_flat(pos_gap, n_top, np.nan, np.float64))
+        self._unusable.append(unusable)
+        for key, values in zip(BATCH_OTHERS, batch_others(sizes), strict=True):
+            self._batch[key].append(values)
+
+
+_MEMO_KEPT = 4096  # distinct requests or usages remembered
+
+
+def _memo(memo: dict[bytes, tuple[Any, ...]], compute: Any, value: Any) -> tuple[Any, ...]:
+    key = orjson.dumps(value)
+    got = memo.get(key)
+    if got is None:
+        if len(memo) >= _MEMO_KEPT:
+            memo.clear()
+        got = memo[key] = tuple(compute(value))
+    return got
