@@ -49,7 +49,9 @@ def rule_of_three(p: float) -> int:
 
 
 def binom_cdf(k: int, n: int, p: float) -> float:
-    """``P(X <= k)`` for ``X ~ Binomial(n, p)``, summed in log space (exact enough for n in the thousands)."""
+    """``P(X <= k)`` for ``X ~ Binomial(n, p)``. Summed from ``k`` along the smaller tail, each term from the
+    one before (``lgamma`` once), until the terms no longer change the sum: a few hundred terms where the
+    whole sum would be ``k`` (a million-record run has tens of thousands of divergences per level)."""
     if k < 0:
         return 0.0
     if k >= n or p <= 0.0:
@@ -57,11 +59,23 @@ def binom_cdf(k: int, n: int, p: float) -> float:
     if p >= 1.0:
         return 0.0
     lp, lq = math.log(p), math.log1p(-p)
-    total = 0.0
-    for i in range(k + 1):
-        log_term = math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq
-        total += math.exp(log_term) if i else math.exp(n * lq)
-    return min(1.0, total)
+    if k < n * p:  # the lower tail: terms fall from i = k down
+        log_t = math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * lp + (n - k) * lq
+        return min(1.0, math.exp(log_t) * _tail(k, n, (1.0 - p) / p, -1))
+    # the upper tail, i > k: terms fall from i = k + 1 up
+    j = k + 1
+    log_t = math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) + j * lp + (n - j) * lq
+    return min(1.0, max(0.0, 1.0 - math.exp(log_t) * _tail(j, n, p / (1.0 - p), 1)))
+
+
+def _tail(i: int, n: int, odds: float, step: int) -> float:
+    """Binomial terms from ``i`` on, in ``step`` direction, relative to the term at ``i``: their sum."""
+    total, t = 0.0, 1.0
+    while 0 <= i <= n and t > total * 1e-17:
+        total += t
+        t *= (i / (n - i + 1) if step < 0 else (n - i) / (i + 1)) * odds
+        i += step
+    return total
 
 
 def supports(diverged: int, completions: int, p: float) -> bool:
