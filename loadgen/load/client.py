@@ -43,9 +43,9 @@ from loadgen.core.wire.sse_frames import FrameReader
 from loadgen.load.answer_checks import completion_problem, redact_completion
 from loadgen.load.deadlines import DeadlineHit, Deadlines, deadlines
 from loadgen.load.holding import Progress
+from loadgen.load.post import faster_pool, post
 
 _MAX_ERROR_BODY = 500
-_CLOSE = {"Connection": "close"}
 SECONDS_PER_TOKEN = 2.0  # the default deadline's allowance per token asked for: slower than any real engine
 ASSUMED_TOKENS = 1024  # a body whose max_tokens cannot be read is given this many
 BACKGROUND_READ_EVERY_S = 0.05  # a background stream past its first token is read at most this often (see _read_frames)
@@ -77,6 +77,11 @@ class EndpointClient(HTTPClient):
 
     limits: Limits
     deadlines: Deadlines
+    post_heads: dict[tuple[str, bool], bytes]
+
+    def post_bytes(self, path: str, body: bytes, *, close: bool = False) -> Any:
+        """``request("POST", ...)``'s bytes and answer, without its per-call work (``loadgen.load.post``)."""
+        return post(self, self.post_heads, path, body, close=close)
 
 
 class ResponseTooLarge(Exception):
@@ -143,6 +148,8 @@ def make_client(
     assert isinstance(client, EndpointClient)  # from_url builds the class it is called on
     client.limits = Limits(read_timeout_s, request_timeout_s, max_response_bytes)
     client.deadlines = deadlines()
+    client.post_heads = {}
+    faster_pool(client)
     return client
 
 
@@ -224,7 +231,7 @@ def send_payload(
         client.deadlines.arm(deadline_s)  # the whole request: read_timeout_s only bounds each wait for a byte
         # a streamed response ends its connection: some servers (llama.cpp's) close it after the stream while
         # answering keep-alive, and a POST sent on such a socket fails; never reuse it, never retry a POST
-        resp = client.request("POST", path, body=payload, headers=_CLOSE if stream else None)
+        resp = client.post_bytes(path, payload, close=stream)
         headers_seen = True
         out.http_status = resp.status_code
         _cap_body(resp, limits.max_response_bytes)
