@@ -153,7 +153,12 @@ class Sampler:
             self._stop.wait(self.every_s)
 
     def cpu_between(self, t0: float, t1: float) -> float:
-        """CPU seconds used in [t0, t1] (``cpu_between``); NaN where the samples do not cover the window."""
+        """CPU seconds used in [t0, t1] (``cpu_between``); NaN where the samples do not cover the window.
+
+        A window that ended a moment ago (a run just over) waits for the first sample after it."""
+        give_up = time.time() + 4 * self.every_s
+        while self._thread.is_alive() and not (self.samples and self.samples[-1].t >= t1) and time.time() < give_up:
+            time.sleep(self.every_s / 4)
         return cpu_between(self.samples, t0, t1)
 
 
