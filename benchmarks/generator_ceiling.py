@@ -4,7 +4,8 @@ Why: a determinism verdict is only as good as the load behind it. Against a near
 server (``fastserver.py``, pinned to one core) this script alternates, in one run, a real headless
 ``loadgen run`` (Locust, one canary user and ``--users`` background users, every canary and every
 background request recorded to JSONL) with ``bare_loop.py`` (same client library, same bodies,
-same number of connections, nothing recorded). Both generators are pinned to the other core.
+same number of connections, nothing recorded) and with plain Locust (``plain_locust.py``: as many
+``FastHttpUser`` users posting the same bodies). Every generator is pinned to the other core.
 
 The tool's rate counts every recorded request completing inside the steady window (``steady_window``:
 ``--seconds`` long from one second after the first completion, never past the last canary's, so the
@@ -13,7 +14,7 @@ process's, sampled with psutil and interpolated at the window's ends (``harness.
 core" divides by the CPU seconds the generator actually used in the window; a window the samples do
 not cover prints ``n/a``, never a figure from part of it. The run's canary quota is sized from the
 canary rate the same variant showed the time before, so a run lasts about ``--seconds``.
-Target: tool / bare >= 0.75 per core.
+Targets per core: tool / bare >= 0.75, tool / plain Locust >= 1.5. Plain Locust is timed as the tool is.
 
 ``--baseline REV[,REV...]`` adds the tool as it was at each git revision (a temporary worktree per
 revision), alternated with the others: each fix's before/after measured in the same run.
@@ -146,6 +147,39 @@ def run_bare(url: str, bodies: Path, users: int, seconds: float, gen_cpu: int, s
     return Measured(res["requests"], res["window_s"], res["cpu_s"], server.cpu_between(e0, e1))
 
 
+def run_locust(
+    url: str, bodies: Path, users: int, seconds: float, gen_cpu: int, server: Sampler, times_out: Path
+) -> Measured:
+    """Plain Locust (``plain_locust.py``: ``FastHttpUser``, the same bodies), timed as the tool is."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(Path(__file__).with_name("plain_locust.py")),
+        "--headless",
+        "--only-summary",
+        "--loglevel",
+        "WARNING",
+        "--host",
+        url,
+        "--users",
+        str(users),
+        "--spawn-rate",
+        str(users * 10),
+        "--run-time",
+        f"{math.ceil(seconds + RAMP_S + 1)}s",
+    ]
+    env = {**os.environ, "BENCH_BODIES": str(bodies), "BENCH_TIMES_OUT": str(times_out)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, **pinned(gen_cpu))  # type: ignore[call-overload]
+    with Sampler(proc.pid, every_s=0.2) as gen:
+        proc.wait()
+        times: list[float] = json.loads(times_out.read_text())
+        n, t0, t1 = steady_window(times, max(times, default=0.0), RAMP_S, seconds)
+        cpu = gen.cpu_between(t0, t1)
+    return Measured(n, t1 - t0, cpu, server.cpu_between(t0, t1))
+
+
 def _completions(run_dir: Path) -> tuple[list[float], list[float]]:
     """Completion times (epoch) of every recorded request, and of the canaries among them."""
     times: list[float] = []
@@ -232,7 +266,7 @@ def main() -> None:
         trees: dict[str, Path | None] = {"tool": None}
         for rev in filter(None, args.baseline.split(",")):
             trees[f"tool@{rev}"] = stack.enter_context(checkout(rev))
-        variants = ["bare", *reversed(trees)]
+        variants = ["bare", "locust", *reversed(trees)]
         scenario = tmp / "ceiling.toml"
         scenario.write_text(SCENARIO.format(users=args.users, stream=str(args.stream).lower()))
         bodies = tmp / "bodies.jsonl"
@@ -245,6 +279,8 @@ def main() -> None:
                     if which == "bare":
                         m = run_bare(url, bodies, args.users + 1, args.seconds, gen_cpu, server)
                         rate_guess = m.rate
+                    elif which == "locust":
+                        m = run_locust(url, bodies, args.users + 1, args.seconds, gen_cpu, server, tmp / "times.json")
                     else:
                         per_s = canary_rate.get(which) or rate_guess / (args.users + 1)
                         quota = max(20, math.ceil(1.2 * per_s * (args.seconds + RAMP_S)))
@@ -270,13 +306,18 @@ def main() -> None:
     print(table(header, fmt))
     bare = [m for w, _, m in rows if w == "bare"]
     b_rate, b_core = measured_median([m.rate for m in bare]), measured_median([m.per_core for m in bare])
-    print(f"\nmedians over {args.reps} reps; ratio = variant / bare (target >= 0.75x per core)")
+    l_core = measured_median([m.per_core for w, _, m in rows if w == "locust"])
+    print(
+        f"\nmedians over {args.reps} reps; ratio = variant / bare (target >= 0.75x per core), "
+        "vs locust = variant / plain Locust per core (target >= 1.5x)"
+    )
     summary = []
     for name in dict.fromkeys(w for w, _, _ in rows):
         mine = [m for w, _, m in rows if w == name]
         rate, core = measured_median([m.rate for m in mine]), measured_median([m.per_core for m in mine])
-        summary.append((name, count(rate), ratio(rate, b_rate), count(core), ratio(core, b_core)))
-    print(table(["generator", "req/s", "ratio", "req/s/core", "ratio/core"], summary, [16, 10, 8, 12, 12]))
+        summary.append((name, count(rate), ratio(rate, b_rate), count(core), ratio(core, b_core), ratio(core, l_core)))
+    header = ["generator", "req/s", "ratio", "req/s/core", "ratio/core", "vs locust"]
+    print(table(header, summary, [16, 10, 8, 12, 12, 11]))
 
 
 if __name__ == "__main__":
