@@ -274,6 +274,9 @@ def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.N
 def _widen(mats: list[Any], fill: float) -> Any:
     """The matrices stacked, padded with ``fill`` to the widest. Consumes ``mats``: each entry is let go
     once it is copied, so stacking needs the pieces plus the result, not twice the whole."""
+    if len(mats) == 1:  # one part is already the whole: no copy
+        only, mats[0] = mats[0], _GONE
+        return only
     w = max((m.shape[1] for m in mats), default=0)
     dtype = np.result_type(*mats) if mats else np.int32
     out = np.full((sum(m.shape[0] for m in mats), w), fill, dtype=dtype)

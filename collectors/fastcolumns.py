@@ -322,11 +322,10 @@ def _segment_gaps(values: FloatMatrix, widths: npt.NDArray[np.int64]) -> tuple[F
         usable = np.abs(values) <= MAX_ABS_LOGPROB  # NaN and the infinities fail
     keyed = np.where(usable, values, -np.inf)
     if int(widths.min()) == int(widths.max()) == 2:  # two alternatives everywhere: no padding, no sort
-        pairs = keyed.reshape(-1, 2)
-        hi, lo = pairs.max(axis=1), pairs.min(axis=1)
-        good = np.isfinite(pairs).sum(axis=1)
-        with np.errstate(invalid="ignore"):
-            return np.where(good >= 2, hi - lo, np.nan), (2 - good).astype(np.float64)
+        a, b = keyed[0::2], keyed[1::2]
+        good = usable[0::2].astype(np.int8) + usable[1::2]
+        with np.errstate(invalid="ignore"):  # -inf - -inf where fewer than two are usable: replaced by NaN
+            return np.where(good == 2, np.abs(a - b), np.nan), (2 - good).astype(np.float64)
     k = max(int(widths.max()), 2)
     mat = pad_flat(keyed, widths, -np.inf, np.float64)
     if mat.shape[1] < k:

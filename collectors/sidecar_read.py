@@ -1,7 +1,7 @@
 """Read one canary file through its columns file (``collectors.sidecar``), the JSONL for the rest.
 
 Why: the columns file holds each record's sequences in numpy's layout, so a chunk of records becomes
-matrices by slicing mapped files, with no JSON parsed but each record's small head. The JSONL stays
+matrices by reading byte ranges, with no JSON parsed but each chunk's heads (one JSON array). The JSONL stays
 the truth; the columns file is trusted only as far as it provably matches it:
 
 - its index is cut to its last complete row whose bytes in every other file are all there (a torn tail
@@ -19,7 +19,7 @@ read from the JSONL and ``FileRead.columns_notice`` says why. Must not print.
 
 from __future__ import annotations
 
-import mmap
+import operator
 import os
 import zlib
 from contextlib import ExitStack
@@ -64,15 +64,24 @@ Ints = npt.NDArray[np.int64]
 
 @dataclass
 class Mapped:
-    """A columns folder's files, mapped and cut to their complete rows, and each row's start in every file
-    (one more start than rows)."""
+    """A columns folder's files, open and cut to their complete rows, and each row's start in every file (one
+    more start than rows). Values are read a chunk at a time (``read``), never mapped: mapped pages would
+    count in the reader's resident memory as a million records' worth of them were touched."""
 
     rows: int
     index: npt.NDArray[np.void]
-    head: mmap.mmap | bytes
-    values: dict[str, Any]  # ids, lp, top, codes -> the mapped values
+    fds: dict[str, int]  # head, ids, lp, top, codes -> an open file descriptor
     vocab: list[str]  # the strings ``codes`` points into
     at: dict[str, Ints]  # head, ids, lp, top, codes -> cumulative starts
+
+    def read(self, name: str, a: int, b: int) -> Any:
+        """Rows ``a`` to ``b``'s values in file ``name`` (bytes for ``head``)."""
+        start, end = int(self.at[name][a]), int(self.at[name][b])
+        item = _ITEM[name]
+        data = os.pread(self.fds[name], (end - start) * item, start * item) if end > start else b""
+        if len(data) != (end - start) * item:
+            raise RunFolderError(f"{name}: shorter than when it was opened")
+        return data if name == "head" else np.frombuffer(data, dtype=_DTYPE[name])
 
 
 _ITEM = {"head": 1, "ids": 8, "lp": 8, "top": 8, "codes": 4}
@@ -144,14 +153,7 @@ def _map(stack: ExitStack, folder: Path) -> Mapped | None:
     if not all(type(w) is str for w in vocab):
         raise ValueError("a vocabulary entry that is not a string")
 
-    def values(name: str) -> Any:
-        n = int(at[name][-1])
-        return np.memmap(handles[name], dtype=_DTYPE[name], mode="r", shape=(n,)) if n else np.zeros(0, _DTYPE[name])
-
-    head: mmap.mmap | bytes = b""
-    if int(at["head"][-1]):
-        head = stack.enter_context(mmap.mmap(handles["head"].fileno(), 0, access=mmap.ACCESS_READ))
-    return Mapped(rows, index, head, {k: values(k) for k in _DTYPE}, vocab, at)
+    return Mapped(rows, index, {k: handles[k].fileno() for k in _ITEM}, vocab, at)
 
 
 def _mismatch(path: Path, m: Mapped) -> str | None:
@@ -178,8 +180,7 @@ def _mismatch(path: Path, m: Mapped) -> str | None:
 def _heads(m: Mapped, a: int, b: int) -> list[Any]:
     """Rows ``a`` to ``b``'s heads, parsed: one JSON array where they all parse, else each on its own (one
     that does not parse is None)."""
-    at = m.at["head"]
-    chunk = m.head[int(at[a]) : int(at[b])]
+    chunk = m.read("head", a, b)
     try:
         got = orjson.loads(b"[" + chunk[:-1] + b"]")
         if type(got) is list and len(got) == b - a:
@@ -187,8 +188,9 @@ def _heads(m: Mapped, a: int, b: int) -> list[Any]:
     except orjson.JSONDecodeError:
         pass
     out: list[Any] = []
-    for r in range(a, b):
-        piece = m.head[int(at[r]) : int(at[r + 1])]
+    at = (m.at["head"][a : b + 1] - m.at["head"][a]).tolist()
+    for r in range(b - a):
+        piece = chunk[at[r] : at[r + 1]]
         try:
             out.append(orjson.loads(piece[:-1]) if piece.endswith(b",") else None)
         except orjson.JSONDecodeError:
@@ -196,14 +198,28 @@ def _heads(m: Mapped, a: int, b: int) -> list[Any]:
     return out
 
 
-def _all_fit(heads: list[Any]) -> bool:
-    """Every head a record of this schema with every required field and scalars the columns can hold (the
-    checks of ``_fits``, a field at a time)."""
-    if not all(type(h) is dict for h in heads) or not all(h.get("schema") == SCHEMA for h in heads):
+_HEAD_KEYS = tuple(dict.fromkeys((*SCALARS, *sorted(REQUIRED), "schema", "request", "usage", "engine_batch_sizes")))
+_GET = operator.itemgetter(*_HEAD_KEYS)
+
+
+def _columns(heads: list[Any]) -> dict[str, list[Any]] | None:
+    """The heads' values key by key (``_HEAD_KEYS``), when every head is an object with every one of those keys
+    (as the writer writes them all); else None."""
+    if not heads or not all(type(h) is dict for h in heads):
+        return None
+    try:
+        values = list(map(_GET, heads))
+    except KeyError:
+        return None
+    return dict(zip(_HEAD_KEYS, map(list, zip(*values, strict=True)), strict=True))
+
+
+def _all_fit(cols: dict[str, list[Any]]) -> bool:
+    """Every head of this schema, with scalars the columns can hold (the checks of ``_fits``, a key at a time;
+    ``_columns`` found every required key)."""
+    if set(cols["schema"]) != {SCHEMA}:
         return False
-    if not all(h.keys() >= REQUIRED for h in heads):
-        return False
-    return all(all(ok(h.get(name)) for h in heads) for name, (ok, _) in SCALAR_CHECKS.items())
+    return all(all(map(ok, cols[name])) for name, (ok, _) in SCALAR_CHECKS.items())
 
 
 def _first_unfit(heads: list[Any], path: Path, first: int) -> int:
@@ -236,26 +252,37 @@ class ColumnsFileBuilder(FastColumnBuilder):
         hold: how many were added."""
         self._flush()  # rows of an earlier file go first
         remap = np.zeros(0, np.int32)
+        out = _allocate(m)
         done = 0
         while done < m.rows:
             b = min(m.rows, done + _CHUNK_ROWS)
             heads = _heads(m, done, b)
-            keep = len(heads) if _all_fit(heads) else _first_unfit(heads, path, done)
+            cols = _columns(heads)
+            keep = len(heads) if cols is not None and _all_fit(cols) else _first_unfit(heads, path, done)
             keep = min(keep, self._ids_ok(m, done, done + keep))
+            short = keep < len(heads)
+            if short:
+                heads, cols = heads[:keep], None
             if keep:
                 remap = self._remap(m, remap, done + keep)
-                self._add_heads(heads[:keep], path.name)
-                sizes = [h.get("engine_batch_sizes") for h in heads[:keep]]
-                self._add_sequences(m, done, done + keep, remap, sizes)
+                cols = cols if cols is not None else {k: [h.get(k) for h in heads] for k in _HEAD_KEYS}
+                self._add_heads(cols, path.name)
+                self._add_sequences(m, done, done + keep, remap, cols["engine_batch_sizes"], out)
                 done += keep
-            if keep < len(heads):
+            if short:
                 break
+        for name, parts in (("ids", self._ids), ("codes", self._codes), ("lp", self._lps), ("top", self._gaps)):
+            mat = out.pop(name)
+            if done == m.rows:
+                parts.append(mat)
+            elif done:  # at the width of the rows covered, as the JSONL's own chunks would be
+                parts.append(mat[:done, : int(m.index[_LENGTH[name]][:done].max(initial=0))].copy())
         return done
 
     def _ids_ok(self, m: Mapped, a: int, b: int) -> int:
         """How many rows from ``a`` have token ids that are all 0 or more."""
         at = m.at["ids"]
-        ids = m.values["ids"][int(at[a]) : int(at[b])]
+        ids = m.read("ids", a, b)
         if not ids.size or int(ids.min()) >= 0:
             return b - a
         first = int(np.flatnonzero(ids < 0)[0]) + int(at[a])
@@ -271,38 +298,44 @@ class ColumnsFileBuilder(FastColumnBuilder):
         more = np.array([vocab.setdefault(w, len(vocab)) for w in m.vocab[remap.size : need]], dtype=np.int32)
         return np.concatenate([remap, more])
 
-    def _add_heads(self, heads: list[dict[str, Any]], file: str) -> None:
-        """The chunk's frame values, as ``ColumnBuilder._add_scalars`` gives them one record at a time; the
-        request and usage figures computed once per distinct value."""
+    def _add_heads(self, cols: dict[str, list[Any]], file: str) -> None:
+        """The chunk's frame values (its heads' values, key by key), as ``ColumnBuilder._add_scalars`` gives
+        them one record at a time; the request and usage figures computed once per distinct value."""
         scalars = self._scalars
         for k in SCALARS:
-            scalars[k].extend([h.get(k) for h in heads])
+            scalars[k].extend(cols[k])
         texts = self._texts
-        scalars["text"][-len(heads) :] = [
-            texts.setdefault(t, t) if type(t) is str else t for t in scalars["text"][-len(heads) :]
-        ]
-        scalars["file"].extend([file] * len(heads))
+        n = len(cols["text"])
+        scalars["text"][-n:] = [texts.setdefault(t, t) if type(t) is str else t for t in cols["text"]]
+        scalars["file"].extend([file] * n)
         for keys, field_name, memo, compute in (
             (REQUEST_VALUES, "request", self._request_memo, request_values),
             (USAGE_VALUES, "usage", self._usage_memo, usage_values),
         ):
-            got = [_memo(memo, compute, h.get(field_name)) for h in heads]
+            got = [_memo(memo, compute, v) for v in cols[field_name]]
             for j, k in enumerate(keys):
                 scalars[k].extend([g[j] for g in got])
 
-    def _add_sequences(self, m: Mapped, a: int, b: int, remap: npt.NDArray[np.int32], sizes: list[Any]) -> None:
-        """Rows ``a`` to ``b``'s matrices, as ``ColumnBuilder._flush`` builds them from JSON."""
+    def _add_sequences(
+        self, m: Mapped, a: int, b: int, remap: npt.NDArray[np.int32], sizes: list[Any], out: dict[str, Any]
+    ) -> None:
+        """Rows ``a`` to ``b``'s matrices, as ``ColumnBuilder._flush`` builds them from JSON, copied into rows
+        ``a`` to ``b`` of ``out`` (``_allocate``); the per-record columns appended as chunks."""
         ix = m.index[a:b]
 
         def flat(name: str, dtype: Any) -> Any:
-            at = m.at[name]
-            return np.array(m.values[name][int(at[a]) : int(at[b])], dtype=dtype)
+            return m.read(name, a, b).astype(dtype, copy=False)
+
+        def put(name: str, mat: Any) -> None:
+            if mat.dtype != out[name].dtype:  # an id beyond int32: the whole matrix widens, as ``_widen`` would
+                out[name] = out[name].astype(np.result_type(mat, out[name]))
+            out[name][a:b, : mat.shape[1]] = mat
 
         n_ids, n_lp, n_top, n_tok = (ix[k].astype(np.int64) for k in ("n_ids", "n_lp", "n_top", "n_tok"))
-        self._ids.append(pad_ids(flat("ids", np.int64), n_ids))
+        put("ids", pad_ids(flat("ids", np.int64), n_ids))
         self._lens["n_ids"].append(n_ids)
         codes = flat("codes", np.int64)
-        self._codes.append(pad_flat(remap[codes] if codes.size else codes, n_tok, -1, np.int32))
+        put("codes", pad_flat(remap[codes] if codes.size else codes, n_tok, -1, np.int32))
         self._lens["n_tokens"].append(n_tok)
         lps = pad_flat(flat("lp", np.float64), n_lp, np.nan, np.float64)
         within = np.arange(lps.shape[1]) < n_lp[:, None]
@@ -310,16 +343,33 @@ class ColumnsFileBuilder(FastColumnBuilder):
             bad = within & ~(np.abs(lps) <= MAX_ABS_LOGPROB)
         lps[bad] = np.nan
         unusable = bad.sum(axis=1).astype(np.int64)
-        self._lps.append(lps)
+        put("lp", lps)
         self._lens["n_logprobs"].append(n_lp)
         per_row = n_top.clip(0)
         pos_gap, pos_bad = _segment_gaps(flat("top", np.float64), np.repeat(ix["k"].astype(np.int64), per_row))
         owner = np.repeat(np.arange(b - a), per_row)
         unusable += np.bincount(owner, weights=pos_bad, minlength=b - a).astype(np.int64)
-        self._gaps.append(pad_flat(pos_gap, n_top, np.nan, np.float64))
+        put("top", pad_flat(pos_gap, n_top, np.nan, np.float64))
         self._unusable.append(unusable)
         for key, values in zip(BATCH_OTHERS, batch_others(sizes), strict=True):
             self._batch[key].append(values)
+
+
+_LENGTH = {"ids": "n_ids", "codes": "n_tok", "lp": "n_lp", "top": "n_top"}
+
+
+def _allocate(m: Mapped) -> dict[str, Any]:
+    """The covered rows' padded matrices, allocated once at their final width (``_widen``'s), filled chunk by
+    chunk: no chunk matrices kept, and nothing to copy at the end when the file is read from its columns alone."""
+    width = {k: max(int(m.index[c].max(initial=0)), 0) for k, c in _LENGTH.items()}
+    return {
+        k: np.full(
+            (m.rows, width[k]),
+            -1 if k in ("ids", "codes") else np.nan,
+            np.int32 if k in ("ids", "codes") else np.float64,
+        )
+        for k in _LENGTH
+    }
 
 
 _MEMO_KEPT = 4096  # distinct requests or usages remembered

@@ -198,3 +198,22 @@ def test_a_writer_killed_mid_run_leaves_the_report_of_its_jsonl(tmp_path: Path) 
     got, want = load_run(run_dir, workers=1), load_run(jsonl_only, workers=1)
     assert_same(got, want)
     assert build_report(got) == build_report(want)
+
+
+def test_a_head_the_columns_cannot_hold_ends_the_coverage_there(tmp_path: Path) -> None:
+    """A head changed in the columns file alone (its JSONL line is fine): rows from there come from the JSONL,
+    at the width of their own records (the later ones are longer)."""
+    longer = [plain(i) for i in range(150, 300)]
+    for r in longer:
+        assert r.token_ids is not None and r.tokens is not None and r.logprobs is not None
+        r.token_ids, r.tokens, r.logprobs = [*r.token_ids, 9], [*r.tokens, "y"], [*r.logprobs, -1.0]
+        r.top_logprobs = [*(r.top_logprobs or []), [("y", -1.0), ("z", -2.0)]]
+    run_dir = collect(tmp_path / "run", [plain(i) for i in range(150)] + longer)
+    head = columns_dir(run_dir / "canaries.jsonl") / "head"
+    body = head.read_bytes()
+    at = body.index(b'"request_id":"q100"')
+    start = body.rindex(b'"canary_id":"c0"', 0, at)
+    head.write_bytes(body[:start] + b'"canary_id":1234' + body[start + 16 :])
+    got, want = load_run(run_dir, workers=1), load_run(run_dir, reference=True)
+    assert [f.columns_notice for f in got.files] == [None]
+    assert_same(got, want)
