@@ -239,8 +239,8 @@ def _fits(raw: Any, where: str) -> bool:
 
 
 class ColumnsFileBuilder(FastColumnBuilder):
-    """``FastColumnBuilder`` that also takes rows from a mapped columns file, a chunk at a time: the heads of a
-    chunk parsed as one JSON array, the sequences sliced from the mapped files."""
+    """``FastColumnBuilder`` that also takes rows from a columns file, a chunk at a time: the heads of a
+    chunk parsed as one JSON array, the sequences read by byte range into matrices allocated once."""
 
     def __init__(self) -> None:
         super().__init__()
