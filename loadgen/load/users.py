@@ -210,7 +210,7 @@ def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s:
     loop gets here only once the request before has ended, a hand-over after this one was sent, and
     counting from then put every second hand-over at the end of its request, with the slot empty."""
     while not progress.due.is_set():
-        if not progress.started:  # handed over, not yet sent: its lane sends once this one waits
+        if not progress.started:  # spawned, not yet sent: its greenlet runs once this one waits
             progress.due.wait(_POLL_S)
             continue
         after = st.pace.handover_after(max_tokens, handover_s)
