@@ -21,7 +21,6 @@ from typing import Any
 
 import gevent
 import gevent.pool
-from gevent.event import Event
 from locust import User, constant, task
 from locust.env import Environment
 from locust.user.task import LOCUST_STATE_STOPPING
@@ -326,52 +325,30 @@ class BackgroundUser(User):
                 return
 
     def _handing_over(self, st: RunState, stream: bool, handover_s: float) -> None:
-        """Two lanes, one per connection, each a greenlet sending requests back to back: a lane sends its next
-        request once its own last one has ended and the other lane's latest is at its hand-over point: a
-        streamed one when its tokens say so, a non-streamed one on time, at the pace this slot's requests ran at.
+        """Each request runs in a child greenlet; near its end (or at its end) the next one starts: a streamed
+        one when its tokens say so, a non-streamed one on time, at the pace this slot's requests ran at."""
+        body = self.bodies.next()
+        progress = Progress(self.slot, body.max_tokens, handover_s)
+        current = self.children.spawn(self._one, st, body, stream, progress)
+        while True:
+            if stream and not st.buffering.seen:
+                progress.due.wait()
+            else:  # on time: no token to go by (non-streamed), or none before the last (a buffered stream)
+                _wait_on_time(st, progress, body.max_tokens, handover_s)
+            if _stopping(self):
+                current.join()
+                return
+            body = self.bodies.next()
+            following = Progress(self.slot, body.max_tokens, handover_s)
+            successor = self.children.spawn(self._one, st, body, stream, following)
+            current.join()
+            current, progress = successor, following
 
-        Two greenlets for the slot's life, not one per request: a spawn, a join and their hub callbacks per
-        request were a large share of the load path (``benchmarks/generator_ceiling.py``)."""
-        self.handed = [Event(), Event()]  # a lane's turn has come: the request it follows is in flight
-        self.follows: list[Progress | None] = [None, None]
-        self.lanes_over = False
-        self.handed[0].set()  # the first request follows none
-        lanes = [self.children.spawn(self._lane, st, lane, stream, handover_s) for lane in (0, 1)]
-        gevent.joinall(lanes)
-        for lane in lanes:
-            lane.get()  # a lane that failed fails the task, as a request in it would have
-
-    def _lane(self, st: RunState, lane: int, stream: bool, handover_s: float) -> None:
-        other = lane ^ 1
-        try:
-            while True:
-                self.handed[lane].wait()
-                self.handed[lane].clear()
-                before = self.follows[lane]
-                if before is not None:
-                    if stream and not st.buffering.seen:
-                        before.due.wait()
-                    else:  # on time: no token to go by (non-streamed), or none before the last (a buffered stream)
-                        _wait_on_time(st, before, before.max_tokens, handover_s)
-                if self.lanes_over or _stopping(self):
-                    return
-                body = self.bodies.next()
-                progress = Progress(self.slot, body.max_tokens, handover_s)
-                self.follows[other] = progress
-                self.handed[other].set()  # the other lane runs once this one waits, inside the send
-                self._one(st, body, stream, progress, self.clients[lane])
-        finally:
-            self.lanes_over = True  # stopping, cancelled or failed: the other lane ends at its next turn too
-            self.handed[other].set()
-
-    def _one(
-        self, st: RunState, body: BackgroundBody, stream: bool, progress: Progress | None = None, http: Any = None
-    ) -> None:
+    def _one(self, st: RunState, body: BackgroundBody, stream: bool, progress: Progress | None = None) -> None:
         snap = st.mirror.snapshot  # None or finished once the last canary is in: background drains until the stop
         level = snap.level if snap is not None else None
-        if http is None:
-            http = self.clients[self.turn]
-            self.turn ^= 1
+        http = self.clients[self.turn]
+        self.turn ^= 1
         if progress is None:
             progress = Progress(self.slot, body.max_tokens, 0.0)
         buffered = st.buffering.seen
