@@ -8,7 +8,10 @@ here and pinned by tests without vLLM, SGLang or a GPU. Flags, as the servers do
 - embedded: each server is ``loadgen.engine`` with ``--role prefill``, ``--role decode`` (mode ``pd``)
   or ``--role both`` (mode ``reload``); it speaks vLLM NixlConnector's ``kv_transfer_params``.
 - vLLM: ``--kv-transfer-config`` with ``NixlConnector`` (``kv_role`` ``kv_both``, ``kv_buffer_device``
-  ``cuda``; env ``VLLM_NIXL_SIDE_CHANNEL_PORT`` distinct per instance) or ``ExampleConnector`` (its
+  ``cuda``; env ``VLLM_NIXL_SIDE_CHANNEL_PORT`` distinct per instance), ``NixlPushConnector`` (connector
+  ``nixl-push``: the same, but the prefiller WRITEs the blocks the decoder registered, where ``NixlConnector``
+  has the decoder READ them; UCX's ``cuda_ipc`` serves a WRITE at peer-copy speed and a READ over TCP on a
+  GPU without NVLink peers, vLLM issue #52607) or ``ExampleConnector`` (its
   ``shared_storage_path`` one folder for both); ``connector_extra`` goes into
   ``kv_connector_extra_config`` (a foreign attention backend over NIXL needs
   ``enforce_handshake_compat = false``).
@@ -64,7 +67,8 @@ def _vllm_kv_config(topology: TopologySpec) -> str:
         config: dict[str, object] = {"kv_connector": "ExampleConnector", "kv_role": "kv_both"}
         extra = {"shared_storage_path": topology.kv_path, **extra}
     else:
-        config = {"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_device": "cuda"}
+        name = "NixlPushConnector" if topology.connector == "nixl-push" else "NixlConnector"
+        config = {"kv_connector": name, "kv_role": "kv_both", "kv_buffer_device": "cuda"}
     if extra:
         config["kv_connector_extra_config"] = extra
     return json.dumps(config, separators=(",", ":"))
@@ -107,7 +111,8 @@ def plan_servers(
         if kind == "sglang" and role == "prefill":
             bootstrap = topology.bootstrap_port or port()
         env = dict(plan.env)
-        if kind == "vllm" and topology.connector == "nixl" and "VLLM_NIXL_SIDE_CHANNEL_PORT" not in side.env:
+        nixl = topology.connector in ("nixl", "nixl-push")
+        if kind == "vllm" and nixl and "VLLM_NIXL_SIDE_CHANNEL_PORT" not in side.env:
             env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(port())  # distinct per instance, or the second fails to bind
         plan = replace(plan, argv=[*plan.argv, *_pd_flags(kind, role, topology, bootstrap)], env=env)
         log = "engine.log" if mode == "reload" else f"engine-{name}.log"

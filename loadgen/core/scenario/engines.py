@@ -78,8 +78,9 @@ class LauncherSpec(_Strict):
 
 
 TopologyMode = Literal["colocated", "pd", "reload"]  # loadgen.core.scenario.topology says what each one starts
-# how the KV crosses from prefill to decode (vLLM: NixlConnector or ExampleConnector; SGLang: the transfer backend)
-Connector = Literal["nixl", "example", "mooncake"]
+# how the KV crosses from prefill to decode (vLLM: NixlConnector, which pulls, NixlPushConnector or ExampleConnector;
+# SGLang: the transfer backend)
+Connector = Literal["nixl", "nixl-push", "example", "mooncake"]
 ConnectorExtra = dict[str, str | int | float | bool]
 
 

@@ -26,7 +26,7 @@ SIDE_KINDS = ("embedded", "vllm", "sglang")  # engine kinds with a prefill/decod
 # which connectors each kind's PD mode speaks (the embedded engine: NixlConnector's kv_transfer_params)
 CONNECTORS: dict[str, tuple[Connector, ...]] = {
     "embedded": ("nixl",),
-    "vllm": ("nixl", "example"),
+    "vllm": ("nixl", "nixl-push", "example"),
     "sglang": ("nixl", "mooncake"),
 }
 # the CLI option each kind's engines take a whole KV-transfer setting by: the launcher writes it
@@ -51,7 +51,7 @@ class TopologySpec(_Strict):
     prefill: Side = Side()
     decode: Side = Side()  # in mode "reload", the one engine's settings
     router: RouterSpec = RouterSpec()
-    connector: Connector = "nixl"  # vLLM: NixlConnector or ExampleConnector; SGLang: the transfer backend
+    connector: Connector = "nixl"  # vLLM: NixlConnector, NixlPushConnector or ExampleConnector; SGLang: its backend
     # ExampleConnector: the folder both engines store and load KV in; default a fresh temporary folder per start
     kv_path: str | None = Field(default=None, min_length=1)
     # merged into vLLM's kv_connector_extra_config (NIXL across kernels: {enforce_handshake_compat = false})

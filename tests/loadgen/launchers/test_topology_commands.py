@@ -150,3 +150,14 @@ def test_sglang_router_takes_each_prefill_servers_bootstrap_port() -> None:
         "--prefill", "http://127.0.0.1:8100", "8998", "--decode", "http://127.0.0.1:8200",
         "--host", "127.0.0.1", "--port", "8000", "--prometheus-port", "29002",
     ]  # fmt: skip
+
+
+def test_vllm_nixl_push_pair_names_the_push_connector_and_keeps_distinct_side_channels() -> None:
+    prefill, decode = plan_servers(VLLM, TopologySpec(connector="nixl-push"), "pd", ports())
+    for server in (prefill, decode):
+        config = json.loads(server.plan.argv[server.plan.argv.index("--kv-transfer-config") + 1])
+        assert config == {"kv_connector": "NixlPushConnector", "kv_role": "kv_both", "kv_buffer_device": "cuda"}
+    assert {prefill.plan.env["VLLM_NIXL_SIDE_CHANNEL_PORT"], decode.plan.env["VLLM_NIXL_SIDE_CHANNEL_PORT"]} == {
+        "8101",
+        "8103",
+    }

@@ -61,7 +61,7 @@ def test_a_pd_scenario_reads_as_written() -> None:
         ({"launcher": {"kind": "llamacpp", "model": "m"}, "topology": {}}, "topology", "embedded, vllm or sglang"),
         ({"launcher": {"kind": "embedded", "port": 8000}, "topology": {}}, "topology", "launcher.port"),
         ({"launcher": {"kind": "sglang", "model": "m"}, "topology": {"mode": "reload"}}, "topology", "both legs"),
-        ({"launcher": VLLM, "topology": {"connector": "mooncake"}}, "topology", "one of: nixl, example"),
+        ({"launcher": VLLM, "topology": {"connector": "mooncake"}}, "topology", "one of: nixl, nixl-push, example"),
         ({"topology": {"connector": "example"}}, "topology", "one of: nixl"),
         ({"launcher": VLLM, "topology": {"kv_path": "/dev/shm/kv"}}, "topology", "connector = 'example'"),
         (
