@@ -31,13 +31,15 @@
 # The decode-load study is pd-h200.toml with background.side = "decode", written into the results. The
 # decoder's own reload runs only there: ExampleConnector stores every prompt's KV, and the prefill-side
 # background's long prompts filled the 64 GiB disk in minutes.
-#   D pd-same-kernel, P pd-same-kernel, P graphs-pd-same-kernel
-#   D pd-foreign-prefill, P pd-foreign-prefill, P graphs-pd-foreign-prefill (with the decoder asked directly)
+#   D pd-same-kernel, P pd-same-kernel, P graphs-pd-same-kernel, D graphs-pd-same-kernel
+#   D pd-foreign-prefill, P pd-foreign-prefill, P graphs-pd-foreign-prefill, D graphs-pd-foreign-prefill
+#     (the graphs cell with the decoder asked directly)
 #   D pd-both-invariant, P pd-both-invariant
-#   D own-reload, P colocated-invariant, P colocated, D colocated, D colocated-invariant, P graphs-colocated
-#     (left out with PAIRS_ONLY=1)
-# The pairs come first, the decode-load study before the prefill-load one: on one GPU NIXL moved 10 to 17 MB/s
-# (about 1.3 s a 20 MB prompt), so under prefill-side load a pair's canary took 140 s at level 8. The colocated
+#   D own-reload, P colocated-invariant, P colocated, D colocated, D colocated-invariant, P graphs-colocated,
+#     D graphs-colocated (left out with PAIRS_ONLY=1)
+# The pairs come first, the decode-load study before the prefill-load one. With NixlConnector (the decoder
+# READs) NIXL moved 10 to 17 MB/s on one GPU and a pair's canary took 140 s at level 8 under prefill-side load;
+# pd-h200.toml now takes NixlPushConnector, which moved a 19 MB prompt's KV in 70 to 190 ms. The colocated
 # references of the committed run (SEEDS, the results folder) are copied in before the lanes start: `compare`
 # takes each cell's newest reported run, so a pair whose session ends before this run's own references
 # compares against those.
@@ -131,10 +133,12 @@ matrix() {
     env_up
     scenarios
     seed_references
-    lane same-kernel D:pd-same-kernel P:pd-same-kernel P:graphs-pd-same-kernel &
-    lane foreign D:pd-foreign-prefill P:pd-foreign-prefill P:graphs-pd-foreign-prefill &
+    lane same-kernel D:pd-same-kernel P:pd-same-kernel P:graphs-pd-same-kernel D:graphs-pd-same-kernel &
+    lane foreign D:pd-foreign-prefill P:pd-foreign-prefill P:graphs-pd-foreign-prefill D:graphs-pd-foreign-prefill &
     lane invariant D:pd-both-invariant P:pd-both-invariant &
-    [ -n "${PAIRS_ONLY:-}" ] || lane single D:own-reload P:colocated-invariant P:colocated D:colocated D:colocated-invariant P:graphs-colocated &
+    [ -n "${PAIRS_ONLY:-}" ] ||
+        lane single D:own-reload P:colocated-invariant P:colocated D:colocated D:colocated-invariant P:graphs-colocated \
+            D:graphs-colocated &
     wait
     log "matrix: every lane done"
 }
