@@ -35,6 +35,7 @@ import numpy as np
 import orjson
 
 from collectors.sidecar import FILES, INDEX, columns_dir
+from loadgen.core.record import CanaryRecord
 
 T = 128
 LEVELS = (0, 1, 2, 4, 8, 16, 32, 64)
@@ -74,28 +75,32 @@ def _pieces(
         logprobs.append((b',"logprobs":[', b"," + lp_bytes[1:], top_pre, top_post))
         lp_values.append(lp.tolist())
         top_values.append([x for pos in top for x in (pos[0][1], pos[1][1])])
-    record = {
-        "run_id": "bench",
-        "canary_id": "c0",
-        "request_id": MARK,
-        "phase": "sweep",
-        "level": MARK,
-        "status": "ok",
-        "latency_s": 0.5,
-        "ttft_s": 0.05,
-        "error_kind": None,
-        "error_message": None,
-        "http_status": None,
-        "endpoint": "completions",
-        "stream": False,
-        "request": {"prompt": "The history of the old harbour town begins with", "max_tokens": T, "temperature": 0},
-        "SEQ": MARK,
-        "finish_reason": "length",
-        "usage": {"prompt_tokens": 10, "completion_tokens": T, "total_tokens": T + 10},
-        "engine_running": None,
-        "worker": "",
-        "schema": 1,
-    }
+    # every field a collector writes (loadgen.core.record), in the record's own type, so that the folder stays
+    # what a run writes as the record grows; the marks are where each record's own values go
+    fields = CanaryRecord(
+        run_id="bench",
+        canary_id="c0",
+        request_id=MARK,
+        phase="sweep",
+        level=0,
+        inflight_at_send=0,
+        sent_at=0.0,
+        status="ok",
+        latency_s=0.5,
+        ttft_s=0.05,
+        request={"prompt": "The history of the old harbour town begins with", "max_tokens": T, "temperature": 0},
+        finish_reason="length",
+        usage={"prompt_tokens": 10, "completion_tokens": T, "total_tokens": T + 10},
+        worker="pid1",
+        held_at_send=True,
+        background_held_at_send=8,
+        background_buffered=False,
+    ).to_dict()
+    fields["level"] = MARK
+    own = ("inflight_at_send", "sent_at", "token_ids", "tokens", "logprobs", "top_logprobs", "text")
+    head = ("run_id", "canary_id", "request_id", "phase", "level")  # then this record's scalars, then the rest
+    record = {k: fields[k] for k in head}
+    record |= {"SEQ": MARK} | {k: v for k, v in fields.items() if k not in head and k not in own}
     text = orjson.dumps(record).decode().replace(f'"{MARK}"', MARK).replace(f'"SEQ":{MARK},', MARK)
     top_arr = np.array(top_values, dtype=np.float64)
     top_arr[:, 1] = -2.0  # the first position's second alternative, as the template writes it
