@@ -41,6 +41,8 @@ from loadgen.launchers.commands import LaunchPlan, plan_launch
 ROUTER_HOST = "127.0.0.1"
 ROUTER_MODULES = {"embedded": "vllm_router.launch_router", "vllm": "vllm_router.launch_router"}
 ROUTER_MODULES["sglang"] = "sglang_router.launch_router"
+# the vLLM connector class of each NIXL connector setting (each instance then needs its own side-channel port)
+VLLM_NIXL = {"nixl": "NixlConnector", "nixl-push": "NixlPushConnector"}
 PORTED = ("vllm", "sglang")  # kinds whose servers are given a port (the embedded engine binds one and says it)
 
 
@@ -67,8 +69,7 @@ def _vllm_kv_config(topology: TopologySpec) -> str:
         config: dict[str, object] = {"kv_connector": "ExampleConnector", "kv_role": "kv_both"}
         extra = {"shared_storage_path": topology.kv_path, **extra}
     else:
-        name = "NixlPushConnector" if topology.connector == "nixl-push" else "NixlConnector"
-        config = {"kv_connector": name, "kv_role": "kv_both", "kv_buffer_device": "cuda"}
+        config = {"kv_connector": VLLM_NIXL[topology.connector], "kv_role": "kv_both", "kv_buffer_device": "cuda"}
     if extra:
         config["kv_connector_extra_config"] = extra
     return json.dumps(config, separators=(",", ":"))
@@ -111,8 +112,7 @@ def plan_servers(
         if kind == "sglang" and role == "prefill":
             bootstrap = topology.bootstrap_port or port()
         env = dict(plan.env)
-        nixl = topology.connector in ("nixl", "nixl-push")
-        if kind == "vllm" and nixl and "VLLM_NIXL_SIDE_CHANNEL_PORT" not in side.env:
+        if kind == "vllm" and topology.connector in VLLM_NIXL and "VLLM_NIXL_SIDE_CHANNEL_PORT" not in side.env:
             env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(port())  # distinct per instance, or the second fails to bind
         plan = replace(plan, argv=[*plan.argv, *_pd_flags(kind, role, topology, bootstrap)], env=env)
         log = "engine.log" if mode == "reload" else f"engine-{name}.log"
