@@ -136,7 +136,7 @@ def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
             proc.kill()
             proc.wait()
     assert proc.returncode == 0, log_path.read_text()[-2000:]
-    assert took < 15, f"stop took {took:.1f} s: a user waited out the stop timeout"
+    assert took < 15, f"stop took {took:.1f} s: a user waited out the stop timeout\n" + log_path.read_text()[-3000:]
     (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/manifest.json")]
     assert read_manifest(run_dir).status == "interrupted"
     assert (run_dir / "report.json").exists()
