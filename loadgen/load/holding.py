@@ -86,9 +86,14 @@ class Slot:
 class Progress:
     """Watches one streamed background request: marks its slot started at the first token, and says
     (``due``) when ``HANDOVER_TOKENS`` tokens are still to come (``max_tokens`` minus the tokens seen)
-    or, sooner on a slow engine, when those tokens at the pace they came at take ``handover_s``."""
+    or, sooner on a slow engine, when those tokens at the pace they came at take ``handover_s``.
 
-    __slots__ = ("_t_first", "due", "handover_s", "max_tokens", "slot", "started", "tokens")
+    The pace is timed from the first piece read, over the tokens that came after it: the tokens of that
+    first piece were generated before it was read, and when it holds several (an engine that streams at
+    an interval, a generator that woke late) counting them would make the pace look that many times
+    faster, start the successor near the start of its request and double the slot for most of its life."""
+
+    __slots__ = ("_first_tokens", "_t_first", "due", "handover_s", "max_tokens", "slot", "started", "tokens")
 
     def __init__(self, slot: Slot, max_tokens: int, handover_s: float) -> None:
         self.slot = slot
@@ -97,6 +102,7 @@ class Progress:
         self.tokens = 0
         self.started = False
         self._t_first = 0.0
+        self._first_tokens = 1  # tokens in the first piece read (at least one: a send counts as the first)
         self.due = Event()
 
     @property
@@ -109,12 +115,14 @@ class Progress:
         if not self.started:
             self.started = True
             self._t_first = time.perf_counter()
+            self._first_tokens = max(tokens, 1)
             self.slot.start()
         self.tokens = tokens
         if tokens < 1 or self.due.is_set():
             return
         left = self.max_tokens - tokens
-        pace = (time.perf_counter() - self._t_first) / (tokens - 1) if tokens >= 2 else None
+        after = tokens - self._first_tokens  # tokens generated since the first piece was read
+        pace = (time.perf_counter() - self._t_first) / after if after >= 1 else None
         if left <= HANDOVER_TOKENS or (pace is not None and left * pace <= self.handover_s):
             self.due.set()
 
@@ -124,12 +132,14 @@ class Progress:
         the time until, at that pace, the hand-over is due, and once it is (the successor has started)
         until the last token. A stream that ends early (an end-of-sequence token) is seen up to ``most_s``
         late. ``tests/loadgen/load/test_holding.py`` checks the hand-over is seen within one token."""
-        if self.tokens < 2:
+        after = self.tokens - self._first_tokens
+        if after < 1:
             return 0.0
         # a floor of the pace, not __call__'s estimate: the tokens seen came before now and the next one
-        # has not, so the time since the first over the tokens seen is at most a token's time (at a steady
-        # pace), while over the gaps between them it is at least that, and would put the point too late
-        pace = (time.perf_counter() - self._t_first) / self.tokens
+        # has not, so the time since the first piece over the tokens since, plus one, is at most a token's
+        # time (at a steady pace), while over the gaps between them it is at least that, and would put
+        # the point too late
+        pace = (time.perf_counter() - self._t_first) / (after + 1)
         ahead = (self.max_tokens - self.tokens) * pace
         if not self.due.is_set():
             ahead -= max(HANDOVER_TOKENS * pace, self.handover_s)  # the test in __call__, ahead of time

@@ -1,7 +1,10 @@
 """An OpenAI-style completions server whose answer changes once more than K requests share it: an onset known
 by construction, for ``loadgen onset``'s tests.
 
-Run as ``python onset_server.py --diverge-above K [--token-s S]``; prints ``READY http://127.0.0.1:PORT``.
+Run as ``python onset_server.py --diverge-above K [--token-s S] [--first-piece N]``; prints
+``READY http://127.0.0.1:PORT``. ``--first-piece N``: a stream's first N token events are written together, in
+one write after the Nth token, as an engine that streams at an interval does, or as a client that read late
+sees them (the hand-over tests' adversary: a pace taken from that piece would look N times too fast).
 
 The rule: every request gets ``max_tokens`` tokens, token ``i`` being id ``1000 + i``, one per ``--token-s``
 seconds (streamed or not), except that the last token is id ``5000`` when the requests the server was
@@ -29,7 +32,7 @@ from aiohttp import web
 from common_routes import models, running_gauge
 from serve_app import run, serve
 
-STATE: dict[str, Any] = {"inflight": 0, "seen": [], "k": 1, "token_s": 0.01}
+STATE: dict[str, Any] = {"inflight": 0, "seen": [], "k": 1, "token_s": 0.01, "first_piece": 1}
 
 
 def _text(tid: int) -> str:
@@ -87,11 +90,15 @@ async def _answer(request: web.Request, body: dict[str, Any], entry: dict[str, A
         )
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
+    piece = b""
     for i in range(n):
         tid = await _token(i, n - 1, entry)
         chunk: dict[str, Any] = {"id": "x", "object": "text_completion.chunk", "model": "m"}
         chunk["choices"] = [_choice([tid], finish="length" if i == n - 1 else None, body=body)]
-        await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        piece += b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        if i + 1 >= min(STATE["first_piece"], n):
+            await resp.write(piece)
+            piece = b""
     if (body.get("stream_options") or {}).get("include_usage"):
         final = {"id": "x", "object": "text_completion.chunk", "model": "m", "choices": [], "usage": usage}
         await resp.write(b"data: " + json.dumps(final).encode() + b"\n\n")
@@ -104,8 +111,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--diverge-above", type=int, required=True, metavar="K")
     parser.add_argument("--token-s", type=float, default=0.01)
+    parser.add_argument("--first-piece", type=int, default=1, metavar="N")
     args = parser.parse_args()
-    STATE["k"], STATE["token_s"] = args.diverge_above, args.token_s
+    STATE["k"], STATE["token_s"], STATE["first_piece"] = args.diverge_above, args.token_s, args.first_piece
     app = web.Application()
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", running_gauge(STATE))

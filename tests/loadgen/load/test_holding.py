@@ -197,6 +197,37 @@ def test_due_is_set_once_few_tokens_or_little_time_is_left(max_tokens: int, step
     assert h.held == 1  # due says nothing about the slot: only done() finishes it
 
 
+@given(
+    max_tokens=st.integers(min_value=HANDOVER_TOKENS + 2, max_value=300),
+    step=STEPS,
+    handover_s=HANDOVERS,
+    data=st.data(),
+)
+def test_a_first_piece_of_many_tokens_does_not_make_the_pace_look_faster(
+    max_tokens: int, step: float, handover_s: float, data: st.DataObject
+) -> None:
+    """The first read holds the first ``n`` tokens (generated a step apart, read together when the nth came);
+    then every token as it comes. ``due`` turns on where a reader of every token would see it, or at the
+    first token after the piece when that point had already passed: never sooner, as a pace over the
+    piece's tokens (``n`` times too fast) would have it."""
+    n = data.draw(st.integers(min_value=1, max_value=max_tokens), label="first piece")
+    clock = Clock()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(holding, "time", clock)
+        p = Progress(Slot(Holding(slots=1)), max_tokens, handover_s)
+        due = []
+        for k in range(n, max_tokens + 1):
+            clock.now = (k - 1) * step
+            p(k)
+            due.append(p.due.is_set())
+    first = next(
+        k
+        for k in range(n, max_tokens + 1)
+        if max_tokens - k <= HANDOVER_TOKENS or (k > n and (max_tokens - k) * step <= handover_s)
+    )
+    assert due == [k >= first for k in range(n, max_tokens + 1)]
+
+
 def test_due_by_tokens_left_on_a_fast_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
     monkeypatch.setattr(holding, "time", clock)
