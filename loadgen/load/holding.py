@@ -10,10 +10,10 @@ until the next one is admitted. So, per background user (a *slot*):
   servers send a role chunk before admitting a request); a non-streamed one when it is sent and the
   engine's running count confirms it (``engine_check``); behind a prefill/decode router, a request that
   loads the prefill side when it is sent (its first token comes only once its prefill is over);
-- near the end of a streamed request (``HANDOVER_TOKENS`` tokens still to come, or an expected
-  remaining time, from those tokens and the pace they came at, of at most ``handover_s``) the slot
-  starts its successor, so the engine never runs fewer than ``level`` background requests (for a
-  few steps, one more);
+- near the end of a streamed request (``HANDOVER_TOKENS`` tokens still to come, or as many as its first
+  piece read held where that was more, or an expected remaining time, from those tokens and the pace
+  they came at, of at most ``handover_s``) the slot starts its successor, so the engine never runs
+  fewer than ``level`` background requests (for a few steps, one more);
 - the canary goes out only when every slot holds a started request (``Holding.held``).
 
 The level is a floor: while a hand-over overlaps two requests the engine runs one more; the report
@@ -88,10 +88,12 @@ class Progress:
     (``due``) when ``HANDOVER_TOKENS`` tokens are still to come (``max_tokens`` minus the tokens seen)
     or, sooner on a slow engine, when those tokens at the pace they came at take ``handover_s``.
 
-    The pace is timed from the first piece read, over the tokens that came after it: the tokens of that
-    first piece were generated before it was read, and when it holds several (an engine that streams at
-    an interval, a generator that woke late) counting them would make the pace look that many times
-    faster, start the successor near the start of its request and double the slot for most of its life."""
+    A first piece read of several tokens (an engine that streams at an interval, a generator that woke
+    late) says two things. The pace is timed from that piece over the tokens after it: its tokens were
+    generated before it was read, and counting them made the pace look that many times faster, started
+    the successor near the start of its request and doubled the slot for most of its life. And the
+    stream may be seen that many tokens at a time, or that late, again at its end: the successor is due
+    that many tokens before the end when that is more than ``HANDOVER_TOKENS``."""
 
     __slots__ = ("_first_tokens", "_t_first", "due", "handover_s", "max_tokens", "slot", "started", "tokens")
 
@@ -123,8 +125,14 @@ class Progress:
         left = self.max_tokens - tokens
         after = tokens - self._first_tokens  # tokens generated since the first piece was read
         pace = (time.perf_counter() - self._t_first) / after if after >= 1 else None
-        if left <= HANDOVER_TOKENS or (pace is not None and left * pace <= self.handover_s):
+        if left <= self.lead_tokens or (pace is not None and left * pace <= self.handover_s):
             self.due.set()
+
+    @property
+    def lead_tokens(self) -> int:
+        """Tokens still to come when the successor is due at the latest: ``HANDOVER_TOKENS``, or the first
+        piece's tokens where it held more."""
+        return max(HANDOVER_TOKENS, self._first_tokens)
 
     def read_pause(self, most_s: float) -> float:
         """How long the stream's reader may let pass before its next read, ``most_s`` at most, without
@@ -142,7 +150,7 @@ class Progress:
         pace = (time.perf_counter() - self._t_first) / (after + 1)
         ahead = (self.max_tokens - self.tokens) * pace
         if not self.due.is_set():
-            ahead -= max(HANDOVER_TOKENS * pace, self.handover_s)  # the test in __call__, ahead of time
+            ahead -= max(self.lead_tokens * pace, self.handover_s)  # the test in __call__, ahead of time
         return min(most_s, max(0.0, ahead / 2))  # half: a pace that quickens is caught a few reads later
 
     def done(self) -> None:

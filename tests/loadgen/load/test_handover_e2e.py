@@ -3,9 +3,12 @@
 A real ``loadgen run`` (real Locust, real HTTP) against ``onset_server.py --first-piece N``: every stream's
 first N token events arrive together, as from an engine that streams at an interval, or as a generator
 that woke late reads them. A pace taken over those N tokens looks N times too fast, so a slot would start
-its successor near the start of its request and run two for most of its life. The server counts what it
-serves over each canary's life: at level L the median must be L + 1 (the level, and the canary), as on a
-server that streams token by token; the design's floor (never fewer) holds too.
+its successor near the start of its request and run two for most of its life (with 24-token pieces, for
+every background request up to 145 tokens). The server counts what it serves over each canary's life: never
+fewer than L + 1 (the level, and the canary: the floor, the successor being due a piece before the end, as
+the end too may be seen a piece at a time). A successor's lead of a piece (24 of 120 to 160 tokens) overlaps
+about a fifth of each slot's time, so the median is L + 1 at level 1, as on a server that streams token by
+token, and at most one more at level 2, where two slots overlap; doubled slots put it at L + 2 and L + 3.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from loadgen.studies.run import run
 
 SERVER = Path(__file__).parents[1] / "onset_server.py"
 PROMPT = "canary beside pieced streams"
-LEVELS = [1, 3]
+LEVELS = [1, 2]
 
 
 @pytest.fixture(params=[1, 24], ids=["token-by-token", "first-24-in-one-piece"])
@@ -47,7 +50,7 @@ stream = true
 [background]
 seed = 3
 prompt_words = [4, 8]
-max_tokens = [80, 120]
+max_tokens = [120, 160]
 stream = true
 handover_s = 0.05
 [sweep]
@@ -67,5 +70,7 @@ def test_each_canary_shares_the_server_with_its_level_for_most_of_its_life(serve
         seen = [s for s in orjson.loads(resp.read()) if s["prompt"] == PROMPT]
     assert len(seen) == len(records) == 1 + 3 * len(LEVELS)
     sweep = [(r["level"], s) for r, s in zip(records, seen, strict=True) if r["phase"] == "sweep"]
-    assert all(s["fewest"] >= level + 1 for level, s in sweep), sweep  # the floor
-    assert [s["median"] for _, s in sweep] == [level + 1 for level, _ in sweep], sweep
+    shown = [(level, s["fewest"], s["median"], s["most"]) for level, s in sweep]
+    assert all(s["fewest"] >= level + 1 for level, s in sweep), shown  # the floor
+    assert all(s["median"] == 2 for level, s in sweep if level == 1), shown
+    assert all(s["median"] <= 4 for level, s in sweep if level == 2), shown

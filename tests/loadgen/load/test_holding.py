@@ -207,9 +207,10 @@ def test_a_first_piece_of_many_tokens_does_not_make_the_pace_look_faster(
     max_tokens: int, step: float, handover_s: float, data: st.DataObject
 ) -> None:
     """The first read holds the first ``n`` tokens (generated a step apart, read together when the nth came);
-    then every token as it comes. ``due`` turns on where a reader of every token would see it, or at the
-    first token after the piece when that point had already passed: never sooner, as a pace over the
-    piece's tokens (``n`` times too fast) would have it."""
+    then every token as it comes. ``due`` turns on where a reader of every token would see it, with the
+    piece's ``n`` tokens as the lead where that is more than HANDOVER_TOKENS, or at the first token after
+    the piece when that point had already passed: never sooner by pace, as one taken over the piece's
+    tokens (``n`` times too fast) would have it."""
     n = data.draw(st.integers(min_value=1, max_value=max_tokens), label="first piece")
     clock = Clock()
     with pytest.MonkeyPatch.context() as mp:
@@ -223,7 +224,7 @@ def test_a_first_piece_of_many_tokens_does_not_make_the_pace_look_faster(
     first = next(
         k
         for k in range(n, max_tokens + 1)
-        if max_tokens - k <= HANDOVER_TOKENS or (k > n and (max_tokens - k) * step <= handover_s)
+        if max_tokens - k <= max(HANDOVER_TOKENS, n) or (k > n and (max_tokens - k) * step <= handover_s)
     )
     assert due == [k >= first for k in range(n, max_tokens + 1)]
 
