@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collectors import sidecar_read
 from collectors.canary import CanaryCollector
 from collectors.runfolder import load_run
 from collectors.sidecar import FILES, INDEX, columns_dir
@@ -167,6 +168,7 @@ def test_an_old_folder_without_columns_reads_as_before(tmp_path: Path) -> None:
 WRITER = """
 import sys, time
 from pathlib import Path
+from collectors import sidecar_read
 from collectors.canary import CanaryCollector
 from tests.collectors.test_sidecar import plain
 collector = CanaryCollector(Path(sys.argv[1]))
@@ -200,9 +202,14 @@ def test_a_writer_killed_mid_run_leaves_the_report_of_its_jsonl(tmp_path: Path) 
     assert build_report(got) == build_report(want)
 
 
-def test_a_head_the_columns_cannot_hold_ends_the_coverage_there(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows_per_read", [sidecar_read._ROWS_PER_READ, 64, 7])
+def test_a_head_the_columns_cannot_hold_ends_the_coverage_there(
+    tmp_path: Path, rows_per_read: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A head changed in the columns file alone (its JSONL line is fine): rows from there come from the JSONL,
-    at the width of their own records (the later ones are longer)."""
+    at the width of their own records (the later ones are longer); the same whether the rows are read in one
+    chunk or in many (the change then falls inside one)."""
+    monkeypatch.setattr(sidecar_read, "_ROWS_PER_READ", rows_per_read)
     longer = [plain(i) for i in range(150, 300)]
     for r in longer:
         assert r.token_ids is not None and r.tokens is not None and r.logprobs is not None
