@@ -168,7 +168,6 @@ def test_an_old_folder_without_columns_reads_as_before(tmp_path: Path) -> None:
 WRITER = """
 import sys, time
 from pathlib import Path
-from collectors import sidecar_read
 from collectors.canary import CanaryCollector
 from tests.collectors.test_sidecar import plain
 collector = CanaryCollector(Path(sys.argv[1]))
