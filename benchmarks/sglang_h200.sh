@@ -12,13 +12,22 @@
 #             with one GPU both on GPU 0, one after the other, each with the same fixed KV pool
 #             (--max-total-tokens): SGLang sizes its pool from the memory free when it starts, so the second
 #             server's --mem-fraction-static must also cover the first's (kernels do not depend on the pool)
+#             Each logs every finished request as JSON (--log-requests, level 1) into $R/reqlog-<mode>/: SGLang's
+#             own per-request timestamps (received, first response sent, finished), the independent record
+#             that says which co-residency witness is right (the load side's held count or /metrics' gauge)
 #   fixtures  capture what SGLang answers (benchmarks/sglang/capture.py) into $R/fixtures/<mode>
 #   runs      per mode, in parallel: benchmarks/sglang/sweep.toml (0..256 background) and prefix-cache.toml,
 #             each a real `loadgen run` through SGLang's native /generate (endpoint kind "generate")
+#   own       per mode, in parallel: SGLang's own determinism test (sglang.test.test_deterministic, --test-mode
+#             single over batches of 1..32 and prefix over 1..16) on the same server, then this tool's comparable
+#             scenarios (benchmarks/sglang/own-single.toml, own-prefix.toml), into $R/own/
 #   matrix    stop the servers; benchmarks/sglang/matrix.toml through `loadgen matrix` with the sglang
 #             launcher, two cells per GPU in parallel (--cells, CUDA_VISIBLE_DEVICES); with one GPU the two
 #             shares take turns on it (engines that boot side by side would size their pools from each
 #             other's memory)
+#   fresh     the default server again, its gauge refreshed every decode step (--decode-log-interval 1; SGLang's
+#             default updates it every 40 steps and at each prefill), and the sweep to level 16 through it, into
+#             $R/fresh: the same witness, fresh
 #   collect   results into $OUT/results.tar.gz (records in $OUT/records.tar.gz)
 #
 # Usage: bash benchmarks/sglang_h200.sh STAGE [STAGE...]
@@ -41,6 +50,8 @@ SHARED_KV=(--max-total-tokens 262144)  # one GPU, two servers: 262,144 tokens of
 serve_one() {  # MODE GPU PORT FLAGS...
     local mode=$1 gpu=$2 port=$3
     shift 3
+    set -- "$@" --log-requests --log-requests-level 1 --log-requests-format json --log-requests-target "$R/reqlog-$mode"
+    mkdir -p "$R/reqlog-$mode"
     echo "CUDA_VISIBLE_DEVICES=$gpu python3 -m sglang.launch_server ${SERVE_ARGS[*]} --port $port $*" >>"$R/commands.txt"
     # started from a subshell: not a child of this shell, so no `wait` here ever waits for a server
     (CUDA_VISIBLE_DEVICES=$gpu setsid python3 -m sglang.launch_server "${SERVE_ARGS[@]}" --port "$port" "$@" \
@@ -100,6 +111,47 @@ runs() {
     wait "$a" "$b"
 }
 
+own_mode() {  # MODE PORT: SGLang's own determinism test, then this tool's comparable scenarios, on one server
+    local mode=$1 port=$2 t s
+    mkdir -p "$R/own"
+    for t in "single --n-trials 32" "prefix --n-start 1 --n-trials 16"; do
+        log "$mode: sglang.test.test_deterministic --test-mode $t"
+        # shellcheck disable=SC2086
+        cmd timeout 300 python3 -m sglang.test.test_deterministic --host 127.0.0.1 --port "$port" --test-mode $t \
+            >"$R/own/$mode-test-${t%% *}.txt" 2>&1
+        log "$mode: test_deterministic ${t%% *} exit $?: $(grep -c 'Unique samples' "$R/own/$mode-test-${t%% *}.txt") summary lines"
+    done
+    for s in own-single own-prefix; do
+        log "$mode: $s"
+        cmd timeout "${RUN_S:-400}" python3 -m loadgen run "benchmarks/sglang/$s.toml" --host "http://127.0.0.1:$port" \
+            --out "$R/own/$mode" --label engine=sglang --label "mode=$mode" >"$R/own/$mode-$s.out" 2>&1
+        log "$mode: $s exit $?"
+    done
+}
+
+own() {
+    env_up
+    local a b
+    own_mode default 30000 & a=$!
+    own_mode deterministic 30001 & b=$!
+    wait "$a" "$b"
+}
+
+fresh() {  # the default server with its running gauge refreshed every decode step, and the sweep to 16 through it
+    env_up
+    local p
+    for p in $(pgrep -f "sglang.launch_server"); do kill "$p"; done
+    sleep 5
+    serve_one fresh 0 30002 --sampling-backend pytorch --mem-fraction-static 0.35 "${SHARED_KV[@]}" --decode-log-interval 1
+    healthy 30002 || return 1
+    log "fresh: sweep to 16, gauge every decode step"
+    cmd timeout "${RUN_S:-400}" python3 -m loadgen run benchmarks/sglang/sweep.toml --host http://127.0.0.1:30002 \
+        --levels 0,1,3,7,16 --out "$R/fresh" --label engine=sglang --label mode=default --label decode_log_interval=1 \
+        >"$R/fresh-sweep.out" 2>&1
+    log "fresh: sweep exit $?"
+    for p in $(pgrep -f "sglang.launch_server"); do kill "$p"; done
+}
+
 matrix_share() {  # GPU NAME CELLS: one share of the matrix on one GPU, into matrix/NAME
     CUDA_VISIBLE_DEVICES=$1 cmd python3 -m loadgen matrix benchmarks/sglang/matrix.toml --out "$R/matrix/$2" \
         --cells "$3" >"$R/matrix-$2.out" 2>&1
@@ -127,11 +179,12 @@ collect() {
     env_up
     for f in "$R"/sglang-*.log; do [ -f "$f" ] && gzip -kf "$f"; done
     collect_results matrix --exclude='sglang-*.log'
+    log "collect done"
 }
 
 for stage in "$@"; do
     case $stage in
-        install | serve | fixtures | runs | matrix | collect) $stage ;;
+        install | serve | fixtures | own | runs | matrix | fresh | collect) $stage ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
 done

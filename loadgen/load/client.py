@@ -387,10 +387,14 @@ def _read_frames(resp: Any, kind: Kind, out: Outcome, t0: float, progress: Calla
     usage, errors, truncation) from ``FrameReader``, which parses only the frames that can change it.
 
     Between its first token and ``[DONE]`` the stream is read at most every ``BACKGROUND_READ_EVERY_S``:
-    the events that arrived meanwhile wait in the socket and come in one system call and one wake-up,
-    where reading each as it comes costs both per event (most of a generator core at 256 streams of a
-    fast engine). The server never waits (a few kB sit in the socket's buffer); what is given up is the
-    hand-over's and the end's resolution, at most that interval; ``ttft_s`` and ``[DONE]`` are exact."""
+    the events that arrived meanwhile wait in the socket and come in one wake-up and as few system calls
+    as their size needs, where reading each as it comes costs both per event (most of a generator core at
+    256 streams of a fast engine). What is given up is the hand-over's and the end's resolution, at most
+    that interval; ``ttft_s`` and ``[DONE]`` are exact. A read that fills its block is followed at once by
+    the next (``_whole_lines``): an engine whose events are large (SGLang's ``/generate`` repeats the whole
+    output so far in each) writes more than a block per interval, and one block per interval put such a
+    stream's end seconds behind the engine's, its slot counted held for a request the engine had finished
+    (docs/results/sglang-h200/README.md)."""
     reader = FrameReader(kind)
 
     def pause() -> float:
@@ -419,8 +423,9 @@ def _read_frames(resp: Any, kind: Kind, out: Outcome, t0: float, progress: Calla
 
 def _whole_lines(resp: Any, out: Outcome, pause: Callable[[], float] | None = None) -> Iterator[bytes]:
     """The body as it arrives, cut after its last line break (the rest waits for the next one), then the
-    unterminated rest at the end. Counts ``out.response_bytes``. ``pause``: seconds to let pass before each
-    read from the socket (what arrives meanwhile comes in that one read).
+    unterminated rest at the end. Counts ``out.response_bytes``. ``pause``: seconds to let pass before a
+    read from the socket (what arrives meanwhile comes in that read and, where it filled its block, the
+    reads straight after it), never after a read that filled its block.
 
     Why not ``resp.readline``: geventhttpclient rescans its whole buffer for the separator after every
     block received, and the SSE decoder re-joins an unterminated line on every feed: both cost time
@@ -429,6 +434,7 @@ def _whole_lines(resp: Any, out: Outcome, pause: Callable[[], float] | None = No
     and joined once. Reading what has arrived uses the response's own buffer, socket and parser, as
     its ``readline`` does (geventhttpclient 2.x)."""
     pending: list[bytes] = []  # pieces of the line not ended yet
+    full = False  # the last read filled its block: more may be waiting, so the next one does not pause
     while True:
         buffered = resp._body_buffer
         if buffered:
@@ -447,12 +453,14 @@ def _whole_lines(resp: Any, out: Outcome, pause: Callable[[], float] | None = No
         elif resp._sock is None:
             raise HTTPConnectionClosed("connection closed.")
         else:
-            if pause is not None and (wait_s := pause()):
+            if pause is not None and not full and (wait_s := pause()):
                 gevent.sleep(wait_s)
             try:
-                resp.feed(resp._sock.recv(resp.block_size))
+                data = resp._sock.recv(resp.block_size)
+                resp.feed(data)
             except BaseException:
                 resp.release()
                 raise
+            full = len(data) == resp.block_size
     if rest := b"".join(pending):
         yield rest

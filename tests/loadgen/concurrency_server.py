@@ -15,12 +15,16 @@ Dialects of the answer's logprobs: ``legacy`` (completions: ``tokens`` / ``token
 entries, ids in ``choices[].token_ids``), ``llamacpp`` (completions with llama.cpp's ``content[]``
 entries carrying each token's ``id``; no ``token_ids``), ``sglang`` (SGLang 0.5.15's shapes: ``/generate``
 answers ``output_ids`` and ``meta_info`` with ``[logprob, id, text]`` entries, a stream's chunks cumulative
-with ``text`` null until the last, or only the new ids and entries with ``--incremental``; its
+(the whole text and ids so far in every chunk, as captured from it in
+``tests/loadgen/core/wire/fixtures/sglang-0.5.15/``), or only the new ids and entries with ``--incremental``;
+the last answer's ``meta_info`` carries SGLang's own wall-clock times (``request_received_ts``,
+``request_finished_ts``: the engine finished, whenever the client reads it); its
 ``/v1/completions`` sends token strings and no ids). In the ``sglang`` dialect a token's text depends only
 on its position, so distinct ids share a string: compared by strings, the divergence is invisible.
 
 ``GET /metrics``: ``vllm:num_requests_running`` (requests being served) in Prometheus text.
-``GET /_arrivals``: every request's ``{"prompt", "n", "t"}`` at arrival, in arrival order.
+``GET /_arrivals``: every request's ``{"prompt", "n", "t"}`` at arrival, in arrival order, and ``"end"``, when
+the server wrote its last byte (null while it runs).
 """
 
 from __future__ import annotations
@@ -122,16 +126,20 @@ async def generate(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     STATE["inflight"] += 1
     n = STATE["inflight"]
-    STATE["arrivals"].append({"prompt": _prompt(body)[:40], "n": n, "t": time.time()})
+    arrival: dict[str, Any] = {"prompt": _prompt(body)[:40], "n": n, "t": time.time(), "end": None}
+    STATE["arrivals"].append(arrival)
     try:
         if request.path == "/generate":
             return await _native(request, body, token_ids(n, int(body["sampling_params"]["max_new_tokens"])))
         return await _answer(request, body, token_ids(n, int(body["max_tokens"])))
     finally:
         STATE["inflight"] -= 1
+        arrival["end"] = time.time()
 
 
-def _native_object(body: dict[str, Any], ids: list[int], start: int, done: bool, total: int) -> dict[str, Any]:
+def _native_object(
+    body: dict[str, Any], ids: list[int], start: int, done: bool, total: int, received: float
+) -> dict[str, Any]:
     """One /generate answer: ``ids`` are positions ``start..``; ``total`` tokens so far."""
     meta: dict[str, Any] = {
         "id": "r",
@@ -141,6 +149,8 @@ def _native_object(body: dict[str, Any], ids: list[int], start: int, done: bool,
         "completion_tokens": total,
         "cached_tokens": 0,
     }
+    if done:  # with --enable-metrics, SGLang's own times (seconds since the epoch)
+        meta.update(request_received_ts=received, request_finished_ts=time.time())
     if body.get("return_logprob"):
         entries = [[-0.25, t, _sglang_text(start + i)] for i, t in enumerate(ids)]
         meta["output_token_logprobs"] = entries
@@ -155,20 +165,19 @@ def _native_object(body: dict[str, Any], ids: list[int], start: int, done: bool,
 
 async def _native(request: web.Request, body: dict[str, Any], ids: list[int]) -> web.StreamResponse:
     step = STATE["token_s"]
+    received = time.time()
     if not body.get("stream"):
         await asyncio.sleep(step * len(ids))
-        return web.json_response(_native_object(body, ids, 0, True, len(ids)))
+        return web.json_response(_native_object(body, ids, 0, True, len(ids), received))
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     for i in range(len(ids)):
         await asyncio.sleep(step)
         done = i == len(ids) - 1
         if STATE["incremental"]:
-            obj = _native_object(body, ids[i : i + 1], i, done, i + 1)
+            obj = _native_object(body, ids[i : i + 1], i, done, i + 1, received)
         else:
-            obj = _native_object(body, ids[: i + 1], 0, done, i + 1)
-            if not done:
-                obj["text"] = None  # SGLang defers the cumulative text to the last chunk
+            obj = _native_object(body, ids[: i + 1], 0, done, i + 1, received)
         await resp.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()

@@ -1,0 +1,74 @@
+"""A background stream is read as fast as the engine writes it, however large its events.
+
+SGLang's native ``/generate`` stream repeats the whole output so far in every event, so its bytes grow with
+the square of the tokens. Read one block per pause, such a stream reached the client seconds after the
+engine had finished it (measured on SGLang 0.5.15 on one H200, docs/results/sglang-h200/README.md): the
+slot counted the level held while the engine ran one request or none, and every hand-over came late.
+Here a real ``loadgen run`` (real Locust, real HTTP) streams its background through
+``concurrency_server.py --dialect sglang`` at 500 tokens/s (about 250 kB per 200-token answer); the server
+logs when it wrote each request's last byte, and each background record's end must follow within a read
+pause, not seconds later.
+"""
+
+from __future__ import annotations
+
+import statistics
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from serve_app import script_server
+
+from collectors.jsonl import read_jsonl
+from loadgen.studies.run import run
+
+SERVER = Path(__file__).parents[1] / "concurrency_server.py"
+TOKENS = 200
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    with script_server(SERVER, "--dialect", "sglang", "--token-s", "0.002") as url:
+        yield url
+
+
+def test_a_large_event_stream_ends_when_the_engine_ends_it(server: str, tmp_path: Path) -> None:
+    scenario = tmp_path / "backlog.toml"
+    scenario.write_text(f"""
+name = "backlog"
+[endpoint]
+kind = "generate"
+[[canaries]]
+id = "c"
+prompt = "canary beside large streams"
+max_tokens = 8
+[background]
+seed = 3
+prompt_words = [4, 8]
+max_tokens = [{TOKENS}, {TOKENS}]
+stream = true
+[sweep]
+levels = [3]
+canaries_per_level = 12
+canary_pace_s = 0.3
+warmup = 0
+baseline = 0
+""")
+    result = run(scenario, host=server, out_dir=tmp_path / "runs")
+    assert result.status == "finished"
+    with urllib.request.urlopen(f"{server}/_arrivals") as resp:
+        ends = sorted((a["t"], a["end"]) for a in orjson.loads(resp.read()) if a["end"] is not None)
+    background = [b for b in read_jsonl(result.run_dir / "background.jsonl").rows if b["status"] == "ok"]
+    assert len(background) >= 3, f"only {len(background)} background requests completed"
+    lags = []
+    for b in background:
+        arrived, end = min(ends, key=lambda e: abs(e[0] - b["sent_at"]))
+        assert abs(arrived - b["sent_at"]) < 0.1, "a background request the server did not log"
+        assert b["completion_tokens"] == TOKENS
+        lags.append(b["sent_at"] + b["latency_s"] - end)
+    # a read pause is 50 ms; a shared CI core may add some. One block per pause read these ~2.5 s late.
+    assert statistics.median(lags) < 0.15, f"stream ends seen late: median {statistics.median(lags):.2f} s"
+    assert max(lags) < 0.6, f"a stream end seen {max(lags):.2f} s after the server wrote it"
+    assert len(background) >= 12, f"only {len(background)} background requests completed in 3.6 s at level 3"
