@@ -86,6 +86,16 @@ def build_report(run: RunData) -> Report:
             report["run"]["notices"] += sides_notes.notices(cols.frame, servers_of(m.scenario))
         elif unmeasured:
             report["run"]["x_axis_unmeasured"] = unmeasured
+        if not run.servers:  # behind a router each side has its own gauge (co_residency_sides)
+            interval = (m.engine_metrics or {}).get("interval_s")
+            report["run"]["witness"] = coresidency.witness(
+                cols.frame,
+                measured,
+                run.engine_t,
+                run.engine_running,
+                scrape_interval_s=float(interval) if isinstance(interval, int | float) and interval > 0 else None,
+                refresh_steps=settings.get("metrics_refresh_steps"),
+            )
     # the load processes' own CPU per level; absent for runs from before the samples
     if run.client_cpu:
         report["client_load"] = client_load.section(run.client_cpu)

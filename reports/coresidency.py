@@ -25,7 +25,7 @@ from collectors.coresidency import window_running
 from collectors.runfolder import BATCH_OTHERS
 from loadgen.core.manifest import EngineMetricsSummary
 from loadgen.core.stats import median, num
-from reports.model import CoResidency, CoResidencySource
+from reports.model import CoResidency, CoResidencySource, Witness
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -201,3 +201,82 @@ def notices(frame: Any, m: Measured, has_samples: bool, engine_summary: EngineMe
             "scraped engine figure."
         )
     return out
+
+
+def gauge_changes(
+    start: Floats, end: Floats, engine_t: Floats | None, engine_running: Floats | None
+) -> tuple[int, float | None]:
+    """How often the running gauge moved inside the windows ``[start, end]``: the number of changes between
+    two samples of one window, and the median time between two changes of one window (None under two)."""
+    if engine_t is None or engine_running is None or not len(engine_t):
+        return 0, None
+    changes, gaps = 0, []
+    for a, b in zip(start.tolist(), end.tolist(), strict=True):
+        lo, hi = np.searchsorted(engine_t, [a, b], side="left")
+        t, v = engine_t[lo:hi], engine_running[lo:hi]
+        keep = np.isfinite(v)
+        t, v = t[keep], v[keep]
+        moved = t[1:][v[1:] != v[:-1]]
+        changes += len(moved)
+        gaps.extend(np.diff(moved).tolist())
+    return changes, (float(np.median(gaps)) if gaps else None)
+
+
+def witness(
+    frame: Any,
+    m: Measured,
+    engine_t: Floats | None,
+    engine_running: Floats | None,
+    *,
+    scrape_interval_s: float | None,
+    refresh_steps: int | None,
+) -> Witness:
+    """Which record measured the sweep canaries' co-residency and how fresh it was, with one sentence.
+
+    A running gauge is only as fresh as its engine keeps it: SGLang sets it at each prefill and every
+    ``decode_log_interval`` decode steps (40 by default), so a sample can be that many steps old; how often it
+    was seen to move while canaries ran says the same from the samples themselves."""
+    sweep = frame["phase"].to_numpy() == "sweep"
+    truth = int((sweep & (m.source == TRUTH)).sum())
+    scraped = int((sweep & (m.source == METRICS)).sum())
+    if truth >= scraped and truth:
+        return {
+            "source": SOURCE_NAMES[TRUTH],
+            "canaries": truth,
+            "scrape_interval_s": None,
+            "gauge_changes": None,
+            "gauge_change_median_s": None,
+            "refresh_steps": None,
+            "summary": f"co-residency from the engine's own batch size at every step of {truth} sweep canaries (exact)",
+        }
+    if not scraped:
+        return {
+            "source": None,
+            "canaries": 0,
+            "scrape_interval_s": scrape_interval_s,
+            "gauge_changes": None,
+            "gauge_change_median_s": None,
+            "refresh_steps": refresh_steps,
+            "summary": "no sweep canary's co-residency was measured",
+        }
+    rows = sweep & (m.source == METRICS)
+    sent = frame["sent_at"].to_numpy(dtype=np.float64)[rows]
+    end = sent + frame["latency_s"].to_numpy(dtype=np.float64)[rows]
+    changes, gap = gauge_changes(sent, end, engine_t, engine_running)
+    every = f" every {scrape_interval_s * 1000:.0f} ms" if scrape_interval_s else ""
+    said = f"co-residency from the engine's running gauge (/metrics{every}) over {scraped} sweep canaries"
+    moved = f"; it moved {changes} times while they ran" + (f", a median {gap:.2f} s apart" if gap is not None else "")
+    fresh = (
+        f"; the server refreshes it every {refresh_steps} steps (and at each prefill), so a sample can be that old"
+        if refresh_steps and refresh_steps > 1
+        else ""
+    )
+    return {
+        "source": SOURCE_NAMES[METRICS],
+        "canaries": scraped,
+        "scrape_interval_s": scrape_interval_s,
+        "gauge_changes": changes,
+        "gauge_change_median_s": gap,
+        "refresh_steps": refresh_steps,
+        "summary": said + moved + fresh,
+    }

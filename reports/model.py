@@ -75,6 +75,20 @@ class CoResidency(TypedDict):
     not_held_at_send: int
 
 
+class Witness(TypedDict):
+    """``run.witness``: which record the sweep's co-residency came from and how fresh it was
+    (``reports.coresidency.witness``). The load side's own count at send (``held_at_send``) is never the witness:
+    it is what the client believes, and a client that reads a stream late believes a finished request runs."""
+
+    source: CoResidencySource | None  # what most measured sweep canaries used; None: none was measured
+    canaries: int  # sweep canaries measured by it
+    scrape_interval_s: float | None  # metrics: the scraper's interval
+    gauge_changes: int | None  # metrics: changes of the running gauge seen while sweep canaries ran
+    gauge_change_median_s: float | None  # metrics: the median time between two of those changes in one canary
+    refresh_steps: int | None  # metrics: the engine's own refresh of its gauge, in steps, where it says it
+    summary: str
+
+
 class SidesCoResidency(TypedDict):
     """A prefill/decode run's co-residency per side (``reports.sides``): the prefill side over each canary's
     prefill window, the decode side over its decode life; the side its background leaves quiet promises 0."""
@@ -315,6 +329,7 @@ class RunSection(TypedDict):
     scenario_path: str | None
     servers: NotRequired[list[RunServer]]  # prefill/decode runs only: the servers behind the endpoint
     x_axis_unmeasured: NotRequired[str | None]  # why no canary's co-residency was scraped (also in notices)
+    witness: NotRequired[Witness]  # the record the sweep's co-residency came from, and how fresh it was
 
 
 class InputFile(TypedDict):

@@ -323,6 +323,8 @@ def render_html(report: Report) -> str:
     )
     said = run.get("server_config", {}).get("summary")
     head += f"<p class='meta'>server says: {esc(said)}</p>" if said else ""
+    witness = run.get("witness")
+    head += f"<p class='meta'>witness: {esc(witness['summary'])}</p>" if witness else ""
     client = report.get("client_load", {}).get("summary")
     head += f"<p class='meta'>{esc(client)}</p>" if client else ""
     head += "".join(f'<p class="warn">{esc(n)}</p>' for n in run.get("notices") or [])

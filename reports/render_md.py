@@ -187,6 +187,8 @@ def render_markdown(report: Report) -> str:
         lines.append("Labels: " + ", ".join(f"{code(k)}={code(v)}" for k, v in sorted(run["labels"].items())))
     if run.get("server_config", {}).get("summary"):
         lines.append(f"Server says: {text(run['server_config']['summary'])}.")
+    if witness := run.get("witness"):
+        lines.append(f"Witness: {text(witness['summary'])}.")
     if client := report.get("client_load", {}).get("summary"):
         lines.append(f"{text(client)}.")
     lines += [f"> **Notice:** {text(n)}" for n in run.get("notices") or []]

@@ -46,7 +46,7 @@ def generate_body(stream: bool, max_new_tokens: int = 8) -> dict[str, object]:
 def main() -> None:
     base, out = sys.argv[1].rstrip("/"), Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
-    for name, path in (("models.json", "/v1/models"), ("server-info.json", "/get_server_info"), ("server-info-new.json", "/server_info")):
+    for name, path in (("models.json", "/v1/models"), ("server-info.json", "/get_server_info")):
         (out / name).write_bytes(call(base + path)[1])
     (out / "generate.json").write_bytes(call(base + "/generate", generate_body(False), "POST")[1])
     (out / "generate-stream.txt").write_bytes(call(base + "/generate", generate_body(True), "POST")[1])

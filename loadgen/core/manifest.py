@@ -79,6 +79,7 @@ class ServerSettings(TypedDict, total=False):
     attention_backend: Any  # as the server spells it
     max_num_seqs: int | None
     dtype: Any  # as the server spells it
+    metrics_refresh_steps: int | None  # SGLang's decode_log_interval: its running gauge is that many steps old at most
     cached_tokens_reported: bool | None
 
 

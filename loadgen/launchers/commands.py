@@ -9,7 +9,9 @@ command without vLLM, SGLang or llama.cpp installed. Flags, as the servers docum
   ``VLLM_SERVER_DEV_MODE=1`` (set by default here) exposes ``POST /reset_prefix_cache``.
 - SGLang: ``python -m sglang.launch_server --model-path M --host H --port P``;
   ``--enable-deterministic-inference``, ``--disable-radix-cache``; ``--enable-metrics`` (added by
-  default) serves ``/metrics``.
+  default) serves ``/metrics``. SGLang 0.5.15 refuses to start when ``P + 10000`` (its gRPC port, bound
+  only with ``SGLANG_ENABLE_GRPC``) is above 65535, as a free port above 55535 makes it: env
+  ``SGLANG_GRPC_PORT`` is then set to ``P - 10000`` (``sglang_env``).
 - llama.cpp: ``llama-server -m MODEL --host H --port P``; ``-np N`` parallel slots; ``--metrics``
   (added by default) serves ``/metrics``. Its ``/health`` answers 503 while the model loads.
 - embedded: ``python -P -m loadgen.engine --host H --port P`` (``--batch-invariant``,
@@ -58,11 +60,18 @@ def _with_defaults(kind: str, args: list[str]) -> list[str]:
     return [*args, *(f for f in DEFAULT_FLAGS.get(kind, ()) if f not in args)]
 
 
+def sglang_env(port: int) -> dict[str, str]:
+    """What SGLang on ``port`` needs in its environment: a gRPC port in range where its default, ``port + 10000``,
+    is not (a cold-boot matrix cell on port 59279 failed with "SGLANG_GRPC_PORT (69279) must be between 1 and
+    65535"); nothing otherwise. A scenario's own ``SGLANG_GRPC_PORT`` wins."""
+    return {"SGLANG_GRPC_PORT": str(port - 10000)} if port + 10000 > 65535 else {}
+
+
 def plan_launch(spec: LauncherSpec, port: int, *, python: str = sys.executable) -> LaunchPlan:
     """The plan for starting ``spec`` on ``port`` (0 only for the embedded engine, which picks and announces one)."""
     if port == 0 and spec.kind != "embedded":
         raise ValueError(f"plan_launch: kind {spec.kind!r} needs a concrete port, got 0")
-    env = {**DEFAULT_ENV.get(spec.kind, {}), **spec.env}
+    env = {**DEFAULT_ENV.get(spec.kind, {}), **(sglang_env(port) if spec.kind == "sglang" else {}), **spec.env}
     where = ["--host", spec.host, "--port", str(port)]
     if spec.kind == "embedded":
         # -P: the caller's working directory is not put on sys.path (a stray local module cannot shadow a dependency)

@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from runkit import rec, write_run
 
 from collectors.engine_metrics import nearest_running
 from collectors.runfolder import load_run
+from reports import coresidency
 from reports.build import build_report
 from reports.render_html import render_html
 from reports.render_md import render_markdown
@@ -188,3 +190,44 @@ def test_a_group_whose_others_equal_the_level_has_the_level_s_figures(
         assert {k: g[k] for k in _FIGS} == {k: lv[k] for k in _FIGS}
         assert (g["min"], g["max"]) == (lv["co_residency"]["min"], lv["co_residency"]["max"])
         assert lv["co_residency"]["held"] == lv["canaries"]
+
+
+def test_the_witness_says_which_record_and_how_fresh_the_gauge_was(tmp_path: Path) -> None:
+    """Two canaries measured by a gauge that moved three times inside the first one's life (0.2 s and 0.4 s
+    apart) and once inside the second's; a server that refreshes it every 40 steps says so."""
+    records = [
+        rec(REF, level=2, sent_at=T0 + 10.0, latency_s=1.0),
+        rec(REF, level=2, sent_at=T0 + 20.0, latency_s=1.0),
+    ]
+    gauge = [(T0 + 10.05, 3.0), (T0 + 10.2, 3.0), (T0 + 10.3, 4.0), (T0 + 10.5, 3.0), (T0 + 10.9, 2.0)]
+    gauge += [(T0 + 20.1, 3.0), (T0 + 20.6, 3.0), (T0 + 20.8, 4.0), (T0 + 30.0, 0.0)]
+    server = {"config": {"settings": {"metrics_refresh_steps": 40}}}
+    report = report_of(tmp_path, records, samples(gauge), server=server)
+    witness = report["run"]["witness"]
+    assert witness["source"] == "metrics" and witness["canaries"] == 2
+    assert witness["gauge_changes"] == 4
+    assert witness["gauge_change_median_s"] == pytest.approx(0.3)  # 0.2 and 0.4 within the first; none across
+    assert witness["refresh_steps"] == 40
+    assert "every 40 steps" in witness["summary"]
+    assert f"Witness: {witness['summary']}." in render_markdown(report)
+    assert "witness: " in render_html(report)
+
+
+def test_the_witness_is_the_engines_batch_sizes_where_it_returns_them(tmp_path: Path) -> None:
+    records = [rec(REF, level=1, engine_batch_sizes=[2, 2]) for _ in range(3)]
+    report = report_of(tmp_path, records, samples([(T0 + k * 0.1, 2.0) for k in range(100)]))
+    witness = report["run"]["witness"]
+    assert witness["source"] == "engine_batch_sizes" and witness["canaries"] == 3
+    assert witness["gauge_changes"] is None and "exact" in witness["summary"]
+
+
+@given(st.lists(st.tuples(st.floats(0, 10), st.integers(0, 3)), max_size=40))
+@settings(max_examples=60, deadline=None)
+def test_gauge_changes_never_exceed_the_samples_inside_the_windows(pairs: list[tuple[float, int]]) -> None:
+    t = np.array(sorted(p[0] for p in pairs), dtype=np.float64)
+    v = np.array([float(p[1]) for p in pairs], dtype=np.float64)
+    start, end = np.array([0.0, 5.0]), np.array([4.0, 9.0])
+    changes, gap = coresidency.gauge_changes(start, end, t, v)
+    pairs_inside = sum(max(int(((t >= a) & (t < b)).sum()) - 1, 0) for a, b in zip(start, end, strict=True))
+    assert 0 <= changes <= pairs_inside  # a change is between two samples of one window
+    assert gap is None or 0.0 <= gap <= 4.0

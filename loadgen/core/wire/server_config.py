@@ -144,6 +144,9 @@ def server_settings(
                 _flag(sg.get("disable_custom_all_reduce")),
             )
         ),
+        # every how many engine steps its /metrics running gauge is refreshed (SGLang: every decode_log_interval
+        # decode steps, and at each prefill); None where the server does not say (vLLM: every step)
+        "metrics_refresh_steps": _int(sg.get("decode_log_interval")),
         "cached_tokens_reported": cached_tokens_reported,
     }
 

@@ -63,6 +63,18 @@ def test_sglang_launch_server_adds_metrics_once() -> None:
     assert plan.env == {}
 
 
+@pytest.mark.parametrize("port", [1, 30000, 55535, 55536, 59279, 65535])
+def test_sglang_always_gets_a_grpc_port_in_range(port: int) -> None:
+    """SGLang 0.5.15 refuses to start when its gRPC port (``--port`` + 10000 unless SGLANG_GRPC_PORT says) is
+    outside 1..65535: a free port above 55535 (seen as a matrix cell on 59279) gets one 10000 below instead."""
+    env = plan_launch(LauncherSpec(kind="sglang", model="m"), port, python="py").env
+    grpc = int(env.get("SGLANG_GRPC_PORT", port + 10000))
+    assert 1 <= grpc <= 65535 and grpc != port
+    assert ("SGLANG_GRPC_PORT" in env) is (port > 55535)
+    own = LauncherSpec(kind="sglang", model="m", env={"SGLANG_GRPC_PORT": "40001"})
+    assert plan_launch(own, port, python="py").env == {"SGLANG_GRPC_PORT": "40001"}  # the scenario's wins
+
+
 def test_llama_server_with_slots_and_metrics() -> None:
     plan = plan_launch(LauncherSpec(kind="llamacpp", model="/m/q.gguf", args=["-np", "8"], host="0.0.0.0"), 8080)
     assert plan.argv == [

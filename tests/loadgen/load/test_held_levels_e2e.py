@@ -101,6 +101,8 @@ def test_every_canary_shared_at_least_its_level(server: tuple[str, str], stream:
         # and the report's own measurement, from the server's /metrics over each canary's life, agrees
         co = level["co_residency"]
         assert co["source"] == "metrics" and co["not_held"] == 0 and co["min"] >= level["concurrency"]
+    witness = report["run"]["witness"]  # the report says which record it measured with, and how fresh it was
+    assert witness["source"] == "metrics" and witness["scrape_interval_s"] == 0.05 and witness["gauge_changes"] > 0
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])

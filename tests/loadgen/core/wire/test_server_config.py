@@ -22,6 +22,7 @@ SETTINGS = (
     "dtype",
     "tensor_parallel_size",
     "custom_all_reduce",
+    "metrics_refresh_steps",
     "cached_tokens_reported",
 )
 
@@ -46,6 +47,7 @@ SGLANG_INFO: dict[str, Any] = {
     "attention_backend": "triton",
     "max_running_requests": 48,
     "dtype": "bfloat16",
+    "decode_log_interval": 40,
     "version": "0.5.6",
 }
 
@@ -84,8 +86,12 @@ def test_captured_server_config_agrees_with_its_own_info_series(name: str) -> No
     """What the probe recorded on the H200 is what server_settings makes of the info series it recorded."""
     recorded = orjson.loads((H200 / name).read_bytes())
     assert recorded["answered"] == ["/metrics", "/server_info"]
-    # recorded by a tool that did not read tensor parallelism yet: every other setting
-    assert set(recorded["settings"]) == set(SETTINGS) - {"tensor_parallel_size", "custom_all_reduce"}
+    # recorded by a tool that did not read tensor parallelism or the gauge's refresh yet: every other setting
+    assert set(recorded["settings"]) == set(SETTINGS) - {
+        "tensor_parallel_size",
+        "custom_all_reduce",
+        "metrics_refresh_steps",
+    }
     from_metrics = server_settings(recorded["info_series"], None, None, cached_tokens_reported=None)
     for key in ("prefix_caching", "block_size"):
         assert from_metrics[key] == recorded["settings"][key], key
@@ -115,6 +121,7 @@ def test_vllm_server_info_gives_every_setting() -> None:
         "dtype": "torch.bfloat16",
         "tensor_parallel_size": 1,
         "custom_all_reduce": True,
+        "metrics_refresh_steps": None,  # vLLM does not say (it refreshes every step)
         "cached_tokens_reported": True,
     }
 
@@ -143,6 +150,7 @@ def test_sglang_server_info_gives_every_setting() -> None:
         "dtype": "bfloat16",
         "tensor_parallel_size": None,
         "custom_all_reduce": None,
+        "metrics_refresh_steps": 40,  # decode_log_interval
         "cached_tokens_reported": None,
     }
     radix_on = server_settings({}, None, {**SGLANG_INFO, "disable_radix_cache": False}, cached_tokens_reported=None)
