@@ -3,9 +3,13 @@
 #
 # Why this script exists: SGLang is the second engine the tool's users run; this is the one command list that
 # produces the figures in docs/results/sglang-h200/. It runs on the GPU machine, where SGLang comes from the
-# offline kit (shared GPU kit README: one bundle part, a seeded random Qwen3 made on the GPU), from a copy of
-# the repository's committed tree (carried as .sglang/repo.tar, so files being edited here never travel), in
-# stages that each fit one 10-minute device call:
+# offline kit (shared GPU kit README: one bundle part, a seeded random Qwen3 made on the GPU), in stages that
+# each fit one 10-minute device call, or all in one detached chain whose timeline later calls read (as run for
+# docs/results/sglang-h200: the tree copied to /tmp/repo first, so a later call's tree never reaches a running
+# stage):
+#
+#   cp -a . /tmp/repo && cd /tmp/repo && OUT=/tmp/out setsid bash benchmarks/sglang_h200.sh install serve \
+#       fixtures runs own collect matrix collect fresh collect >/tmp/master.log 2>&1 </dev/null &
 #
 #   install   unpack the kit, install Locust's wheels (carried in .whl), make the model
 #   serve     two SGLang servers: GPU 0 default (port 30000), GPU 1 --enable-deterministic-inference (30001);
