@@ -97,26 +97,31 @@ fixtures() {
     cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30001 "$R/fixtures/deterministic"
 }
 
-run_mode() {  # MODE PORT
-    local mode=$1 port=$2 s
-    for s in sweep prefix-cache; do
+scenarios() {  # MODE PORT OUTDIR SCENARIO...: each a real `loadgen run` against the MODE server, into OUTDIR/MODE
+    local mode=$1 port=$2 out=$3 s
+    shift 3
+    for s in "$@"; do
         log "$mode: $s"
         cmd timeout "${RUN_S:-400}" python3 -m loadgen run "benchmarks/sglang/$s.toml" --host "http://127.0.0.1:$port" \
-            --out "$R/$mode" --label engine=sglang --label "mode=$mode" >"$R/$mode-$s.out" 2>&1
+            --out "$out/$mode" --label engine=sglang --label "mode=$mode" >"$out/$mode-$s.out" 2>&1
         log "$mode: $s exit $?"
     done
 }
 
-runs() {
+both_modes() {  # FUNCTION: FUNCTION MODE PORT for the two long-lived servers, in parallel
     env_up
     local a b
-    run_mode default 30000 & a=$!
-    run_mode deterministic 30001 & b=$!
+    "$1" default 30000 & a=$!
+    "$1" deterministic 30001 & b=$!
     wait "$a" "$b"
 }
 
+run_mode() { scenarios "$1" "$2" "$R" sweep prefix-cache; }
+
+runs() { both_modes run_mode; }
+
 own_mode() {  # MODE PORT: SGLang's own determinism test, then this tool's comparable scenarios, on one server
-    local mode=$1 port=$2 t s
+    local mode=$1 port=$2 t
     mkdir -p "$R/own"
     for t in "single --n-trials 32" "prefix --n-start 1 --n-trials 16"; do
         log "$mode: sglang.test.test_deterministic --test-mode $t"
@@ -125,21 +130,10 @@ own_mode() {  # MODE PORT: SGLang's own determinism test, then this tool's compa
             >"$R/own/$mode-test-${t%% *}.txt" 2>&1
         log "$mode: test_deterministic ${t%% *} exit $?: $(grep -c 'Unique samples' "$R/own/$mode-test-${t%% *}.txt") summary lines"
     done
-    for s in own-single own-prefix; do
-        log "$mode: $s"
-        cmd timeout "${RUN_S:-400}" python3 -m loadgen run "benchmarks/sglang/$s.toml" --host "http://127.0.0.1:$port" \
-            --out "$R/own/$mode" --label engine=sglang --label "mode=$mode" >"$R/own/$mode-$s.out" 2>&1
-        log "$mode: $s exit $?"
-    done
+    scenarios "$mode" "$port" "$R/own" own-single own-prefix
 }
 
-own() {
-    env_up
-    local a b
-    own_mode default 30000 & a=$!
-    own_mode deterministic 30001 & b=$!
-    wait "$a" "$b"
-}
+own() { both_modes own_mode; }
 
 fresh() {  # the default server with its running gauge refreshed every decode step, and the sweep to 16 through it
     env_up
