@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import mmap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
@@ -271,6 +272,22 @@ def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.N
     return pad_flat(flat, lengths, np.nan, np.float64), lengths
 
 
+def filled(shape: tuple[int, int], fill: float, dtype: Any) -> Any:
+    """``np.full(shape, fill, dtype)``, a big matrix in memory mapped here rather than by numpy: numpy asks Linux
+    for transparent huge pages for a big array (``madvise``), and on the 2-core development machine (a VM) first
+    touching those was 3 to 6 times slower than plain pages: 3 GB took 3.9-6.9 s against 1.1-1.7 s, a quarter
+    of reading a million records (docs/performance.md)."""
+    size = shape[0] * shape[1] * np.dtype(dtype).itemsize
+    if size < _MAPPED_FROM:
+        return np.full(shape, fill, dtype)
+    mat = np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(shape)
+    mat.fill(fill)
+    return mat
+
+
+_MAPPED_FROM = 1 << 24
+
+
 def _widen(mats: list[Any], fill: float) -> Any:
     """The matrices stacked, padded with ``fill`` to the widest. Consumes ``mats``: each entry is let go
     once it is copied, so stacking needs the pieces plus the result, not twice the whole."""
@@ -279,7 +296,7 @@ def _widen(mats: list[Any], fill: float) -> Any:
         return only
     w = max((m.shape[1] for m in mats), default=0)
     dtype = np.result_type(*mats) if mats else np.int32
-    out = np.full((sum(m.shape[0] for m in mats), w), fill, dtype=dtype)
+    out = filled((sum(m.shape[0] for m in mats), w), fill, dtype)
     r = 0
     for k in range(len(mats)):
         m, mats[k] = mats[k], _GONE
@@ -435,26 +452,35 @@ class ColumnBuilder:
         return codes
 
     def finish(self) -> CanaryColumns:
+        """The columns. Call once: each scalar list is let go as soon as its column is made, and the frame takes
+        the columns as they are (no copy into one block per type), so a million records' lists, their objects
+        and the frame are not all held at once."""
         self._flush()
-        frame = pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in self._scalars.items()})
         unusable = np.concatenate(self._unusable) if self._unusable else np.zeros(0, np.int64)
-        for col in _FLOAT_COLS:
-            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=np.float64, copy=True)
-            infinite = np.isinf(values)
-            unusable += infinite
-            values[infinite] = np.nan
-            frame[col] = values
-        frame["unusable_numbers"] = unusable
-        for col in _INT_COLS:
-            frame[col] = pd.to_numeric(frame[col], errors="coerce").fillna(-1).astype(np.int64)
+        columns: dict[str, Any] = {}
+        scalars, self._scalars = self._scalars, {}
+        for col in list(scalars):
+            values = pd.Series(scalars.pop(col), dtype=object)
+            if col in _FLOAT_COLS:
+                floats = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, copy=True)
+                infinite = np.isinf(floats)
+                unusable += infinite
+                floats[infinite] = np.nan
+                columns[col] = floats
+            elif col in _INT_COLS:
+                columns[col] = pd.to_numeric(values, errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+            elif col == "burst":
+                columns[col] = np.fromiter((v is True for v in values.tolist()), dtype=bool, count=len(values))
+            elif col == "held_at_send":
+                columns[col] = pd.array([v if isinstance(v, bool) else None for v in values.tolist()], dtype="boolean")
+            else:
+                columns[col] = values
+        columns["unusable_numbers"] = unusable
         for col, parts in self._lens.items():
-            frame[col] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        frame["burst"] = np.fromiter((v is True for v in frame["burst"].tolist()), dtype=bool, count=len(frame))
-        frame["held_at_send"] = pd.array(
-            [v if isinstance(v, bool) else None for v in frame["held_at_send"].tolist()], dtype="boolean"
-        )
+            columns[col] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         for col, fparts in self._batch.items():
-            frame[col] = np.concatenate(fparts) if fparts else np.zeros(0, np.float64)
+            columns[col] = np.concatenate(fparts) if fparts else np.zeros(0, np.float64)
+        frame = pd.DataFrame(columns, copy=False)
         vocab = np.empty(len(self._vocab), dtype=object)
         vocab[:] = list(self._vocab)
         return CanaryColumns(

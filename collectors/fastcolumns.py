@@ -318,10 +318,13 @@ def _segment_gaps(values: FloatMatrix, widths: npt.NDArray[np.int64]) -> tuple[F
     second largest (NaN with fewer than two usable ones), and how many were not usable."""
     if len(widths) == 0:
         return np.zeros(0), np.zeros(0)
+    two = int(widths.min()) == int(widths.max()) == 2  # two alternatives everywhere: no padding, no sort
+    if two and values.min() >= -MAX_ABS_LOGPROB and values.max() <= MAX_ABS_LOGPROB:  # all usable (NaN fails both)
+        return np.abs(values[0::2] - values[1::2]), np.zeros(len(widths))
     with np.errstate(invalid="ignore"):
         usable = np.abs(values) <= MAX_ABS_LOGPROB  # NaN and the infinities fail
     keyed = np.where(usable, values, -np.inf)
-    if int(widths.min()) == int(widths.max()) == 2:  # two alternatives everywhere: no padding, no sort
+    if two:
         a, b = keyed[0::2], keyed[1::2]
         good = usable[0::2].astype(np.int8) + usable[1::2]
         with np.errstate(invalid="ignore"):  # -inf - -inf where fewer than two are usable: replaced by NaN

@@ -45,8 +45,7 @@ from collectors.columns import (
     batch_others,
     check_schema,
     file_read,
-    pad_flat,
-    pad_ids,
+    filled,
     record_problem,
     request_values,
     usage_values,
@@ -183,8 +182,10 @@ def _heads(m: Mapped, a: int, b: int) -> list[Any]:
     """Rows ``a`` to ``b``'s heads, parsed: one JSON array where they all parse, else each on its own (one
     that does not parse is None)."""
     chunk = m.read("head", a, b)
+    array = bytearray(b"[") + chunk  # each head ends with a comma: the last one's becomes the "]"
+    array[max(len(array) - 1, 1) :] = b"]"
     try:
-        got = orjson.loads(b"[" + chunk[:-1] + b"]")
+        got = orjson.loads(array)
         if type(got) is list and len(got) == b - a:
             return got
     except orjson.JSONDecodeError:
@@ -200,6 +201,9 @@ def _heads(m: Mapped, a: int, b: int) -> list[Any]:
     return out
 
 
+# string fields whose values repeat from record to record, each value kept once (``_shared``, in
+# ``FastColumnBuilder._texts``, where the JSONL reader keeps each text once)
+_SHARED = frozenset(("canary_id", "phase", "status", "error_kind", "finish_reason", "text", "worker", "cache_action"))
 _HEAD_KEYS = tuple(dict.fromkeys((*SCALARS, *sorted(REQUIRED), "schema", "request", "usage", "engine_batch_sizes")))
 _GET = operator.itemgetter(*_HEAD_KEYS)
 
@@ -240,6 +244,14 @@ def _fits(raw: Any, where: str) -> bool:
     return record_problem(raw, SCALAR_CHECKS) is None
 
 
+def _ids_ok(ids: Ints, at: Ints) -> int:
+    """How many rows have token ids that are all 0 or more (``ids``: the rows' ids, ``at``: each row's start in
+    them and the end)."""
+    if not ids.size or int(ids.min()) >= 0:
+        return len(at) - 1
+    return int(np.searchsorted(at, int(np.flatnonzero(ids < 0)[0]), side="right")) - 1
+
+
 class ColumnsFileBuilder(FastColumnBuilder):
     """``FastColumnBuilder`` that also takes rows from a columns file, a chunk at a time: the heads of a
     chunk parsed as one JSON array, the sequences read by byte range into matrices allocated once."""
@@ -261,7 +273,8 @@ class ColumnsFileBuilder(FastColumnBuilder):
             heads = _heads(m, done, b)
             cols = _columns(heads)
             keep = len(heads) if cols is not None and _all_fit(cols) else _first_unfit(heads, path, done)
-            keep = min(keep, self._ids_ok(m, done, done + keep))
+            ids = m.read("ids", done, b)
+            keep = min(keep, _ids_ok(ids, m.at["ids"][done : b + 1] - m.at["ids"][done]))
             short = keep < len(heads)
             if short:
                 heads, cols = heads[:keep], None
@@ -269,7 +282,8 @@ class ColumnsFileBuilder(FastColumnBuilder):
                 remap = self._remap(m, remap, done + keep)
                 cols = cols if cols is not None else {k: [h.get(k) for h in heads] for k in _HEAD_KEYS}
                 self._add_heads(cols, path.name)
-                self._add_sequences(m, done, done + keep, remap, cols["engine_batch_sizes"], out)
+                ids = ids[: int(m.at["ids"][done + keep] - m.at["ids"][done])]
+                self._add_sequences(m, done, done + keep, ids, remap, cols["engine_batch_sizes"], out)
                 done += keep
             if short:
                 break
@@ -280,15 +294,6 @@ class ColumnsFileBuilder(FastColumnBuilder):
             elif done:  # at the width of the rows covered, as the JSONL's own chunks would be
                 parts.append(mat[:done, : int(m.index[_LENGTH[name]][:done].max(initial=0))].copy())
         return done
-
-    def _ids_ok(self, m: Mapped, a: int, b: int) -> int:
-        """How many rows from ``a`` have token ids that are all 0 or more."""
-        at = m.at["ids"]
-        ids = m.read("ids", a, b)
-        if not ids.size or int(ids.min()) >= 0:
-            return b - a
-        first = int(np.flatnonzero(ids < 0)[0]) + int(at[a])
-        return int(np.searchsorted(at, first, side="right")) - 1 - a
 
     def _remap(self, m: Mapped, remap: npt.NDArray[np.int32], b: int) -> npt.NDArray[np.int32]:
         """The file's codes up to row ``b``'s vocabulary re-coded into the builder's, new strings in the file's
@@ -305,56 +310,84 @@ class ColumnsFileBuilder(FastColumnBuilder):
         them one record at a time; the request and usage figures computed once per distinct value."""
         scalars = self._scalars
         for k in SCALARS:
-            scalars[k].extend(cols[k])
-        texts = self._texts
-        n = len(cols["text"])
-        scalars["text"][-n:] = [texts.setdefault(t, t) if type(t) is str else t for t in cols["text"]]
-        scalars["file"].extend([file] * n)
+            scalars[k].extend(_shared(cols[k], self._texts) if k in _SHARED else cols[k])
+        scalars["file"].extend([file] * len(cols["text"]))
         for keys, field_name, memo, compute in (
             (REQUEST_VALUES, "request", self._request_memo, request_values),
             (USAGE_VALUES, "usage", self._usage_memo, usage_values),
         ):
-            got = [_memo(memo, compute, v) for v in cols[field_name]]
-            for j, k in enumerate(keys):
-                scalars[k].extend([g[j] for g in got])
+            values = cols[field_name]
+            known = list(map(orjson.dumps, values))
+            new = {k: v for k, v in zip(known, values, strict=True) if k not in memo}
+            if new:
+                if len(memo) + len(new) > _MEMO_KEPT:
+                    memo.clear()
+                memo.update((k, tuple(compute(v))) for k, v in new.items())
+            for k, column in zip(keys, zip(*map(memo.__getitem__, known), strict=True), strict=True):
+                scalars[k].extend(column)
 
     def _add_sequences(
-        self, m: Mapped, a: int, b: int, remap: npt.NDArray[np.int32], sizes: list[Any], out: dict[str, Any]
+        self,
+        m: Mapped,
+        a: int,
+        b: int,
+        ids: Ints,
+        remap: npt.NDArray[np.int32],
+        sizes: list[Any],
+        out: dict[str, Any],
     ) -> None:
-        """Rows ``a`` to ``b``'s matrices, as ``ColumnBuilder._flush`` builds them from JSON, copied into rows
-        ``a`` to ``b`` of ``out`` (``_allocate``); the per-record columns appended as chunks."""
+        """Rows ``a`` to ``b``'s sequences (``ids``: theirs, read already), as ``ColumnBuilder._flush`` builds them
+        from JSON, written straight into rows ``a`` to ``b`` of ``out`` (``_allocate``); the per-record columns
+        appended as chunks."""
         ix = m.index[a:b]
-
-        def flat(name: str, dtype: Any) -> Any:
-            return m.read(name, a, b).astype(dtype, copy=False)
-
-        def put(name: str, mat: Any) -> None:
-            if mat.dtype != out[name].dtype:  # an id beyond int32: the whole matrix widens, as ``_widen`` would
-                out[name] = out[name].astype(np.result_type(mat, out[name]))
-            out[name][a:b, : mat.shape[1]] = mat
-
         n_ids, n_lp, n_top, n_tok = (ix[k].astype(np.int64) for k in ("n_ids", "n_lp", "n_top", "n_tok"))
-        put("ids", pad_ids(flat("ids", np.int64), n_ids))
+        if ids.size and int(ids.max()) >= 2**31 - 1 and out["ids"].dtype != np.int64:
+            out["ids"] = out["ids"].astype(np.int64)  # an id beyond int32: the whole matrix widens, as ``_widen`` would
+        _place(out["ids"], a, ids, n_ids)
         self._lens["n_ids"].append(n_ids)
-        codes = flat("codes", np.int64)
-        put("codes", pad_flat(remap[codes] if codes.size else codes, n_tok, -1, np.int32))
+        codes = m.read("codes", a, b)
+        _place(out["codes"], a, remap[codes] if codes.size else codes, n_tok)
         self._lens["n_tokens"].append(n_tok)
-        lps = pad_flat(flat("lp", np.float64), n_lp, np.nan, np.float64)
-        within = np.arange(lps.shape[1]) < n_lp[:, None]
-        with np.errstate(invalid="ignore"):
-            bad = within & ~(np.abs(lps) <= MAX_ABS_LOGPROB)
-        lps[bad] = np.nan
-        unusable = bad.sum(axis=1).astype(np.int64)
-        put("lp", lps)
+        # null, NaN, infinite or absurd logprobs inside a sequence: left out (NaN) and counted per record
+        lps, unusable = _left_out(m.read("lp", a, b), n_lp)
+        _place(out["lp"], a, lps, n_lp)
         self._lens["n_logprobs"].append(n_lp)
         per_row = n_top.clip(0)
-        pos_gap, pos_bad = _segment_gaps(flat("top", np.float64), np.repeat(ix["k"].astype(np.int64), per_row))
-        owner = np.repeat(np.arange(b - a), per_row)
-        unusable += np.bincount(owner, weights=pos_bad, minlength=b - a).astype(np.int64)
-        put("top", pad_flat(pos_gap, n_top, np.nan, np.float64))
+        pos_gap, pos_bad = _segment_gaps(m.read("top", a, b), np.repeat(ix["k"].astype(np.int64), per_row))
+        if pos_bad.any():
+            owner = np.repeat(np.arange(b - a), per_row)
+            unusable += np.bincount(owner, weights=pos_bad, minlength=b - a).astype(np.int64)
+        _place(out["top"], a, pos_gap, n_top)
         self._unusable.append(unusable)
         for key, values in zip(BATCH_OTHERS, batch_others(sizes), strict=True):
             self._batch[key].append(values)
+
+
+def _left_out(lps: npt.NDArray[np.float64], lengths: Ints) -> tuple[npt.NDArray[np.float64], Ints]:
+    """The rows' logprobs (concatenated; ``lengths``: each row's count, -1 for none) with every one that is no
+    usable number made NaN, and how many that was in each row."""
+    unusable = np.zeros(len(lengths), np.int64)
+    if not lps.size or (lps.min() >= -MAX_ABS_LOGPROB and lps.max() <= MAX_ABS_LOGPROB):  # a NaN fails both
+        return lps, unusable
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(lps) <= MAX_ABS_LOGPROB)
+    owner = np.repeat(np.arange(len(lengths)), lengths.clip(0))
+    return np.where(bad, np.nan, lps), unusable + np.bincount(owner, weights=bad, minlength=len(lengths)).astype(
+        np.int64
+    )
+
+
+def _place(out: Any, a: int, flat: Any, lengths: Ints) -> None:
+    """Rows ``a``, ``a + 1``, ... of the padded matrix ``out`` take ``flat``, their values concatenated
+    (``lengths``: each row's count, -1 for none); the rest of each row keeps its padding."""
+    width = int(lengths.max(initial=0))
+    if width <= 0:
+        return
+    rows = out[a : a + len(lengths), :width]
+    if int(lengths.min()) == width:  # every row as long as the longest: one copy
+        rows[...] = flat.reshape(len(lengths), width)
+    else:
+        rows[np.arange(width) < lengths[:, None]] = flat
 
 
 _LENGTH = {"ids": "n_ids", "codes": "n_tok", "lp": "n_lp", "top": "n_top"}
@@ -365,7 +398,7 @@ def _allocate(m: Mapped) -> dict[str, Any]:
     chunk: no chunk matrices kept, and nothing to copy at the end when the file is read from its columns alone."""
     width = {k: max(int(m.index[c].max(initial=0)), 0) for k, c in _LENGTH.items()}
     return {
-        k: np.full(
+        k: filled(
             (m.rows, width[k]),
             -1 if k in ("ids", "codes") else np.nan,
             np.int32 if k in ("ids", "codes") else np.float64,
@@ -377,11 +410,10 @@ def _allocate(m: Mapped) -> dict[str, Any]:
 _MEMO_KEPT = 4096  # distinct requests or usages remembered
 
 
-def _memo(memo: dict[bytes, tuple[Any, ...]], compute: Any, value: Any) -> tuple[Any, ...]:
-    key = orjson.dumps(value)
-    got = memo.get(key)
-    if got is None:
-        if len(memo) >= _MEMO_KEPT:
-            memo.clear()
-        got = memo[key] = tuple(compute(value))
-    return got
+def _shared(values: list[Any], strings: dict[str, str]) -> list[Any]:
+    """``values`` with each string replaced by the equal one in ``strings`` (added where none is): a million
+    records of one canary, phase and status hold three strings, not three million (about 56 bytes each)."""
+    first = values[0]
+    if type(first) is str and values.count(first) == len(values):  # the chunk's values all one string
+        return [strings.setdefault(first, first)] * len(values)
+    return [strings.setdefault(v, v) if type(v) is str else v for v in values]
