@@ -319,10 +319,10 @@ class ColumnsFileBuilder(FastColumnBuilder):
             values = cols[field_name]
             known = list(map(orjson.dumps, values))
             new = {k: v for k, v in zip(known, values, strict=True) if k not in memo}
-            if new:
-                if len(memo) + len(new) > _MEMO_KEPT:
-                    memo.clear()
-                memo.update((k, tuple(compute(v))) for k, v in new.items())
+            if len(memo) + len(new) > _MEMO_KEPT:  # full: start again from this chunk's values alone
+                memo.clear()
+                new = dict(zip(known, values, strict=True))
+            memo.update((k, tuple(compute(v))) for k, v in new.items())
             for k, column in zip(keys, zip(*map(memo.__getitem__, known), strict=True), strict=True):
                 scalars[k].extend(column)
 

@@ -10,6 +10,7 @@ writer process killed mid-run leaves a folder whose report equals the report of 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -220,6 +221,21 @@ def test_a_head_the_columns_cannot_hold_ends_the_coverage_there(
     at = body.index(b'"request_id":"q100"')
     start = body.rindex(b'"canary_id":"c0"', 0, at)
     head.write_bytes(body[:start] + b'"canary_id":1234' + body[start + 16 :])
+    got, want = load_run(run_dir, workers=1), load_run(run_dir, reference=True)
+    assert [f.columns_notice for f in got.files] == [None]
+    assert_same(got, want)
+
+
+def test_a_run_with_more_distinct_usages_than_the_reader_remembers_reads_as_its_jsonl(tmp_path: Path) -> None:
+    """The reader remembers 4,096 distinct request and usage values; a run with 4,500 distinct usages, then
+    earlier ones again, fills that memory in a chunk that holds both remembered and new values. Forgetting
+    then must not lose the remembered ones the chunk still needs (it once raised KeyError there)."""
+    records = [
+        dataclasses.replace(plain(i), usage={"prompt_tokens": 8, "completion_tokens": 2, "total_tokens": i % 4500})
+        for i in range(6000)
+    ]
+    run_dir = collect(tmp_path / "run", records)
+    assert covered(run_dir) == 6000
     got, want = load_run(run_dir, workers=1), load_run(run_dir, reference=True)
     assert [f.columns_notice for f in got.files] == [None]
     assert_same(got, want)
