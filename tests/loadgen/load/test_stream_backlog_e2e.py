@@ -68,7 +68,9 @@ baseline = 0
         assert abs(arrived - b["sent_at"]) < 0.1, "a background request the server did not log"
         assert b["completion_tokens"] == TOKENS
         lags.append(b["sent_at"] + b["latency_s"] - end)
-    # a read pause is 50 ms; a shared CI core may add some. One block per pause read these ~2.5 s late.
+    # a read pause is 50 ms; a shared CI core may add some, and once (the whole suite, four workers on two
+    # cores) a late wake-up put one end 0.63 s late. One block per pause read every one of them ~2.4 s late.
     assert statistics.median(lags) < 0.15, f"stream ends seen late: median {statistics.median(lags):.2f} s"
-    assert max(lags) < 0.6, f"a stream end seen {max(lags):.2f} s after the server wrote it"
+    late = sorted(lag for lag in lags if lag >= 0.6)
+    assert len(late) <= 1, f"{len(late)} of {len(lags)} stream ends seen 0.6 s or more after the server: {late}"
     assert len(background) >= 12, f"only {len(background)} background requests completed in 3.6 s at level 3"
