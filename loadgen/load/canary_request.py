@@ -8,7 +8,9 @@ before a canary. Pure apart from the fresh ids it draws and the cache reset ``pr
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any, Literal
 
 from loadgen.core.record import CanaryRecord, Phase
@@ -49,6 +51,28 @@ def prepare_cache(
         return action, None
     answer = reset_cache(client, path)
     return cache_after_reset(canary, answer.dropped), answer
+
+
+# answers that say "busy, ask again" (vLLM 0.26: 200 with success false; newer vLLM 409; SGLang 400); any
+# other refusal (no such route: llama.cpp, a proxy) will not change by waiting
+_BUSY_STATUSES = frozenset({200, 400, 409})
+_RESET_RETRY_S = 0.05
+
+
+def reset_before_burst(
+    client: EndpointClient, path: str, *, timeout_s: float, stopping: Callable[[], bool]
+) -> ResetAnswer:
+    """Reset the prefix cache before a burst (``sweep.burst_cache = "reset"``): asked again every 50 ms
+    while the engine refuses because requests still run (the level before's background ending), until
+    it drops the cache, ``timeout_s`` passes, or the answer is one that waiting will not change. The last
+    answer is what every copy records; a refused one stays visible in the report as a refused reset."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answer = reset_cache(client, path)
+        busy = answer.status in _BUSY_STATUSES
+        if answer.dropped or not busy or time.monotonic() > deadline or stopping():
+            return answer
+        time.sleep(_RESET_RETRY_S)
 
 
 def canary_body(

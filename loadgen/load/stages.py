@@ -46,8 +46,7 @@ def build_stages(sweep: Sweep, n_canaries: int) -> list[Stage]:
     if sweep.baseline:
         stages.append(Stage("baseline", 0, sweep.baseline * n_canaries))
     stages.extend(Stage("sweep", level, sweep.canaries_per_level * n_canaries) for level in sweep.levels)
-    if sweep.burst:
-        stages.append(Stage("sweep", sweep.burst, sweep.burst * n_canaries, burst=True))
+    stages.extend(Stage("sweep", size, size * n_canaries, burst=True) for size in sweep.burst)
     return stages
 
 

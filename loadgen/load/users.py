@@ -28,8 +28,8 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from loadgen.core.record import CanaryRecord
 from loadgen.core.wire.urls import api_path
 from loadgen.load.background import BackgroundBodies, BackgroundBody
-from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
-from loadgen.load.client import Outcome, make_client, send, send_payload
+from loadgen.load.canary_request import canary_body, canary_record, prepare_cache, reset_before_burst
+from loadgen.load.client import Outcome, ResetAnswer, make_client, send, send_payload
 from loadgen.load.holding import Progress, Slot, spawn_delay
 from loadgen.load.live import summarise
 from loadgen.load.runstate import RunState
@@ -108,23 +108,35 @@ class CanaryUser(User):
             gevent.sleep(st.scenario.sweep.canary_pace_s)
 
     def _burst(self, st: RunState, tickets: list[Ticket]) -> None:
-        """Fire every copy at once, each on its own connection, as the original identical-requests experiment."""
+        """Fire every copy at once, each on its own connection, as the original identical-requests experiment;
+        with ``burst_cache = "reset"`` the prefix cache is reset first, once the engine is idle."""
+        sweep = st.scenario.sweep
+        reset = None
+        if sweep.burst_cache == "reset":
+            path = st.scenario.endpoint.cache_reset_path
+            reset = reset_before_burst(
+                self.http, path, timeout_s=sweep.settle_timeout_s, stopping=partial(_stopping, self)
+            )
         clients = [endpoint_client(st) for _ in tickets]
         group = gevent.pool.Group()
         try:
             for ticket, http in zip(tickets, clients, strict=True):
-                group.spawn(self._send, st, ticket, http, burst=True)
+                group.spawn(self._send, st, ticket, http, burst=True, burst_reset=reset)
             group.join()
         finally:
             group.kill()
             for http in clients:
                 http.close()
 
-    def _send(self, st: RunState, ticket: Ticket, http: Any, *, burst: bool = False) -> None:
+    def _send(
+        self, st: RunState, ticket: Ticket, http: Any, *, burst: bool = False, burst_reset: ResetAnswer | None = None
+    ) -> None:
         canary = st.scenario.canaries[ticket.canary_index]
         features = st.canary_body_features(ticket.canary_index)
         busy = burst or ticket.level > 0 or st.inflight.total > 0
         action, reset = prepare_cache(http, canary, st.scenario.endpoint.cache_reset_path, busy=busy)
+        if burst_reset is not None and action is None:  # the burst's one reset, made before any copy went out
+            action, reset = "reset", burst_reset
         kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=action == "salt")
         held = None if burst else _wait_held(st, ticket.level, stopping=partial(_stopping, self))
         if not burst and _stopping(self):

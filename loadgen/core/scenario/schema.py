@@ -256,9 +256,14 @@ class Sweep(_Strict):
     canary_pace_s: float = Field(default=0.0, ge=0.0)  # 0: back to back
     spawn_rate: float = Field(default=100.0, gt=0)
     settle_timeout_s: float = Field(default=10.0, gt=0)  # longest wait for a level's users to be in flight
-    # after the levels: this many copies of each canary fired at once, no background (the original
-    # "1,000 identical requests" experiment); recorded at level = burst
-    burst: Level = 0
+    # after the levels: one stage per size, each firing that many copies of each canary at once with no
+    # background (the original "1,000 identical requests" experiment), recorded at level = the size. A
+    # number or a list of sizes, fired in the order given; 0 or [] for none.
+    burst: list[Level] = Field(default=[], max_length=MAX_LEVELS)
+    # "reset": before each burst, once nothing else runs, the endpoint's cache reset route is POSTed, so the
+    # copies share only the prefixes they prefill together (SGLang's test_deterministic prefix mode); "keep":
+    # the cache is left as the stages before left it
+    burst_cache: Literal["keep", "reset"] = "keep"
     # "the divergence rate is below this at 95% confidence" (loadgen.core.claims): every level must send at least the
     # canaries the claim needs; a level ends early once a divergence makes the claim impossible there
     claim_max_rate: float | None = Field(default=None, gt=0, lt=1)
@@ -270,11 +275,22 @@ class Sweep(_Strict):
             raise ValueError(f"levels must be distinct, got {v}")
         return v
 
+    @field_validator("burst", mode="before")
+    @classmethod
+    def _burst_sizes(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return [v] if v else []
+        return v
+
     @field_validator("burst")
     @classmethod
-    def _burst_apart(cls, v: int, info: ValidationInfo) -> int:
-        if v and v in info.data.get("levels", []):
-            raise ValueError(f"burst {v} equals a level: the two would be reported as one; pick another size")
+    def _burst_apart(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        if 0 in v:
+            raise ValueError("a burst of 0 copies fires nothing: leave it out (burst = 0 alone means no burst)")
+        if len(set(v)) != len(v):
+            raise ValueError(f"burst sizes must be distinct, got {v}")
+        if clash := sorted(set(v) & set(info.data.get("levels", []))):
+            raise ValueError(f"burst {clash[0]} equals a level: the two would be reported as one; pick another size")
         return v
 
     @field_validator("claim_max_rate")

@@ -107,3 +107,47 @@ def test_a_burst_reports_the_batch_its_copies_shared(engine_url: str, tmp_path: 
     # median is a fact about the engine's speed on the machine, not about the join
     maxima = scraped[scraped["level"] == 24]["engine_others_max"].dropna()
     assert len(maxima) >= 12 and maxima.median() >= 12
+
+
+BURSTS = """
+name = "burst-cache"
+[[canaries]]
+id = "c"
+prompt = "The history of the old harbour town begins with a small group of fishermen who settled there"
+max_tokens = 8
+[background]
+max_tokens = [16, 32]
+[sweep]
+levels = [0, 2]
+canaries_per_level = 1
+warmup = 0
+baseline = 1
+burst = [3, 4]
+burst_cache = "{cache}"
+"""
+
+
+def _burst_rows(engine_url: str, tmp_path: Path, cache: str) -> list[dict[str, object]]:
+    scenario = tmp_path / f"{cache}.toml"
+    scenario.write_text(BURSTS.format(cache=cache))
+    result = run(scenario, host=engine_url, out_dir=tmp_path / cache)
+    assert result.status == "finished"
+    return [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["burst"]]
+
+
+def test_each_burst_size_is_a_stage_and_a_reset_before_it_makes_the_copies_prefill_again(
+    engine_url: str, tmp_path: Path
+) -> None:
+    """``burst = [3, 4]`` fires two bursts; with ``burst_cache = "reset"`` the cache is dropped before each (once
+    the level before has drained), so a copy of every burst prefills the prompt afresh; with "keep" every copy
+    finds it cached from the stages before."""
+    reset = _burst_rows(engine_url, tmp_path, "reset")
+    assert Counter(r["level"] for r in reset) == {3: 3, 4: 4}
+    assert all(r["cache_action"] == "reset" and r["cache_reset_ok"] and r["cache_reset_status"] == 200 for r in reset)
+    for size in (3, 4):
+        cached = [r["usage"]["prompt_tokens_details"]["cached_tokens"] for r in reset if r["level"] == size]  # type: ignore[index]
+        assert min(cached) == 0, cached
+    keep = _burst_rows(engine_url, tmp_path, "keep")
+    assert Counter(r["level"] for r in keep) == {3: 3, 4: 4}
+    assert all(r["cache_action"] is None and r["cache_reset_status"] is None for r in keep)
+    assert all(r["usage"]["prompt_tokens_details"]["cached_tokens"] > 0 for r in keep)  # type: ignore[index]

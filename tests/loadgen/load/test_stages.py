@@ -68,7 +68,7 @@ def test_every_stage_gets_exactly_its_quota(levels: list[int], per_level: int, n
 
 
 def test_burst_stage_comes_last_and_holds_no_background() -> None:
-    stages = build_stages(Sweep(levels=[0, 4], canaries_per_level=2, warmup=0, baseline=1, burst=100), n_canaries=2)
+    stages = build_stages(Sweep(levels=[0, 4], canaries_per_level=2, warmup=0, baseline=1, burst=[100]), n_canaries=2)
     assert stages[-1] == Stage("sweep", 100, 200, burst=True)
     assert users_for(stages[-1], canary_users=1) == 1
 
@@ -78,4 +78,23 @@ def test_burst_size_may_not_equal_a_level() -> None:
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match="burst 4 equals a level"):
-        Sweep(levels=[0, 4], burst=4)
+        Sweep(levels=[0, 4], burst=[4])
+
+
+def test_a_list_of_burst_sizes_is_one_stage_each_in_the_order_given() -> None:
+    sweep = Sweep(levels=[0, 4], canaries_per_level=1, warmup=0, baseline=0, burst=[8, 2])
+    assert build_stages(sweep, n_canaries=3)[-2:] == [
+        Stage("sweep", 8, 24, burst=True),
+        Stage("sweep", 2, 6, burst=True),
+    ]
+    # a scenario file may give one number: 0 is none
+    assert Sweep.model_validate({"burst": 0}).burst == [] and Sweep.model_validate({"burst": 5}).burst == [5]
+
+
+def test_burst_sizes_are_distinct_positive_and_apart_from_the_levels() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    for sizes, why in (([2, 2], "distinct"), ([0, 3], "0 copies"), ([3, 4], "burst 4 equals a level")):
+        with pytest.raises(ValidationError, match=why):
+            Sweep(levels=[0, 4], burst=sizes)
