@@ -54,12 +54,20 @@ def replay_scenario(run: RunData, choice: Choice, record: dict[str, Any]) -> tup
     burst = bool(record.get("burst"))
     sweep: dict[str, Any] = {
         k: sweep_in[k]
-        for k in ("canaries_per_level", "warmup", "baseline", "canary_pace_s", "spawn_rate", "settle_timeout_s")
+        for k in (
+            "canaries_per_level",
+            "warmup",
+            "baseline",
+            "canary_pace_s",
+            "spawn_rate",
+            "settle_timeout_s",
+            "burst_cache",
+        )
         if k in sweep_in and sweep_in[k] is not None
     }
     sweep["levels"] = [0] if burst or record.get("phase") != "sweep" else [level]
     if burst and level:
-        sweep["burst"] = level
+        sweep["burst"] = level  # the replay's one canary: as many copies as the burst fired requests
     labels = {k: v for k, v in m.labels.items() if k not in ("engine", "engine_args")}
     labels.update({"repro_of": str(m.run_id), "repro_record": f"{choice.canary_id}#{choice.number}"})
     scenario: dict[str, Any] = {

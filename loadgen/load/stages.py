@@ -46,7 +46,8 @@ def build_stages(sweep: Sweep, n_canaries: int) -> list[Stage]:
     if sweep.baseline:
         stages.append(Stage("baseline", 0, sweep.baseline * n_canaries))
     stages.extend(Stage("sweep", level, sweep.canaries_per_level * n_canaries) for level in sweep.levels)
-    stages.extend(Stage("sweep", size, size * n_canaries, burst=True) for size in sweep.burst)
+    # a burst's level is every request it fires at once: its size in copies of each canary, times the canaries
+    stages.extend(Stage("sweep", size * n_canaries, size * n_canaries, burst=True) for size in sweep.burst)
     return stages
 
 

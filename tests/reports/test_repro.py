@@ -228,7 +228,7 @@ def test_the_replay_scenario_loads_and_holds_the_canary_at_the_record_s_level(tm
     text = files["replay.toml"].decode()
     loaded = parse_scenario(tomllib.loads(text), "replay.toml")
     assert tomllib.loads(text) == scenario
-    assert loaded.sweep.levels == [4] and loaded.sweep.burst == 0
+    assert loaded.sweep.levels == [4] and loaded.sweep.burst == []
     assert (loaded.sweep.baseline, loaded.sweep.warmup, loaded.sweep.canaries_per_level) == (2, 1, 2)
     assert [c.id for c in loaded.canaries] == ["c0"] and loaded.canaries[0].prompt == "p"
     assert loaded.background.seed == 3 and loaded.background.prompt_words == (8, 40)
@@ -254,7 +254,7 @@ def test_a_burst_copy_replays_as_a_burst(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "run", rows, scenario=SCENARIO)
     _, _, scenario = folder(run_dir, 2)
     loaded = parse_scenario(scenario, "replay")
-    assert loaded.sweep.levels == [0] and loaded.sweep.burst == 5
+    assert loaded.sweep.levels == [0] and loaded.sweep.burst == [5]
 
 
 def test_a_manifest_without_the_canary_rebuilds_it_from_the_body(tmp_path: Path) -> None:

@@ -257,8 +257,8 @@ class Sweep(_Strict):
     spawn_rate: float = Field(default=100.0, gt=0)
     settle_timeout_s: float = Field(default=10.0, gt=0)  # longest wait for a level's users to be in flight
     # after the levels: one stage per size, each firing that many copies of each canary at once with no
-    # background (the original "1,000 identical requests" experiment), recorded at level = the size. A
-    # number or a list of sizes, fired in the order given; 0 or [] for none.
+    # background (the original "1,000 identical requests" experiment), recorded at level = the requests it
+    # fires (size x canaries). A number or a list of sizes, fired in the order given; 0 or [] for none.
     burst: list[Level] = Field(default=[], max_length=MAX_LEVELS)
     # "reset": before each burst, once nothing else runs, the endpoint's cache reset route is POSTed, so the
     # copies share only the prefixes they prefill together (SGLang's test_deterministic prefix mode); "keep":
@@ -284,13 +284,11 @@ class Sweep(_Strict):
 
     @field_validator("burst")
     @classmethod
-    def _burst_apart(cls, v: list[int], info: ValidationInfo) -> list[int]:
+    def _burst_sizes_distinct(cls, v: list[int]) -> list[int]:
         if 0 in v:
             raise ValueError("a burst of 0 copies fires nothing: leave it out (burst = 0 alone means no burst)")
         if len(set(v)) != len(v):
             raise ValueError(f"burst sizes must be distinct, got {v}")
-        if clash := sorted(set(v) & set(info.data.get("levels", []))):
-            raise ValueError(f"burst {clash[0]} equals a level: the two would be reported as one; pick another size")
         return v
 
     @field_validator("claim_max_rate")
@@ -340,6 +338,26 @@ class Scenario(_Strict):
             raise ValueError(f"canary ids must be distinct (give each [[canaries]] its own id), got {ids}")
         return v
 
+    @field_validator("sweep")
+    @classmethod
+    def _burst_apart(cls, v: Sweep, info: ValidationInfo) -> Sweep:
+        """A burst is reported at the requests it fires at once, each canary's copies together: that level
+        must not be one of the sweep's, or the two stages would be reported as one."""
+        n = len(info.data.get("canaries") or [None])
+        for size in v.burst:
+            if size * n > MAX_LEVEL:
+                raise ValueError(
+                    f"burst {size} fires {size * n} requests at once ({n} canaries), more than {MAX_LEVEL}: "
+                    "no engine batches that many"
+                )
+            if size * n in v.levels:
+                copies = f"{size} copies of each of {n} canaries" if n > 1 else f"{size} copies"
+                raise ValueError(
+                    f"burst {size} ({copies} at once) equals level {size * n}: the two would be reported as "
+                    "one; pick another size"
+                )
+        return v
+
     @field_validator("topology")
     @classmethod
     def _topology_runs(cls, v: TopologySpec | None, info: ValidationInfo) -> TopologySpec | None:
@@ -364,10 +382,10 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 _OPTION_OF = {
     ("endpoint", "base_url"): "--host",
     ("sweep", "levels"): "--levels",
-    ("sweep", "burst"): "--levels",  # a burst size the new levels now collide with
     ("sweep", "canaries_per_level"): "--canaries-per-level",
     ("sweep", "claim_max_rate"): "--claim-max-rate",
     ("labels",): "--label",
+    ("sweep",): "--levels",  # only where nothing longer matches: a burst that now fires as many requests as a level
 }
 
 
@@ -376,7 +394,8 @@ def _describe(exc: ValidationError, source: str, *, options: bool = False) -> st
     lines = [f"{source}: invalid scenario"]
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        option = next((o for prefix, o in _OPTION_OF.items() if loc[: len(prefix)] == prefix), None)
+        matches = [prefix for prefix in _OPTION_OF if loc[: len(prefix)] == prefix]
+        option = _OPTION_OF[max(matches, key=len)] if matches else None
         named = f"{option}: " if options and option else ""
         lines.append(f"  {named}field {_field_path(loc)}: {_message(err['type'], loc, err['msg'])}")
     return "\n".join(lines)

@@ -69,32 +69,42 @@ def test_every_stage_gets_exactly_its_quota(levels: list[int], per_level: int, n
 
 def test_burst_stage_comes_last_and_holds_no_background() -> None:
     stages = build_stages(Sweep(levels=[0, 4], canaries_per_level=2, warmup=0, baseline=1, burst=[100]), n_canaries=2)
-    assert stages[-1] == Stage("sweep", 100, 200, burst=True)
+    assert stages[-1] == Stage("sweep", 200, 200, burst=True)
     assert users_for(stages[-1], canary_users=1) == 1
 
 
-def test_burst_size_may_not_equal_a_level() -> None:
+def test_a_burst_may_not_fire_as_many_requests_as_a_level() -> None:
     import pytest
-    from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="burst 4 equals a level"):
-        Sweep(levels=[0, 4], burst=[4])
+    from loadgen.core.errors import ScenarioError
+    from loadgen.core.scenario import parse_scenario
+
+    canary = {"id": "a", "prompt": "x"}
+    with pytest.raises(ScenarioError, match=r"sweep: burst 4 \(4 copies at once\) equals level 4"):
+        parse_scenario({"canaries": [canary], "sweep": {"levels": [0, 4], "burst": 4}}, "s.toml")
+    two = [canary, {"id": "b", "prompt": "y"}]
+    with pytest.raises(ScenarioError, match=r"burst 2 \(2 copies of each of 2 canaries at once\) equals level 4"):
+        parse_scenario({"canaries": two, "sweep": {"levels": [0, 4], "burst": [3, 2]}}, "s.toml")
+    assert parse_scenario({"canaries": two, "sweep": {"levels": [0, 3], "burst": 3}}, "s.toml").sweep.burst == [3]
+    with pytest.raises(ScenarioError, match="burst 5001 fires 10002 requests at once"):
+        parse_scenario({"canaries": two, "sweep": {"burst": 5001}}, "s.toml")
 
 
 def test_a_list_of_burst_sizes_is_one_stage_each_in_the_order_given() -> None:
     sweep = Sweep(levels=[0, 4], canaries_per_level=1, warmup=0, baseline=0, burst=[8, 2])
+    # reported at every request a burst fires at once: its copies of each canary together
     assert build_stages(sweep, n_canaries=3)[-2:] == [
-        Stage("sweep", 8, 24, burst=True),
-        Stage("sweep", 2, 6, burst=True),
+        Stage("sweep", 24, 24, burst=True),
+        Stage("sweep", 6, 6, burst=True),
     ]
     # a scenario file may give one number: 0 is none
     assert Sweep.model_validate({"burst": 0}).burst == [] and Sweep.model_validate({"burst": 5}).burst == [5]
 
 
-def test_burst_sizes_are_distinct_positive_and_apart_from_the_levels() -> None:
+def test_burst_sizes_are_distinct_and_positive() -> None:
     import pytest
     from pydantic import ValidationError
 
-    for sizes, why in (([2, 2], "distinct"), ([0, 3], "0 copies"), ([3, 4], "burst 4 equals a level")):
+    for sizes, why in (([2, 2], "distinct"), ([0, 3], "0 copies")):
         with pytest.raises(ValidationError, match=why):
             Sweep(levels=[0, 4], burst=sizes)
