@@ -417,11 +417,13 @@ def _message(kind: str, loc: tuple[int | str, ...], msg: str) -> str:
         return f"{msg}: write each canary as an array of tables, [[canaries]], with double brackets"
     if kind == "string_pattern_mismatch" and loc[-1] == "id":
         return "expected letters, digits, '_', '.' or '-' only (the id names the canary in records and reports)"
-    if kind == "less_than_equal" and loc[:2] in (("sweep", "levels"), ("sweep", "burst")):
+    if kind == "less_than_equal" and loc[:2] == ("sweep", "levels"):
         return (
             f"expected at most {MAX_LEVEL} background users: no engine batches more requests than that, "
             "and each user holds two connections open"
         )
+    if kind == "less_than_equal" and loc[:2] == ("sweep", "burst"):
+        return f"expected at most {MAX_LEVEL} copies at once: no engine batches more requests than that"
     if kind == "too_long" and loc == ("sweep", "levels"):
         return f"expected at most {MAX_LEVELS} levels (each is a stage of the run)"
     if kind == "string_pattern_mismatch" and loc == ("name",):
