@@ -10,6 +10,7 @@ Pure: no Locust, no clocks of its own (callers pass ``now``), no I/O. Payloads a
 
 from __future__ import annotations
 
+import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -115,8 +116,11 @@ def claim_stop(
 class Mirror:
     """The user side's copy of the stage; hands the canary user at most one ticket at a time."""
 
-    def __init__(self, n_canaries: int) -> None:
+    def __init__(self, n_canaries: int, *, burst_mix_seed: int | None = None) -> None:
         self.n_canaries = n_canaries
+        # None: a burst holds the same number of copies of each canary; else each copy's canary is drawn at
+        # random, from this seed and the stage's index (the same scenario fires the same mixes)
+        self.burst_mix_seed = burst_mix_seed
         self.snapshot: StageSnapshot | None = None
         self.outstanding: Ticket | None = None
         self.burst_taken: int | None = None  # stage index whose burst was handed out
@@ -140,7 +144,12 @@ class Mirror:
             return []
         self.burst_taken = snap.index
         n = self.n_canaries
-        return [Ticket(snap.index, snap.phase, snap.level, seq % n, seq) for seq in range(snap.completed, snap.quota)]
+        if self.burst_mix_seed is None:
+            pick = [seq % n for seq in range(snap.quota)]
+        else:
+            rng = random.Random(f"{self.burst_mix_seed}:{snap.index}")
+            pick = [rng.randrange(n) for _ in range(snap.quota)]
+        return [Ticket(snap.index, snap.phase, snap.level, pick[seq], seq) for seq in range(snap.completed, snap.quota)]
 
     def take_ticket(self) -> Ticket | None:
         snap = self.snapshot

@@ -116,7 +116,10 @@ def state_from_plan(plan: Plan, *, worker: str) -> RunState:
         model=plan.model,
         api_key=api_key_of(scenario, where),
         features=_features(plan.features, where),
-        mirror=Mirror(len(scenario.canaries)),
+        mirror=Mirror(
+            len(scenario.canaries),
+            burst_mix_seed=scenario.background.seed if scenario.sweep.burst_mix == "random" else None,
+        ),
         canaries=CanaryCollector(run_dir / f"canaries{suffix}.jsonl"),
         background=BackgroundCollector(run_dir / f"background{suffix}.jsonl"),
         worker=worker or f"pid{os.getpid()}",

@@ -264,6 +264,10 @@ class Sweep(_Strict):
     # copies share only the prefixes they prefill together (SGLang's test_deterministic prefix mode); "keep":
     # the cache is left as the stages before left it
     burst_cache: Literal["keep", "reset"] = "keep"
+    # "even": a burst of N holds N copies of each canary; "random": its N x canaries requests each send a canary
+    # drawn at random (seeded by background.seed and the stage), so bursts mix the canaries in varied numbers,
+    # as SGLang's test_deterministic prefix mode draws each batch's prompts
+    burst_mix: Literal["even", "random"] = "even"
     # "the divergence rate is below this at 95% confidence" (loadgen.core.claims): every level must send at least the
     # canaries the claim needs; a level ends early once a divergence makes the claim impossible there
     claim_max_rate: float | None = Field(default=None, gt=0, lt=1)

@@ -151,3 +151,42 @@ def test_each_burst_size_is_a_stage_and_a_reset_before_it_makes_the_copies_prefi
     assert Counter(r["level"] for r in keep) == {3: 3, 4: 4}
     assert all(r["cache_action"] is None and r["cache_reset_status"] is None for r in keep)
     assert all(r["usage"]["prompt_tokens_details"]["cached_tokens"] > 0 for r in keep)  # type: ignore[index]
+
+
+MIXED = """
+name = "burst-mix"
+[[canaries]]
+id = "a"
+prompt = "The history of the old harbour town begins with a small group of fishermen"
+max_tokens = 4
+[[canaries]]
+id = "b"
+prompt = "The history of the old harbour town begins with"
+max_tokens = 4
+[[canaries]]
+id = "c"
+prompt = "The history of the old harbour town"
+max_tokens = 4
+[background]
+seed = 3
+[sweep]
+levels = [0]
+canaries_per_level = 1
+warmup = 0
+baseline = 1
+burst = [4]
+burst_mix = "random"
+"""
+
+
+def test_a_random_burst_mix_fires_the_canaries_in_uneven_numbers(engine_url: str, tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(MIXED)
+    result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+    assert result.status == "finished"
+    burst = [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["burst"]]
+    counts = Counter(r["canary_id"] for r in burst)
+    assert sum(counts.values()) == 12 and all(r["level"] == 12 for r in burst)
+    assert len(set(counts.values())) > 1 or len(counts) < 3, counts  # seed 3 draws an uneven mix
+    report = orjson.loads((result.run_dir / "report.json").read_bytes())
+    assert report["run"]["status"] == "finished"

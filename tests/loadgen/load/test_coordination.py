@@ -221,3 +221,31 @@ def test_held_is_the_fresh_sums_after_every_report(level: int, reports: list[tup
         expect = sum(u for u, _ in fresh) == level <= sum(k for _, k in fresh)
         assert coord.snapshot().held is expect
         assert published == ((coord.tracker.ready and not was_ready) or expect != was_held)
+
+
+def _burst_tickets(n_canaries: int, size: int, seed: int | None) -> list[int]:
+    coord = Coordinator(StageTracker([Stage("sweep", size * n_canaries, size * n_canaries, burst=True)], 5))
+    mirror = Mirror(n_canaries, burst_mix_seed=seed)
+    coord.on_inflight("", 0, 0, now=0)
+    mirror.update(coord.snapshot())
+    tickets = mirror.take_burst()
+    assert [t.seq for t in tickets] == list(range(size * n_canaries)) and mirror.take_burst() == []
+    return [t.canary_index for t in tickets]
+
+
+@given(st.integers(1, 6), st.integers(1, 40), st.integers(0, 2**31))
+@settings(max_examples=50)
+def test_a_random_burst_mix_draws_every_copy_from_the_canaries_the_same_way_each_time(
+    n: int, size: int, seed: int
+) -> None:
+    even = _burst_tickets(n, size, None)
+    assert all(even.count(i) == size for i in range(n))
+    mixed = _burst_tickets(n, size, seed)
+    assert len(mixed) == size * n and set(mixed) <= set(range(n))
+    assert mixed == _burst_tickets(n, size, seed)  # seeded: a scenario fires the same mixes
+
+
+def test_random_bursts_vary_the_mix() -> None:
+    """Over 4 canaries and bursts of 4..32 requests, the draws are not the even mix (what the test is for)."""
+    mixes = [_burst_tickets(4, size, seed=13) for size in range(1, 9)]
+    assert any(len({m.count(i) for i in range(4)}) > 1 for m in mixes)
