@@ -3,7 +3,8 @@
 Why: the Locust canary user and the cold-boot study send the same canaries and must record them
 the same way; this is the one place that turns a scenario canary into a request body and an
 ``Outcome`` into a ``CanaryRecord``, and the one place that decides what happens to the prefix cache
-before a canary. Pure apart from the fresh ids it draws and the cache reset ``prepare_cache`` POSTs.
+before a canary or a burst. Pure apart from the fresh ids it draws and the cache resets ``prepare_cache``
+and ``reset_before_burst`` POST.
 """
 
 from __future__ import annotations
