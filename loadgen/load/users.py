@@ -21,6 +21,7 @@ from typing import Any
 
 import gevent
 import gevent.pool
+from gevent.event import Event
 from locust import User, constant, task
 from locust.env import Environment
 from locust.user.task import LOCUST_STATE_STOPPING
@@ -221,7 +222,7 @@ def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s:
     loop gets here only once the request before has ended, a hand-over after this one was sent, and
     counting from then put every second hand-over at the end of its request, with the slot empty."""
     while not progress.due.is_set():
-        if not progress.started:  # spawned, not yet sent: its greenlet runs once this one waits
+        if not progress.started:  # handed over, not yet sent: its lane sends once this one waits
             progress.due.wait(_POLL_S)
             continue
         after = st.pace.handover_after(max_tokens, handover_s)
@@ -337,30 +338,68 @@ class BackgroundUser(User):
                 return
 
     def _handing_over(self, st: RunState, stream: bool, handover_s: float) -> None:
-        """Each request runs in a child greenlet; near its end (or at its end) the next one starts: a streamed
-        one when its tokens say so, a non-streamed one on time, at the pace this slot's requests ran at."""
-        body = self.bodies.next()
-        progress = Progress(self.slot, body.max_tokens, handover_s)
-        current = self.children.spawn(self._one, st, body, stream, progress)
-        while True:
-            if stream and not st.buffering.seen:
-                progress.due.wait()
-            else:  # on time: no token to go by (non-streamed), or none before the last (a buffered stream)
-                _wait_on_time(st, progress, body.max_tokens, handover_s)
-            if _stopping(self):
-                current.join()
-                return
-            body = self.bodies.next()
-            following = Progress(self.slot, body.max_tokens, handover_s)
-            successor = self.children.spawn(self._one, st, body, stream, following)
-            current.join()
-            current, progress = successor, following
+        """Two lanes, one per connection, each a greenlet for the slot's life sending requests one after another:
+        a lane sends its next request once its own last one has ended and the other lane's latest is at its
+        hand-over point: a streamed one when its tokens say so, a non-streamed one on time, at the pace this
+        slot's requests ran at. The order is that of a greenlet spawned per request (the successor starts at its
+        predecessor's hand-over point, once the request before that has ended), without a spawn, a join and
+        their hub callbacks per request (``benchmarks/generator_ceiling.py``)."""
+        handed = (Event(), Event())  # a lane's turn: the request it follows has been started
+        follows: list[Progress | None] = [None, None]  # for each lane, the request its next one follows
+        over = [False]  # stopping, cancelled or failed: each lane ends at its next turn
+        handed[0].set()  # the slot's first request follows none
+        lanes = [
+            self.children.spawn(self._lane, st, lane, stream, handover_s, handed, follows, over) for lane in (0, 1)
+        ]
+        gevent.joinall(lanes)  # a lane that failed is logged by gevent, and the other ends at its next turn
 
-    def _one(self, st: RunState, body: BackgroundBody, stream: bool, progress: Progress | None = None) -> None:
+    def _lane(
+        self,
+        st: RunState,
+        lane: int,
+        stream: bool,
+        handover_s: float,
+        handed: tuple[Event, Event],
+        follows: list[Progress | None],
+        over: list[bool],
+    ) -> None:
+        other = lane ^ 1
+        http = self.clients[lane]
+        progress = None
+        try:
+            while True:
+                handed[lane].wait()
+                handed[lane].clear()
+                before = follows[lane]
+                if before is not None:
+                    if stream and not st.buffering.seen:
+                        before.due.wait()
+                    else:  # on time: no token to go by (non-streamed), or none before the last (a buffered stream)
+                        _wait_on_time(st, before, before.max_tokens, handover_s)
+                # the hub runs what is ready first (other lanes reading their answers): sends then go out
+                # together, and the server takes them in fewer wake-ups (as the bare loop's pool check yields)
+                gevent.sleep(0)
+                if over[0] or _stopping(self):
+                    return
+                body = self.bodies.next()
+                progress = Progress(self.slot, body.max_tokens, handover_s)
+                follows[other] = progress
+                handed[other].set()  # the other lane runs once this one waits, inside the send
+                self._one(st, body, stream, progress, http)
+        finally:
+            over[0] = True
+            handed[other].set()
+            if progress is not None:
+                progress.due.set()  # a lane waiting on it wakes even where the request never got to its end
+
+    def _one(
+        self, st: RunState, body: BackgroundBody, stream: bool, progress: Progress | None = None, http: Any = None
+    ) -> None:
         snap = st.mirror.snapshot  # None or finished once the last canary is in: background drains until the stop
         level = snap.level if snap is not None else None
-        http = self.clients[self.turn]
-        self.turn ^= 1
+        if http is None:  # no hand-over: the slot's two connections in turn
+            http = self.clients[self.turn]
+            self.turn ^= 1
         if progress is None:
             progress = Progress(self.slot, body.max_tokens, 0.0)
         buffered = st.buffering.seen
