@@ -74,8 +74,9 @@ async def _client(app: web.Application) -> AsyncIterator[None]:
     await app[CLIENT_KEY].close()
 
 
-def transfer_of(app: web.Application, body: object, stream: bool) -> KVTransfer | None:
-    """The request's ``kv_transfer_params``, checked against this server's role; raises :class:`ApiError`."""
+def transfer_of(app: web.Application, body: object, stream: bool, prompts: int) -> KVTransfer | None:
+    """The request's ``kv_transfer_params``, checked against this server's role and the request (one prompt, and
+    a prefill leg unstreamed); raises :class:`ApiError`."""
     value = body.get(FIELD) if isinstance(body, dict) else None
     role = app[PD_KEY].role
     if isinstance(value, dict) and value.get("do_remote_decode") is True and role == "decode":
@@ -85,6 +86,8 @@ def transfer_of(app: web.Application, body: object, stream: bool) -> KVTransfer 
     transfer = parse_kv_transfer(value)
     if transfer is None:
         return None
+    if prompts > 1:  # one transfer id, one KV, one prompt's ids to check: a hand-over is of one prompt
+        raise ApiError(400, f"'{FIELD}' needs a single prompt; this request has {prompts} (a prompt list)", FIELD)
     if transfer.hand_over and stream:
         raise ApiError(400, f"'{FIELD}.do_remote_decode' needs stream false: the KV's address rides on the one answer")
     return transfer

@@ -7,11 +7,16 @@ dialects (``/v1/completions`` and ``/v1/chat/completions``) must map onto the sa
 bias) are rejected by name rather than silently ignored; other unknown fields are ignored, as vLLM
 does. The engine's own extension ``x_batch_sizes`` (a boolean: report the batch size of every step;
 see loadgen/engine/server.py) is validated like any flag. Pure: dicts in, dataclasses out.
+
+A completions ``prompt`` may be a list of prompts (strings or token-id lists), as vLLM's OpenAI server
+takes it: one request whose prompts enter the engine together (a client's way to make N requests arrive
+at the same instant). Each is checked as a lone prompt would be, its errors naming it (``prompt[2]``);
+a one-element list is the plain prompt, as before, and its errors say ``prompt``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from loadgen.engine.sampling import SamplingParams
@@ -19,6 +24,7 @@ from loadgen.engine.tokenizer import Tokenizer
 
 MODEL_ID: Final = "loadgen-tiny"
 MAX_LOGPROBS: Final = 20
+MAX_PROMPTS: Final = 1024  # prompts in one completions request: a bound on what one body may submit at once
 _NEUTRAL: Final = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0}
 
 
@@ -43,10 +49,13 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class ParsedRequest:
-    """A validated request: prompt tokens, sampling, and how to render the answer."""
+    """A validated request: prompt tokens, sampling, and how to render the answer.
+
+    ``prompts``: every prompt in order, one for chat and for a single completions prompt; each is run as its
+    own engine request with the same sampling. ``one(i)`` is the request of prompt ``i`` alone."""
 
     chat: bool
-    prompt_ids: list[int]
+    prompts: tuple[list[int], ...]
     params: SamplingParams
     stream: bool
     include_usage: bool
@@ -56,6 +65,17 @@ class ParsedRequest:
     cache_salt: str | None
     request_id: str | None
     x_batch_sizes: bool = False
+
+    @property
+    def prompt_ids(self) -> list[int]:
+        """The prompt of a request of one prompt (``one(i)`` gives each prompt of a list its own request)."""
+        if len(self.prompts) != 1:
+            raise ValueError(f"a request of {len(self.prompts)} prompts has no single prompt_ids; use one(i)")
+        return self.prompts[0]
+
+    def one(self, index: int) -> ParsedRequest:
+        """Prompt ``index`` as a request of its own: what a client sending it alone would have asked."""
+        return replace(self, prompts=(self.prompts[index],))
 
 
 def _bad(field: str, expected: str, value: object) -> ApiError:
@@ -131,9 +151,8 @@ def check_model(body: dict[str, Any]) -> None:
         raise ApiError(404, f"The model `{model}` does not exist.", "model")
 
 
-def _prompt_ids(prompt: object, tok: Tokenizer) -> list[int]:
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
-        prompt = prompt[0]
+def _token_prompt(prompt: object, field: str, tok: Tokenizer) -> list[int]:
+    """One prompt: a non-empty string, or a non-empty list of token ids."""
     if isinstance(prompt, str) and prompt:
         return tok.encode(prompt)
     if (
@@ -142,7 +161,21 @@ def _prompt_ids(prompt: object, tok: Tokenizer) -> list[int]:
         and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < tok.vocab_size for t in prompt)
     ):
         return list(prompt)
-    raise _bad("prompt", f"a non-empty string or a list of token ids in [0, {tok.vocab_size})", prompt)
+    raise _bad(field, f"a non-empty string or a list of token ids in [0, {tok.vocab_size})", prompt)
+
+
+def _prompt_list(prompt: object, tok: Tokenizer) -> list[list[int]]:
+    """The completions ``prompt``: one prompt (a string, token ids, or a list of one of either), or a list of
+    strings or token-id lists, each checked alone and named ``prompt[i]`` in its error."""
+    if not (isinstance(prompt, list) and prompt and all(isinstance(p, str | list) for p in prompt)):
+        if prompt == []:
+            raise _bad("prompt", "a non-empty string, list of token ids, or list of prompts", prompt)
+        return [_token_prompt(prompt, "prompt", tok)]  # a string, or token ids (a list of ints)
+    if len(prompt) == 1:
+        return [_token_prompt(prompt[0], "prompt", tok)]
+    if len(prompt) > MAX_PROMPTS:
+        raise ApiError(400, f"'prompt' may hold at most {MAX_PROMPTS} prompts; got {len(prompt)}", "prompt")
+    return [_token_prompt(p, f"prompt[{i}]", tok) for i, p in enumerate(prompt)]
 
 
 def _content_text(content: object, index: int) -> str:
@@ -179,6 +212,20 @@ def chat_prompt_ids(messages: object, tok: Tokenizer) -> list[int]:
     return ids
 
 
+def _room(prompt_ids: list[int], max_tokens: int | None, max_model_len: int, param: str, where: str) -> int:
+    """The tokens the context leaves after this prompt; a 400 when there is none, or fewer than asked."""
+    room = max_model_len - len(prompt_ids)
+    if room < 1 or (max_tokens is not None and max_tokens > room):
+        asked = len(prompt_ids) + (max_tokens or 0)
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            f"{asked} tokens ({len(prompt_ids)} in {where}, {max_tokens or 0} in the completion).",
+            param,
+        )
+    return room
+
+
 def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) -> ParsedRequest:
     """Validate one request body for the given dialect; raises :class:`ApiError` on any mistake."""
     if not isinstance(body, dict):
@@ -186,7 +233,7 @@ def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) 
     check_model(body)
     _reject_unsupported(body)
     if chat:
-        prompt_ids = chat_prompt_ids(body.get("messages"), tok)
+        prompts = [chat_prompt_ids(body.get("messages"), tok)]
         wants_lp = _bool(body, "logprobs")
         top = _int(body, "top_logprobs", 0, 0, MAX_LOGPROBS)
         if top and not wants_lp:
@@ -195,22 +242,17 @@ def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) 
         max_field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
         max_tokens = _int(body, max_field, None, 1, None)
     else:
-        prompt_ids = _prompt_ids(body.get("prompt"), tok)
+        prompts = _prompt_list(body.get("prompt"), tok)
         logprobs = _int(body, "logprobs", None, 0, MAX_LOGPROBS)
         max_field = "max_tokens"
         max_tokens = _int(body, "max_tokens", 16, 1, None)
-    room = max_model_len - len(prompt_ids)
-    if room < 1 or (max_tokens is not None and max_tokens > room):
-        asked = len(prompt_ids) + (max_tokens or 0)
-        raise ApiError(
-            400,
-            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
-            f"{asked} tokens ({len(prompt_ids)} in the messages, {max_tokens or 0} in the completion).",
-            max_field,
-        )
+    if len(prompts) == 1:
+        rooms = [_room(prompts[0], max_tokens, max_model_len, max_field, "the messages")]
+    else:  # the prompt that does not fit is the one to name
+        rooms = [_room(ids, max_tokens, max_model_len, f"prompt[{i}]", f"prompt[{i}]") for i, ids in enumerate(prompts)]
     seed = _int(body, "seed", None, -(2**63), 2**63 - 1)
     params = SamplingParams(
-        max_tokens=max_tokens if max_tokens is not None else room,
+        max_tokens=max_tokens if max_tokens is not None else rooms[0],  # unset only in chat: one prompt
         temperature=_float(body, "temperature", 1.0, 0.0, 2.0),
         top_p=_float(body, "top_p", 1.0, 1e-9, 1.0),
         top_k=_int(body, "top_k", 0, -1, tok.vocab_size) or 0,
@@ -231,7 +273,7 @@ def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) 
     request_id = body.get("request_id")
     return ParsedRequest(
         chat=chat,
-        prompt_ids=prompt_ids,
+        prompts=tuple(prompts),
         params=params,
         stream=stream,
         include_usage=bool(options.get("include_usage")),

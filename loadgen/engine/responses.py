@@ -5,7 +5,9 @@ engine must produce it: completions put ``token_ids`` and ``prompt_token_ids`` o
 and logprobs in the legacy ``tokens``/``token_logprobs``/``top_logprobs``/``text_offset`` shape;
 chat puts ``token_ids`` on the choice, ``prompt_token_ids`` on the response (first chunk when
 streaming) and logprobs in ``logprobs.content[]``. ``return_tokens_as_token_ids`` renders tokens
-as ``token_id:N``. Pure: events in, dicts out; serialisation happens in the server.
+as ``token_id:N``. A completions request of several prompts gets one choice per prompt, each rendered
+by its own :class:`Renderer` (``index``: the prompt's place in the list), and usage summed over them, as
+vLLM answers a prompt list. Pure: events in, dicts out; serialisation happens in the server.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Renderer:
     tok: Tokenizer
     response_id: str
     created: int
+    index: int = 0  # the choice's index: its prompt's place in the request's prompt list
     text_offset: int = 0
     generated: int = 0
     prompt_tokens_details: bool = True  # vLLM sends them only with --enable-prompt-tokens-details
@@ -77,7 +80,7 @@ class Renderer:
         self.generated += len(events)
         last = events[-1] if events else None
         text = "".join(ev.text for ev in events)
-        choice: dict[str, Any] = {"index": 0}
+        choice: dict[str, Any] = {"index": self.index}
         if self.req.chat:
             if stream:
                 choice["delta"] = {"content": text} if events else {}
@@ -147,7 +150,28 @@ class Renderer:
             chunk["usage"] = self.usage(cached_tokens)
         return chunk
 
-    def usage_chunk(self, cached_tokens: int) -> dict[str, Any]:
+    def usage_chunk(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """The stream's last chunk: no choice, the usage (``usage(...)``, or ``summed_usage`` of a prompt list)."""
         chunk = self._chunk([])
-        chunk["usage"] = self.usage(cached_tokens)
+        chunk["usage"] = usage
         return chunk
+
+
+def summed_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Usage of a request of several prompts: every count summed, ``cached_tokens`` too where it is rendered."""
+    counts = ("prompt_tokens", "total_tokens", "completion_tokens")
+    total: dict[str, Any] = {k: sum(u[k] for u in usages) for k in counts}
+    details = [u["prompt_tokens_details"] for u in usages]
+    cached = None if details[0] is None else {"cached_tokens": sum(d["cached_tokens"] for d in details)}
+    total["prompt_tokens_details"] = cached
+    return total
+
+
+def merged_body(bodies: list[dict[str, Any]]) -> dict[str, Any]:
+    """One answer to a prompt list from each prompt's own ``full`` body (same id): their choices in prompt
+    order, each carrying its index, and usage summed."""
+    return {
+        **bodies[0],
+        "choices": [choice for body in bodies for choice in body["choices"]],
+        "usage": summed_usage([body["usage"] for body in bodies]),
+    }

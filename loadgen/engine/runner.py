@@ -3,7 +3,9 @@
 Why this module exists: a step is numpy work of a few milliseconds; run on the event loop it
 would stall HTTP. The runner owns one thread that drains an inbox (new requests, aborts), calls
 ``Scheduler.step`` while there is work, sleeps on an event when idle, and delivers each step's
-tokens to the loop in one ``call_soon_threadsafe``. ``RequestStream`` is the asyncio side a
+tokens to the loop in one ``call_soon_threadsafe``. ``submit_all`` hands several requests over as one
+inbox item, so the thread adds them to the scheduler in one drain and they are admitted in the same step
+(budget permitting), never split by a step that ran between two submits. ``RequestStream`` is the asyncio side a
 handler awaits; it also keeps the batch size of every step its request was in. After each step (or
 idle inbox drain) the thread publishes ``gauges``, an immutable snapshot ``/metrics`` answers from:
 a scrape never reads the scheduler's dicts while this thread changes them, and never waits for a
@@ -101,12 +103,12 @@ class RequestStream:
 
 
 class EngineRunner:
-    """The engine thread. ``submit``/``abort`` are called from the event loop."""
+    """The engine thread. ``submit_all``/``abort`` are called from the event loop."""
 
     def __init__(self, scheduler: Scheduler, loop: asyncio.AbstractEventLoop) -> None:
         self.scheduler = scheduler
         self._loop = loop
-        self._inbox: queue.SimpleQueue[tuple[str, EngineRequest | str]] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[tuple[str, list[EngineRequest] | str]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._streams: dict[str, RequestStream] = {}
@@ -122,12 +124,14 @@ class EngineRunner:
         self._wake.set()
         self._thread.join(timeout=10)
 
-    def submit(self, req: EngineRequest) -> RequestStream:
-        stream = RequestStream(req.request_id, req.prompt_ids)
-        self._streams[req.request_id] = stream
-        self._inbox.put(("add", req))
+    def submit_all(self, reqs: list[EngineRequest]) -> list[RequestStream]:
+        """Several requests that enter the scheduler together: one inbox item, added in one drain."""
+        streams = [RequestStream(req.request_id, req.prompt_ids) for req in reqs]
+        for stream in streams:
+            self._streams[stream.request_id] = stream
+        self._inbox.put(("add", list(reqs)))
         self._wake.set()
-        return stream
+        return streams
 
     def abort(self, request_id: str) -> None:
         if self._streams.pop(request_id, None) is not None:
@@ -148,8 +152,9 @@ class EngineRunner:
                 kind, item = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            if kind == "add" and isinstance(item, EngineRequest):
-                self.scheduler.add(item)
+            if kind == "add" and isinstance(item, list):
+                for req in item:
+                    self.scheduler.add(req)
             elif isinstance(item, str):
                 self.scheduler.abort(item)
 

@@ -18,14 +18,24 @@ of the load tool's concurrency axis. The answer gets a top-level ``"x_batch_size
 one integer per engine step the request had a row in, in step order, each the number of sequences
 that step ran (its prefill step first, then one per decode step; so as many entries as completion
 tokens). Streamed, it rides on the chunk that carries ``finish_reason`` (never on the usage chunk,
-which exists only with ``include_usage``). A request that does not ask gets no such key.
+which exists only with ``include_usage``). A request that does not ask gets no such key. With a list of
+several prompts it moves onto each choice (``choices[i].x_batch_sizes``; streamed, onto the choice of the
+chunk that carries that prompt's ``finish_reason``), since each prompt has its own steps.
+
+A completions ``prompt`` may be a list (vLLM's shape): every prompt is submitted to the engine thread in
+one hand-over before any is awaited, so they enter the scheduler together and share their steps (what a
+client sends a list for: N requests arriving at one instant). One choice per prompt, ``index`` its place;
+usage summed; streamed, each prompt's chunks go out as its tokens come, under its index, then one usage
+chunk and one ``[DONE]``. One fault is drawn for the whole request; a client gone aborts every prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -41,7 +51,7 @@ from loadgen.engine.kvcache import BLOCK_TOKENS
 from loadgen.engine.kvwire import HandedKV, ModelShape
 from loadgen.engine.metrics import cache_config_info, render
 from loadgen.engine.protocol import MODEL_ID, ApiError, ParsedRequest, parse_request
-from loadgen.engine.responses import Renderer
+from loadgen.engine.responses import Renderer, merged_body, summed_usage
 from loadgen.engine.runner import EngineRunner, RequestStream
 from loadgen.engine.scheduler import EngineRequest, TokenEvent
 
@@ -119,7 +129,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     try:
         body_in = await _read_json(request)
         parsed = parse_request(body_in, chat, sched.tokenizer, sched.model.w.config.max_model_len)
-        transfer = pd.transfer_of(request.app, body_in, parsed.stream)
+        transfer = pd.transfer_of(request.app, body_in, parsed.stream, len(parsed.prompts))
     except ApiError as err:
         return _error(err)
     fault = _draw_fault(request, parsed.stream)
@@ -144,36 +154,52 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     hand_over = transfer is not None and transfer.hand_over
     prefix = "chatcmpl-" if chat else "cmpl-"
     response_id = prefix + (parsed.request_id or uuid.uuid4().hex)
-    engine_id = f"{response_id}-{uuid.uuid4().hex[:8]}"
-    req = EngineRequest(engine_id, parsed.prompt_ids, parsed.params, parsed.cache_salt, hand_over, handed)
-    stream = runner.submit(req)
-    served = request.app[SERVED_KEY]
-    renderer = Renderer(
-        parsed, sched.tokenizer, response_id, int(time.time()), prompt_tokens_details=served.prompt_tokens_details
-    )
+    parts = [parsed.one(i) for i in range(len(parsed.prompts))]
+    reqs = [
+        EngineRequest(f"{response_id}-{uuid.uuid4().hex[:8]}", p.prompt_ids, p.params, p.cache_salt, hand_over, handed)
+        for p in parts
+    ]
+    streams = runner.submit_all(reqs)  # every prompt before any is awaited: they enter the scheduler together
+    details, created = request.app[SERVED_KEY].prompt_tokens_details, int(time.time())
+    renderers = [
+        Renderer(p, sched.tokenizer, response_id, created, index=i, prompt_tokens_details=details)
+        for i, p in enumerate(parts)
+    ]
     try:
         if parsed.stream:
-            return await _stream(request, parsed, renderer, stream, fault)
-        events: list[TokenEvent] = []
-        while True:
-            got = await stream.next_events()
-            if not got:
-                break
-            events.extend(got)
-        body = renderer.full(events, stream.cached_tokens)
-        if parsed.x_batch_sizes:
-            body["x_batch_sizes"] = stream.batch_sizes
-        if hand_over:
+            return await _stream(request, parsed, renderers, streams, fault)
+        body = await _full_body(parsed, renderers, streams)
+        if hand_over:  # one prompt: pd.transfer_of refuses kv_transfer_params with several
             try:
-                body["kv_transfer_params"] = pd.hand_over(request.app, engine_id, stream.handed)
+                body["kv_transfer_params"] = pd.hand_over(request.app, reqs[0].request_id, streams[0].handed)
             except ApiError as err:
                 return _error(err)
         if fault is None:
             return _json(body)
         return await _faulty_body(request, strip_identity(body, fault.kind), fault)
     finally:
-        if not stream.finished:
-            runner.abort(engine_id)
+        for req, stream in zip(reqs, streams, strict=True):
+            if not stream.finished:
+                runner.abort(req.request_id)
+
+
+def _put_batch_sizes(target: dict[str, Any], sizes: list[int], several: bool) -> None:
+    """``x_batch_sizes`` on the body or chunk of a single prompt; on the choice when a request has several."""
+    (target["choices"][0] if several else target)["x_batch_sizes"] = sizes
+
+
+async def _full_body(parsed: ParsedRequest, renderers: list[Renderer], streams: list[RequestStream]) -> dict[str, Any]:
+    """The non-streamed answer: each prompt's body in turn (the others' tokens wait in their streams), merged."""
+    bodies = []
+    for renderer, stream in zip(renderers, streams, strict=True):
+        events: list[TokenEvent] = []
+        while got := await stream.next_events():
+            events.extend(got)
+        body = renderer.full(events, stream.cached_tokens)
+        if parsed.x_batch_sizes:
+            _put_batch_sizes(body, stream.batch_sizes, len(streams) > 1)
+        bodies.append(body)
+    return merged_body(bodies)
 
 
 async def _faulty_body(request: web.Request, body: dict[str, Any], fault: Fault) -> web.StreamResponse:
@@ -191,9 +217,45 @@ async def _faulty_body(request: web.Request, body: dict[str, Any], fault: Fault)
     return resp
 
 
+async def _arrivals(streams: list[RequestStream]) -> AsyncGenerator[tuple[int, list[TokenEvent]], None]:
+    """Each stream's events as they arrive, with the stream's index, until every stream has finished.
+
+    One stream is read directly; several get a reader task each, feeding one queue (cancelled when the caller
+    stops early: close this generator, e.g. with ``contextlib.aclosing``)."""
+    if len(streams) == 1:
+        while events := await streams[0].next_events():
+            yield 0, events
+        return
+    arrived: asyncio.Queue[tuple[int, list[TokenEvent]]] = asyncio.Queue()
+
+    async def read(index: int, stream: RequestStream) -> None:
+        while events := await stream.next_events():
+            arrived.put_nowait((index, events))
+        arrived.put_nowait((index, []))  # this stream is done
+
+    readers = [asyncio.create_task(read(i, s)) for i, s in enumerate(streams)]
+    try:
+        running = len(streams)
+        while running:
+            index, events = await arrived.get()
+            if events:
+                yield index, events
+            else:
+                running -= 1
+    finally:
+        for reader in readers:
+            reader.cancel()
+
+
 async def _stream(
-    request: web.Request, parsed: ParsedRequest, renderer: Renderer, stream: RequestStream, fault: Fault | None
+    request: web.Request,
+    parsed: ParsedRequest,
+    renderers: list[Renderer],
+    streams: list[RequestStream],
+    fault: Fault | None,
 ) -> web.StreamResponse:
+    """SSE: chunks as tokens arrive, each carrying one choice (of a prompt list: its ``index``, interleaved as
+    the prompts' tokens come), then the usage chunk (summed over the prompts) and one ``[DONE]``."""
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     kind = fault.kind if fault is not None else None
@@ -207,26 +269,26 @@ async def _stream(
 
     try:
         if parsed.chat:
-            await send(renderer.role_chunk())
-        while True:
-            events = await stream.next_events()
-            if not events:
-                break
-            deltas += 1
-            chunk = renderer.delta_chunk(events, stream.cached_tokens)
-            if parsed.x_batch_sizes and stream.finished:
-                chunk["x_batch_sizes"] = stream.batch_sizes
-            await send(chunk, first_delta=deltas == 1)
-            if kind == "reset":
-                assert request.transport is not None
-                request.transport.abort()  # mid-stream: the client has headers and one chunk, then a reset
-                return resp
+            await send(renderers[0].role_chunk())
+        async with contextlib.aclosing(_arrivals(streams)) as arrivals:
+            async for index, events in arrivals:
+                deltas += 1
+                stream = streams[index]
+                chunk = renderers[index].delta_chunk(events, stream.cached_tokens)
+                if parsed.x_batch_sizes and events[-1].finish_reason is not None:  # its stream's last chunk
+                    _put_batch_sizes(chunk, stream.batch_sizes, len(streams) > 1)
+                await send(chunk, first_delta=deltas == 1)
+                if kind == "reset":
+                    assert request.transport is not None
+                    request.transport.abort()  # mid-stream: the client has headers and one chunk, then a reset
+                    return resp
     except ConnectionResetError:
         if kind is None:
             raise
         return resp  # the client hung up on a faulted stream (a malformed chunk): expected, not a server error
     if parsed.include_usage:
-        await send(renderer.usage_chunk(stream.cached_tokens))
+        usages = [r.usage(s.cached_tokens) for r, s in zip(renderers, streams, strict=True)]
+        await send(renderers[0].usage_chunk(summed_usage(usages)))
     if kind != "no_done":
         await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
@@ -242,7 +304,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _render(request: web.Request, chat: bool) -> web.Response:
-    """vLLM's render routes: the prompt's token ids and sampling, in ``GenerateRequest``'s fields; nothing runs."""
+    """vLLM's render routes: the prompt's token ids and sampling, in ``GenerateRequest``'s fields; nothing runs.
+    Completions answer a list, one entry per prompt (ids ``<id>-<i>`` when there are several, as vLLM names a
+    prompt list's engine requests); chat one object."""
     sched = request.app[RUNNER_KEY].scheduler
     try:
         parsed = parse_request(await _read_json(request), chat, sched.tokenizer, sched.model.w.config.max_model_len)
@@ -260,19 +324,24 @@ async def _render(request: web.Request, chat: bool) -> web.Response:
         "ignore_eos": p.ignore_eos,
         "logprobs": p.logprobs,
     }
-    rendered = {
-        "request_id": ("chatcmpl-" if chat else "cmpl-") + (parsed.request_id or uuid.uuid4().hex),
-        "token_ids": parsed.prompt_ids,
-        "features": None,
-        "sampling_params": sampling,
-        "model": MODEL_ID,
-        "stream": parsed.stream,
-        "stream_options": None,
-        "cache_salt": parsed.cache_salt,
-        "priority": 0,
-        "kv_transfer_params": None,
-    }
-    return web.Response(body=orjson.dumps(rendered if chat else [rendered]), content_type="application/json")
+    request_id = ("chatcmpl-" if chat else "cmpl-") + (parsed.request_id or uuid.uuid4().hex)
+    several = len(parsed.prompts) > 1
+    rendered = [
+        {
+            "request_id": f"{request_id}-{i}" if several else request_id,
+            "token_ids": prompt_ids,
+            "features": None,
+            "sampling_params": sampling,
+            "model": MODEL_ID,
+            "stream": parsed.stream,
+            "stream_options": None,
+            "cache_salt": parsed.cache_salt,
+            "priority": 0,
+            "kv_transfer_params": None,
+        }
+        for i, prompt_ids in enumerate(parsed.prompts)
+    ]
+    return web.Response(body=orjson.dumps(rendered[0] if chat else rendered), content_type="application/json")
 
 
 async def render_completion(request: web.Request) -> web.Response:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from loadgen.engine.protocol import MODEL_ID, ApiError, chat_prompt_ids, parse_request
+from loadgen.engine.protocol import MAX_PROMPTS, MODEL_ID, ApiError, chat_prompt_ids, parse_request
 from loadgen.engine.tokenizer import load_tokenizer
 
 TOK = load_tokenizer()
@@ -100,3 +102,82 @@ def test_x_batch_sizes_is_an_accepted_flag_in_both_dialects_and_off_by_default()
     assert _parse({"messages": [{"role": "user", "content": "hi"}], "x_batch_sizes": True}, chat=True).x_batch_sizes
     assert not _parse({"prompt": "hi"}).x_batch_sizes
     assert not _parse({"prompt": "hi", "x_batch_sizes": None}).x_batch_sizes
+
+
+# A completions prompt list: each prompt is its own engine request, with the request's other fields.
+
+
+def test_a_prompt_list_is_each_prompt_parsed_alone_in_order() -> None:
+    parsed = _parse({"prompt": ["the old man", "the sea", "a king"], "max_tokens": 4, "temperature": 0})
+    assert parsed.prompts == tuple(TOK.encode(p) for p in ("the old man", "the sea", "a king"))
+    assert [parsed.one(i).prompt_ids for i in range(3)] == list(parsed.prompts)
+    assert parsed.one(1) == _parse({"prompt": "the sea", "max_tokens": 4, "temperature": 0})
+    assert _parse({"prompt": [[5, 6, 7], [8]]}).prompts == ([5, 6, 7], [8])
+    with pytest.raises(ValueError, match="3 prompts"):
+        _ = parsed.prompt_ids  # several prompts have no single one: each is rendered through one(i)
+
+
+def test_a_one_element_list_is_the_plain_prompt() -> None:
+    assert _parse({"prompt": ["the sea"]}) == _parse({"prompt": "the sea"})
+    assert _parse({"prompt": [[5, 6]]}) == _parse({"prompt": [5, 6]})
+    with pytest.raises(ApiError) as info:
+        _parse({"prompt": [""]})
+    assert info.value.param == "prompt"  # not prompt[0]: it is the request's one prompt, as before
+
+
+@pytest.mark.parametrize(
+    ("prompt", "param", "words"),
+    [
+        ([], "prompt", "non-empty"),
+        (["a", ""], "prompt[1]", "non-empty string"),
+        ([[1, 2], [-1]], "prompt[1]", "token ids"),
+        (["a", "b", [True]], "prompt[2]", "token ids"),
+        (["a", 5], "prompt", "token ids"),  # not a list of prompts: read as token ids, which it is not either
+        (["a", "b", [1] * 60], "prompt[2]", "60 in prompt[2]"),  # max_model_len 64, 16 tokens asked
+        (["a"] * (MAX_PROMPTS + 1), "prompt", f"at most {MAX_PROMPTS} prompts"),
+    ],
+)
+def test_prompt_list_mistakes_name_the_prompt(prompt: Any, param: str, words: str) -> None:
+    with pytest.raises(ApiError) as info:
+        _parse({"prompt": prompt})
+    assert (info.value.status, info.value.param) == (400, param)
+    assert words in info.value.message
+
+
+def test_the_list_may_hold_max_prompts() -> None:
+    assert len(_parse({"prompt": ["a"] * MAX_PROMPTS}).prompts) == MAX_PROMPTS
+
+
+_VALID = st.one_of(
+    st.text(min_size=1, max_size=8),  # at most 32 bytes, so 32 tokens: fits 64 with max_tokens 4
+    st.lists(st.integers(0, TOK.vocab_size - 1), min_size=1, max_size=40),
+)
+_INVALID = st.one_of(
+    st.just(""),
+    st.just([]),
+    st.lists(st.integers(0, TOK.vocab_size - 1), min_size=61, max_size=70),  # no room for 4 tokens in 64
+    st.lists(st.sampled_from([-1, TOK.vocab_size, 10**9]), min_size=1, max_size=3),
+)
+
+
+@given(prompts=st.lists(st.one_of(_VALID, _VALID, _INVALID), min_size=2, max_size=6))
+def test_a_list_parses_as_its_prompts_sent_alone(prompts: list[Any]) -> None:
+    """The invariant of a prompt list: it is valid iff each prompt is valid alone, and each prompt's request is
+    exactly what sending it alone would have parsed to. The prompt named is the first malformed one (alone: an
+    error on ``prompt``), else the first too long (alone: on ``max_tokens``): every prompt is read before any
+    is measured against the context, as a lone prompt is read before ``max_tokens``."""
+    common = {"max_tokens": 4, "temperature": 0.5, "seed": 3, "logprobs": 2, "x_batch_sizes": True}
+    alone: list[Any] = []
+    for p in prompts:
+        try:
+            alone.append(_parse({**common, "prompt": p}))
+        except ApiError as err:
+            alone.append(err)
+    errors = [(a.param != "prompt", i) for i, a in enumerate(alone) if isinstance(a, ApiError)]
+    if errors:
+        with pytest.raises(ApiError) as info:
+            _parse({**common, "prompt": prompts})
+        assert info.value.param == f"prompt[{min(errors)[1]}]"
+        return
+    parsed = _parse({**common, "prompt": prompts})
+    assert [parsed.one(i) for i in range(len(prompts))] == alone
