@@ -203,20 +203,41 @@ def check_options(out_dir: Path, processes: int) -> None:
     ``MAX_PROCESSES``."""
     if not -1 <= processes <= MAX_PROCESSES:
         raise UsageError(f"--processes {processes}: expected -1 (one per core), 0 (one process) or 1..{MAX_PROCESSES}")
+    for attempt in range(_OUT_TRIES):
+        try:
+            _try_out_dir(out_dir)
+            return
+        except FileNotFoundError as exc:
+            # another loadgen probing the same --out (matrix shares started together) removed a folder it had
+            # made for its own probe while this one was inside it: try again
+            if attempt == _OUT_TRIES - 1:
+                raise UsageError(f"--out {out_dir}: cannot create run folders there ({exc.strerror})") from None
+        except OSError as exc:
+            raise UsageError(f"--out {out_dir}: cannot create run folders there ({exc.strerror or exc})") from None
+
+
+_OUT_TRIES = 5
+
+
+def _try_out_dir(out_dir: Path) -> None:
+    """Make the missing folders of ``out_dir``, write a temporary file in it, then remove what was made."""
     made: list[Path] = []
     try:
         for part in [*reversed(out_dir.parents), out_dir]:
             if part.is_dir():
                 continue
-            if part.exists() or part.is_symlink():
+            try:
+                part.mkdir()
+            except FileExistsError:
+                if part.is_dir():
+                    continue  # made by another process just now: not this probe's to remove
                 what = "is a file" if part == out_dir else f"cannot be made: {part} is a file"
-                raise UsageError(f"--out {out_dir}: {what}, not a folder (the folder that receives run folders)")
-            part.mkdir()
+                raise UsageError(
+                    f"--out {out_dir}: {what}, not a folder (the folder that receives run folders)"
+                ) from None
             made.append(part)
         with tempfile.TemporaryFile(dir=out_dir):
             pass
-    except OSError as exc:
-        raise UsageError(f"--out {out_dir}: cannot create run folders there ({exc.strerror or exc})") from None
     finally:
         for part in reversed(made):
             with suppress(OSError):
