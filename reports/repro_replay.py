@@ -62,6 +62,7 @@ def replay_scenario(run: RunData, choice: Choice, record: dict[str, Any]) -> tup
             "spawn_rate",
             "settle_timeout_s",
             "burst_cache",
+            "burst_send",
         )
         if k in sweep_in and sweep_in[k] is not None
     }

@@ -2,8 +2,10 @@
 
 Why: the ``generate`` dialect (loadgen/core/wire/generate.py) and the cache checks must be tested on the bytes the
 real server sends. Writes into OUTDIR: /generate whole and streamed (with logprobs and two alternatives),
-/v1/completions (token strings, no ids), /metrics idle and busy, /get_server_info, /v1/models, and the
-/flush_cache answer idle and while requests run. Stdlib only (it runs beside the server, nothing installed).
+/generate and /v1/completions with three prompts in one request (a burst sent with
+``sweep.burst_send = "one-request"``), /v1/completions (token strings, no ids), /metrics idle and busy,
+/get_server_info, /v1/models, and the /flush_cache answer idle and while requests run. Stdlib only (it runs
+beside the server, nothing installed).
 
 usage: python3 capture.py BASE_URL OUTDIR
 """
@@ -52,6 +54,11 @@ def main() -> None:
     (out / "generate-stream.txt").write_bytes(call(base + "/generate", generate_body(True), "POST")[1])
     completions = {"model": "tiny-qwen3", "prompt": PROMPT, "max_tokens": 8, "temperature": 0, "logprobs": 2}
     (out / "completions.json").write_bytes(call(base + "/v1/completions", completions, "POST")[1])
+    several = [PROMPT, PROMPT[:40], PROMPT]
+    batch = {**generate_body(False), "text": several}
+    (out / "generate-batch.json").write_bytes(call(base + "/generate", batch, "POST")[1])
+    completions_batch = {**completions, "prompt": several}
+    (out / "completions-batch.json").write_bytes(call(base + "/v1/completions", completions_batch, "POST")[1])
     (out / "metrics-idle.txt").write_bytes(call(base + "/metrics")[1])
     status, body = call(base + "/flush_cache", None, "POST")
     (out / "flush-idle.txt").write_text(f"{status}\n{body.decode(errors='replace')}")

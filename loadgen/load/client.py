@@ -38,6 +38,7 @@ from loadgen.core.wire import (
     parse_body,
     parse_usage,
 )
+from loadgen.core.wire.batch import CopyAnswer, parse_batch
 from loadgen.core.wire.sse import SSEDecoder
 from loadgen.core.wire.sse_frames import FrameReader
 from loadgen.load.answer_checks import completion_problem, redact_completion
@@ -100,6 +101,7 @@ class Outcome:
     usage: dict[str, Any] | None = None
     response_bytes: int = 0
     cancelled: bool = False  # the greenlet was killed mid-request; the caller re-raises after recording
+    parts: list[CopyAnswer] | None = None  # a burst in one request: each copy's part (``split_batch``)
 
     @property
     def ok(self) -> bool:
@@ -205,6 +207,7 @@ def send_payload(
     usage_only: bool = False,
     progress: Callable[[int], None] | None = None,
     max_tokens: int | None = None,
+    batch: int | None = None,
 ) -> Outcome:
     """``send`` for a body already serialised (``stream``: what the body asks for).
 
@@ -218,7 +221,9 @@ def send_payload(
     with it: the first token, not the first byte, shows the engine runs the request; some servers send
     a role chunk at once).
     ``max_tokens``: what the body asks for (read from ``payload`` when not given): it sets the default
-    deadline, and a completion longer than it is malformed."""
+    deadline, and a completion longer than it is malformed.
+    ``batch``: the unstreamed body carries this many prompts (``loadgen.core.wire.batch``): the answer is
+    split into ``parts``, one per prompt, which ``split_batch`` turns into one outcome each."""
     if max_tokens is None:
         max_tokens = max_tokens_in(payload)
     limits = client.limits
@@ -249,6 +254,8 @@ def send_payload(
             out.response_bytes = len(raw)
             if usage_only:
                 out.usage = parse_usage(raw, kind)
+            elif batch is not None:
+                out.parts = parse_batch(kind, raw, batch, tokens_as_ids=tokens_as_ids)
             else:
                 out.completion = parse_body(kind, raw, tokens_as_ids=tokens_as_ids)
                 out.usage = out.completion.usage
@@ -280,6 +287,36 @@ def send_payload(
     if secret:
         _redact_outcome(out, secret)
     return out
+
+
+def split_batch(out: Outcome, n: int, max_tokens: int | None, secret: str | None = None) -> list[Outcome]:
+    """One outcome per copy of a burst sent in one request: each with the request's timing and status, its own
+    part of the answer (checked as a lone answer would be), or the whole request's fault."""
+    copies = []
+    for i in range(n):
+        one = Outcome(
+            sent_at=out.sent_at,
+            latency_s=out.latency_s,
+            ttft_s=out.ttft_s,
+            error_kind=out.error_kind,
+            error_message=out.error_message,
+            http_status=out.http_status,
+            response_bytes=out.response_bytes // n,
+            cancelled=out.cancelled,
+        )
+        part = out.parts[i] if out.ok and out.parts is not None else None
+        if isinstance(part, StreamError):
+            one.error_kind, one.error_message = "stream_error", part.server_message[:_MAX_ERROR_BODY]
+        elif isinstance(part, MalformedResponse):
+            one.error_kind, one.error_message = "malformed_body", str(part)
+        elif part is not None:
+            one.completion, one.usage = part, part.usage
+            if problem := completion_problem(part, max_tokens):
+                one.error_kind, one.error_message, one.completion = "malformed_body", problem, None
+        if secret:
+            _redact_outcome(one, secret)
+        copies.append(one)
+    return copies
 
 
 def max_tokens_in(payload: bytes) -> int | None:

@@ -21,16 +21,18 @@ from typing import Any
 
 import gevent
 import gevent.pool
+import orjson
 from gevent.event import Event
 from locust import User, constant, task
 from locust.env import Environment
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from loadgen.core.record import CanaryRecord
+from loadgen.core.wire.batch import batch_body
 from loadgen.core.wire.urls import api_path
 from loadgen.load.background import BackgroundBodies, BackgroundBody
 from loadgen.load.canary_request import canary_body, canary_record, prepare_cache, reset_before_burst
-from loadgen.load.client import Outcome, ResetAnswer, make_client, send, send_payload
+from loadgen.load.client import Outcome, ResetAnswer, make_client, send, send_payload, split_batch
 from loadgen.load.holding import Progress, Slot, spawn_delay
 from loadgen.load.live import summarise
 from loadgen.load.runstate import RunState
@@ -110,7 +112,8 @@ class CanaryUser(User):
 
     def _burst(self, st: RunState, tickets: list[Ticket]) -> None:
         """Fire every copy at once, each on its own connection, as the original identical-requests experiment;
-        with ``burst_cache = "reset"`` the prefix cache is reset first, once the engine is idle."""
+        with ``burst_cache = "reset"`` the prefix cache is reset first, once the engine is idle; with
+        ``burst_send = "one-request"`` every copy goes in one request (``_burst_in_one_request``)."""
         sweep = st.scenario.sweep
         reset = None
         if sweep.burst_cache == "reset":
@@ -118,6 +121,9 @@ class CanaryUser(User):
             reset = reset_before_burst(
                 self.http, path, timeout_s=sweep.settle_timeout_s, stopping=partial(_stopping, self)
             )
+        if sweep.burst_send == "one-request":
+            self._burst_in_one_request(st, tickets, reset)
+            return
         clients = [endpoint_client(st) for _ in tickets]
         group = gevent.pool.Group()
         try:
@@ -128,6 +134,55 @@ class CanaryUser(User):
             group.kill()
             for http in clients:
                 http.close()
+
+    def _burst_in_one_request(self, st: RunState, tickets: list[Ticket], reset: ResetAnswer | None) -> None:
+        """Every copy's prompt in one unstreamed request (the scenario checked that the canaries ask the same
+        otherwise), then one record per copy with the request's timing and its own part of the answer."""
+        canaries = [st.scenario.canaries[t.canary_index] for t in tickets]
+        sent = [
+            canary_body(st.scenario, c, model=st.model, features=st.canary_body_features(t.canary_index), salt=False)
+            for c, t in zip(canaries, tickets, strict=True)
+        ]
+        kind = sent[0][0]
+        body = batch_body(kind, [b for _, b in sent])
+        inflight_at_send = st.inflight.total
+        st.inflight.canary += len(tickets)
+        try:
+            out = send_payload(
+                self.http,
+                api_path(st.base_url, kind),
+                kind,
+                orjson.dumps(body),
+                stream=False,
+                tokens_as_ids=st.canary_body_features(tickets[0].canary_index).tokens_as_ids,
+                secret=st.api_key,
+                max_tokens=canaries[0].max_tokens,
+                batch=len(tickets),
+            )
+        finally:
+            st.inflight.canary -= len(tickets)
+        copies = split_batch(out, len(tickets), canaries[0].max_tokens, st.api_key)
+        for ticket, canary, (_, one_body), one in zip(tickets, canaries, sent, copies, strict=True):
+            record = canary_record(
+                one,
+                run_id=st.run_dir.name,
+                canary=canary,
+                kind=kind,
+                body=one_body,
+                phase=ticket.phase,
+                level=ticket.level,
+                inflight_at_send=inflight_at_send,
+                worker=st.worker,
+                cache_action=None if reset is None else "reset",
+                cache_reset=reset,
+                burst=True,
+            )
+            self.environment.events.canary_record.fire(record=record)
+            _fire_stats(self.environment, f"canary:{canary.id}", one)
+            assert self.environment.runner is not None
+            self.environment.runner.send_message("lg_done", done_summary(st, ticket, record))
+        if out.cancelled:
+            raise gevent.GreenletExit
 
     def _send(
         self, st: RunState, ticket: Ticket, http: Any, *, burst: bool = False, burst_reset: ResetAnswer | None = None

@@ -268,6 +268,11 @@ class Sweep(_Strict):
     # drawn at random (seeded by background.seed and the stage), so bursts mix the canaries in varied numbers,
     # as SGLang's test_deterministic prefix mode draws each batch's prompts
     burst_mix: Literal["even", "random"] = "even"
+    # "separate": each copy is its own HTTP request on its own connection; "one-request": a burst's copies go
+    # out as one request carrying every prompt (a `prompt` list on completions, a `text` list on SGLang's
+    # /generate), so the engine receives them in the same instant and can prefill them as one batch (separate
+    # requests pass one at a time through a server's HTTP and tokenizer front end); sent unstreamed
+    burst_send: Literal["separate", "one-request"] = "separate"
     # "the divergence rate is below this at 95% confidence" (loadgen.core.claims): every level must send at least the
     # canaries the claim needs; a level ends early once a divergence makes the claim impossible there
     claim_max_rate: float | None = Field(default=None, gt=0, lt=1)
@@ -360,6 +365,39 @@ class Scenario(_Strict):
                     f"burst {size} ({copies} at once) equals level {size * n}: the two would be reported as "
                     "one; pick another size"
                 )
+        return v
+
+    @field_validator("sweep")
+    @classmethod
+    def _burst_in_one_request(cls, v: Sweep, info: ValidationInfo) -> Sweep:
+        """One request carries a burst's prompts only where the dialect takes a list and every copy asks the
+        same apart from its prompt (one set of sampling parameters travels with the list)."""
+        if v.burst_send != "one-request":
+            return v
+        if not v.burst:
+            raise ValueError('burst_send = "one-request" sends bursts: set burst (a size or a list of sizes)')
+        endpoint, canaries = info.data.get("endpoint"), info.data.get("canaries") or []
+        if endpoint is None:
+            return v  # the endpoint failed its own checks, reported there
+        asks: set[tuple[Any, ...]] = set()
+        for c in canaries:
+            kind = c.kind or ("chat" if c.messages is not None else endpoint.kind)
+            if kind not in ("completions", "generate"):
+                raise ValueError(
+                    f'burst_send = "one-request" needs prompt lists, which kind "{kind}" has not (canary '
+                    f'{c.id!r}): use kind "completions" or "generate"'
+                )
+            if c.stream or c.cache != "keep":
+                raise ValueError(
+                    f'burst_send = "one-request" sends unstreamed copies with the cache kept (canary {c.id!r} has '
+                    f"stream = {str(c.stream).lower()}, cache = {c.cache!r}): reset the cache with burst_cache"
+                )
+            asks.add((kind, c.max_tokens, c.seed, c.logprobs, c.top_logprobs))
+        if len(asks) > 1:
+            raise ValueError(
+                'burst_send = "one-request" sends one set of sampling parameters with every prompt: give the '
+                "canaries the same kind, max_tokens, seed, logprobs and top_logprobs"
+            )
         return v
 
     @field_validator("topology")

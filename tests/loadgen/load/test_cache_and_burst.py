@@ -190,3 +190,55 @@ def test_a_random_burst_mix_fires_the_canaries_in_uneven_numbers(engine_url: str
     assert len(set(counts.values())) > 1 or len(counts) < 3, counts  # seed 3 draws an uneven mix
     report = orjson.loads((result.run_dir / "report.json").read_bytes())
     assert report["run"]["status"] == "finished"
+
+
+ONE_REQUEST = """
+name = "burst-one-request"
+[[canaries]]
+id = "long"
+prompt = "The history of the old harbour town begins with a small group of fishermen who settled there long ago"
+max_tokens = 6
+[[canaries]]
+id = "short"
+prompt = "The history of the old harbour town begins with"
+max_tokens = 6
+[background]
+seed = 5
+[sweep]
+levels = [0]
+canaries_per_level = 1
+warmup = 0
+baseline = 1
+burst = [3, 5]
+burst_cache = "reset"
+burst_mix = "random"
+burst_send = "one-request"
+"""
+
+
+def test_a_burst_in_one_request_is_prefilled_as_one_batch_and_recorded_per_copy(
+    engine_url: str, tmp_path: Path
+) -> None:
+    """``burst_send = "one-request"``: each burst is one request carrying every copy's prompt (as SGLang's
+    test_deterministic sends), so the engine prefills them all in its first step, none finding another's
+    prefix cached after the reset; each copy is still its own record, with its own answer."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(ONE_REQUEST)
+    result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+    assert result.status == "finished"
+    rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
+    burst = [r for r in rows if r["burst"]]
+    assert Counter(r["level"] for r in burst) == {6: 6, 10: 10}
+    alone = {r["canary_id"]: r["token_ids"] for r in rows if not r["burst"]}
+    for level in (6, 10):
+        copies = [r for r in burst if r["level"] == level]
+        assert len({r["sent_at"] for r in copies}) == 1  # one request
+        assert all(r["status"] == "ok" and r["cache_action"] == "reset" and r["cache_reset_ok"] for r in copies)
+        assert all(r["engine_batch_sizes"][0] == level for r in copies)  # prefilled together, in one step
+        assert all(r["usage"] is None for r in copies)  # completions usage is summed over the prompts
+        assert all(r["request"]["prompt"] in ONE_REQUEST and r["stream"] is False for r in copies)
+        assert all(len(r["token_ids"]) == len(alone[r["canary_id"]]) == 6 for r in copies)
+    report = orjson.loads((result.run_dir / "report.json").read_bytes())
+    for canary in report["canaries"]:  # each canary drawn into a burst is reported at that burst's level
+        drawn = {r["level"] for r in burst if r["canary_id"] == canary["id"]}
+        assert {lv["concurrency"] for lv in canary["levels"]} >= drawn
