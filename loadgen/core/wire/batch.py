@@ -1,7 +1,7 @@
 """A burst's copies in one request: the body that carries every prompt, and its answer split per copy.
 
 Why it exists: separate requests reach an engine one at a time through its HTTP and tokenizer front end
-(SGLang's tokenizer manager took 40-190 ms to pass a burst of 16-62 separate requests to its scheduler on
+(SGLang's tokenizer manager took 37-194 ms to pass a burst of 16-62 separate requests to its scheduler on
 an H200, so later copies found the earlier ones' prefixes cached), while one request with a prompt list
 arrives whole and is prefilled as one batch: what SGLang's ``test_deterministic`` sends
 (``sweep.burst_send = "one-request"``, docs/design.md, "Bursts in one request"). Dialects:
