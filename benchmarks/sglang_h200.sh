@@ -34,6 +34,10 @@
 #             $R/fresh: the same witness, fresh
 #   collect   results into $OUT/results.tar.gz (records in $OUT/records.tar.gz)
 #
+# ONLY_MODE=default: the default server alone (serve, and every stage that runs on both); OWN_TESTS="prefix":
+# `own` runs that mode of SGLang's test and its own- scenario only. Together they fit install, serve, own and
+# collect in one 10-minute device call (about 5 minutes), so a machine lost between calls loses nothing.
+#
 # Usage: bash benchmarks/sglang_h200.sh STAGE [STAGE...]
 KIT=sglang
 KIT_DIR=/tmp/sg
@@ -79,6 +83,7 @@ serve() {
     if [ "$g2" = 0 ]; then  # one GPU: the first takes 35% of it, the second its own 35% on top of that
         serve_one default 0 30000 --sampling-backend pytorch --mem-fraction-static 0.35 "${SHARED_KV[@]}"
         healthy 30000 || return 1
+        [ "${ONLY_MODE:-}" = default ] && return
         serve_one deterministic 0 30001 --enable-deterministic-inference --mem-fraction-static 0.75 "${SHARED_KV[@]}"
         healthy 30001
         return
@@ -111,6 +116,7 @@ scenarios() {  # MODE PORT OUTDIR SCENARIO...: each a real `loadgen run` against
 both_modes() {  # FUNCTION: FUNCTION MODE PORT for the two long-lived servers, in parallel
     env_up
     local a b
+    if [ "${ONLY_MODE:-}" = default ]; then "$1" default 30000; return; fi
     "$1" default 30000 & a=$!
     "$1" deterministic 30001 & b=$!
     wait "$a" "$b"
@@ -124,13 +130,15 @@ own_mode() {  # MODE PORT: SGLang's own determinism test, then this tool's compa
     local mode=$1 port=$2 t
     mkdir -p "$R/own"
     for t in "single --n-trials 32" "prefix --n-start 1 --n-trials 16"; do
+        [[ " ${OWN_TESTS:-single prefix} " == *" ${t%% *} "* ]] || continue
         log "$mode: sglang.test.test_deterministic --test-mode $t"
         # shellcheck disable=SC2086
         cmd timeout 300 python3 -m sglang.test.test_deterministic --host 127.0.0.1 --port "$port" --test-mode $t \
             >"$R/own/$mode-test-${t%% *}.txt" 2>&1
         log "$mode: test_deterministic ${t%% *} exit $?: $(grep -c 'Unique samples' "$R/own/$mode-test-${t%% *}.txt") summary lines"
     done
-    scenarios "$mode" "$port" "$R/own" own-single own-prefix
+    # shellcheck disable=SC2046
+    scenarios "$mode" "$port" "$R/own" $(for t in ${OWN_TESTS:-single prefix}; do echo "own-$t"; done)
 }
 
 own() { both_modes own_mode; }
