@@ -131,5 +131,8 @@ def test_every_hand_over_starts_before_its_request_ends(server: tuple[str, str],
     ends = [end for _, end in spans if first <= end <= last]
     assert len(ends) >= 12, f"too few background requests ended while the level ran: {len(ends)}"
     short = [end for end in ends if sum(sent < end < stop for sent, stop in spans) < level]
-    # on a loaded machine a late wake-up can still miss one; a slot that hands over at the end misses half
-    assert len(short) <= 1, f"{len(short)} of {len(ends)} ends had fewer than {level} other requests in flight"
+    # on a loaded machine a late wake-up can still miss one or two (CI once saw 2 of 27 while a 2-worker suite ran
+    # beside it); a slot that hands over at the end misses half
+    assert len(short) <= max(1, len(ends) // 10), (
+        f"{len(short)} of {len(ends)} ends had fewer than {level} other requests in flight"
+    )
