@@ -32,6 +32,7 @@ from loadgen.core.wire.response import StreamAccumulator, parse_body
 from loadgen.core.wire.types import Completion, Features, Kind
 from loadgen.engine.kvwire import HandedKV, ModelShape, decode
 from loadgen.engine.prompts import D3_SHORT_PROMPT
+from tests.loadgen.engine.engine_http import post
 
 pytestmark = pytest.mark.skipif(
     not router_available(), reason="vllm-router is not installed (pip install '.[test]' brings vllm-router==0.1.17)"
@@ -85,15 +86,6 @@ def pd(engine_process: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield Setup(p, f, d, c, router, foreign_router, rec, garbage_router)
 
 
-def _post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
-
-
 def _body(kind: Kind, stream: bool, text: str = D3_SHORT_PROMPT, max_tokens: int = 16) -> dict[str, Any]:
     return build_body(
         kind,
@@ -109,7 +101,7 @@ def _body(kind: Kind, stream: bool, text: str = D3_SHORT_PROMPT, max_tokens: int
 
 def _complete(base: str, kind: Kind, stream: bool, text: str = D3_SHORT_PROMPT) -> Completion:
     path = "/v1/completions" if kind == "completions" else "/v1/chat/completions"
-    status, raw = _post(base + path, _body(kind, stream, text))
+    status, raw = post(base + path, _body(kind, stream, text))
     assert status == 200, raw[:500]
     if not stream:
         return parse_body(kind, raw)
@@ -150,7 +142,7 @@ def test_the_router_and_two_servers_answer_as_one_colocated_server(pd: Setup, ki
 
 def _prefill_leg(base: str, text: str = D3_SHORT_PROMPT) -> dict[str, Any]:
     body = _body("completions", False, text, max_tokens=1) | {"kv_transfer_params": {"do_remote_decode": True}}
-    status, raw = _post(base + "/v1/completions", body)
+    status, raw = post(base + "/v1/completions", body)
     assert status == 200, raw[:500]
     params: dict[str, Any] = json.loads(raw)["kv_transfer_params"]
     return params
@@ -183,7 +175,7 @@ def test_a_prefill_answer_names_its_side_channel_in_vllms_fields(pd: Setup) -> N
     assert params["remote_block_ids"] == [0, 1]  # 24 tokens: two 16-token blocks
     kv = _fetch_kv(params)
     assert kv.k.shape == (2, 4, 24, 32) and kv.batch_size == 1
-    status, raw = _post(pd.decode + "/v1/completions", _body("completions", False) | {"kv_transfer_params": params})
+    status, raw = post(pd.decode + "/v1/completions", _body("completions", False) | {"kv_transfer_params": params})
     assert status == 502 and b"already fetched" in raw and pd.prefill.encode() in raw  # freed once fetched
 
 
@@ -208,7 +200,7 @@ def _decode_leg(pd: Setup, port: int, transfer_id: str) -> tuple[int, dict[str, 
     params = {"do_remote_prefill": True, "remote_engine_id": "loadgen-gone", "remote_request_id": transfer_id}
     params |= {"remote_host": "127.0.0.1", "remote_port": port, "remote_block_ids": [0, 1], "tp_size": 1}
     start = time.monotonic()
-    status, raw = _post(pd.decode + "/v1/completions", _body("completions", False) | {"kv_transfer_params": params})
+    status, raw = post(pd.decode + "/v1/completions", _body("completions", False) | {"kv_transfer_params": params})
     return status, json.loads(raw), time.monotonic() - start
 
 
@@ -233,7 +225,7 @@ def test_a_prefill_server_that_never_answers_is_a_timeout_within_the_deadline(pd
 
 
 def test_through_the_router_a_garbage_prefill_reaches_the_client_as_the_decoders_error(pd: Setup) -> None:
-    status, raw = _post(pd.garbage_router + "/v1/completions", _body("completions", False))
+    status, raw = post(pd.garbage_router + "/v1/completions", _body("completions", False))
     assert status == 502
     assert f"prefill server {pd.recorder}" in json.loads(raw)["error"]["message"]
 
@@ -248,7 +240,7 @@ def test_through_the_router_a_garbage_prefill_reaches_the_client_as_the_decoders
 def test_a_leg_the_role_does_not_serve_is_a_400_naming_the_role(
     pd: Setup, server: str, params: dict[str, Any], says: str
 ) -> None:
-    status, raw = _post(
+    status, raw = post(
         getattr(pd, server) + "/v1/completions", _body("completions", False) | {"kv_transfer_params": params}
     )
     assert status == 400 and says in json.loads(raw)["error"]["message"]
@@ -256,7 +248,7 @@ def test_a_leg_the_role_does_not_serve_is_a_400_naming_the_role(
 
 def test_a_streamed_prefill_leg_is_refused(pd: Setup) -> None:
     body = _body("completions", True) | {"kv_transfer_params": {"do_remote_decode": True}}
-    status, raw = _post(pd.prefill + "/v1/completions", body)
+    status, raw = post(pd.prefill + "/v1/completions", body)
     assert status == 400 and b"needs stream false" in raw
 
 
@@ -265,7 +257,7 @@ def test_the_render_routes_answer_the_prompts_token_ids(pd: Setup) -> None:
         ("/v1/completions/render", _body("completions", False)),
         ("/v1/chat/completions/render", _body("chat", False)),
     ):
-        status, raw = _post(pd.decode + path, body)
+        status, raw = post(pd.decode + path, body)
         assert status == 200
         got = json.loads(raw)
         rendered = got[0] if isinstance(got, list) else got
@@ -286,8 +278,8 @@ def test_the_engine_answers_what_the_router_was_captured_sending(pd: Setup, case
         next(c for c in calls if c["role"] == role and c["path"].endswith("/render") == is_render)
         for role, is_render in (("prefill", True), ("prefill", False), ("decode", False))
     )
-    status, _ = _post(pd.prefill + render["path"], render["body"] | {"model": "loadgen-tiny"})
+    status, _ = post(pd.prefill + render["path"], render["body"] | {"model": "loadgen-tiny"})
     assert status == 200
-    status, raw = _post(pd.prefill + prefill_leg["path"], prefill_leg["body"] | {"model": "loadgen-tiny"})
+    status, raw = post(pd.prefill + prefill_leg["path"], prefill_leg["body"] | {"model": "loadgen-tiny"})
     assert status == 200, raw[:300]
     assert set(json.loads(raw)["kv_transfer_params"]) == set(decode_leg["body"]["kv_transfer_params"])

@@ -20,6 +20,7 @@ import pytest
 
 from loadgen.engine.prompts import D3_SHORT_PROMPT
 from loadgen.engine.protocol import MAX_PROMPTS
+from tests.loadgen.engine.engine_http import post
 
 PROMPTS = [D3_SHORT_PROMPT, "the old man and the sea", "A tired soldier built a small boat"]
 HELD = {"temperature": 0, "ignore_eos": True, "return_token_ids": True, "logprobs": 2, "x_batch_sizes": True}
@@ -38,13 +39,7 @@ def invariant(engine_process: Any) -> Iterator[str]:
 
 
 def _post(url: str, body: Any, path: str = "/v1/completions") -> tuple[int, bytes]:
-    headers = {"Content-Type": "application/json"}
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
+    return post(url + path, body)
 
 
 def _ok(url: str, body: Any) -> dict[str, Any]:

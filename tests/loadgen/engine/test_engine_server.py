@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from loadgen.engine.prompts import D3_SHORT_PROMPT
+from tests.loadgen.engine.engine_http import post
 
 
 @pytest.fixture(scope="module")
@@ -24,13 +25,7 @@ def url(engine_process: Any) -> Iterator[str]:
 
 
 def _post(url: str, path: str, body: Any, raw: bytes | None = None) -> tuple[int, bytes]:
-    data = raw if raw is not None else json.dumps(body).encode()
-    req = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read()
+    return post(url + path, body, raw)
 
 
 def _get(url: str, path: str) -> tuple[int, bytes]:
