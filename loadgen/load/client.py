@@ -19,7 +19,7 @@ import errno
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gevent
@@ -294,16 +294,7 @@ def split_batch(out: Outcome, n: int, max_tokens: int | None, secret: str | None
     part of the answer (checked as a lone answer would be), or the whole request's fault."""
     copies = []
     for i in range(n):
-        one = Outcome(
-            sent_at=out.sent_at,
-            latency_s=out.latency_s,
-            ttft_s=out.ttft_s,
-            error_kind=out.error_kind,
-            error_message=out.error_message,
-            http_status=out.http_status,
-            response_bytes=out.response_bytes // n,
-            cancelled=out.cancelled,
-        )
+        one = replace(out, parts=None, response_bytes=out.response_bytes // n)
         part = out.parts[i] if out.ok and out.parts is not None else None
         if isinstance(part, StreamError):
             one.error_kind, one.error_message = "stream_error", part.server_message[:_MAX_ERROR_BODY]

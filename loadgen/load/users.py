@@ -139,10 +139,8 @@ class CanaryUser(User):
         """Every copy's prompt in one unstreamed request (the scenario checked that the canaries ask the same
         otherwise), then one record per copy with the request's timing and its own part of the answer."""
         canaries = [st.scenario.canaries[t.canary_index] for t in tickets]
-        sent = [
-            canary_body(st.scenario, c, model=st.model, features=st.canary_body_features(t.canary_index), salt=False)
-            for c, t in zip(canaries, tickets, strict=True)
-        ]
+        features = st.canary_body_features(tickets[0].canary_index)  # the same for all: the scenario checked
+        sent = [canary_body(st.scenario, c, model=st.model, features=features, salt=False) for c in canaries]
         kind = sent[0][0]
         body = batch_body(kind, [b for _, b in sent])
         inflight_at_send = st.inflight.total
@@ -154,7 +152,7 @@ class CanaryUser(User):
                 kind,
                 orjson.dumps(body),
                 stream=False,
-                tokens_as_ids=st.canary_body_features(tickets[0].canary_index).tokens_as_ids,
+                tokens_as_ids=features.tokens_as_ids,
                 secret=st.api_key,
                 max_tokens=canaries[0].max_tokens,
                 batch=len(tickets),
@@ -177,12 +175,16 @@ class CanaryUser(User):
                 cache_reset=reset,
                 burst=True,
             )
-            self.environment.events.canary_record.fire(record=record)
-            _fire_stats(self.environment, f"canary:{canary.id}", one)
-            assert self.environment.runner is not None
-            self.environment.runner.send_message("lg_done", done_summary(st, ticket, record))
+            self._recorded(st, ticket, record, one)
         if out.cancelled:
             raise gevent.GreenletExit
+
+    def _recorded(self, st: RunState, ticket: Ticket, record: CanaryRecord, out: Outcome) -> None:
+        """A canary's record to the collector, its request to Locust's statistics, its summary to the coordinator."""
+        self.environment.events.canary_record.fire(record=record)
+        _fire_stats(self.environment, f"canary:{record.canary_id}", out)
+        assert self.environment.runner is not None
+        self.environment.runner.send_message("lg_done", done_summary(st, ticket, record))
 
     def _send(
         self, st: RunState, ticket: Ticket, http: Any, *, burst: bool = False, burst_reset: ResetAnswer | None = None
@@ -229,10 +231,7 @@ class CanaryUser(User):
             background_held_at_send=None if burst else background_held,
             background_buffered=buffered,
         )
-        self.environment.events.canary_record.fire(record=record)
-        _fire_stats(self.environment, f"canary:{canary.id}", out)
-        assert self.environment.runner is not None
-        self.environment.runner.send_message("lg_done", done_summary(st, ticket, record))
+        self._recorded(st, ticket, record, out)
         if out.cancelled:
             raise gevent.GreenletExit
 

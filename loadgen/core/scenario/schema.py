@@ -381,7 +381,7 @@ class Scenario(_Strict):
             return v  # the endpoint failed its own checks, reported there
         asks: set[tuple[Any, ...]] = set()
         for c in canaries:
-            kind = c.kind or ("chat" if c.messages is not None else endpoint.kind)
+            kind = _kind_of(c, endpoint.kind)
             if kind not in ("completions", "generate"):
                 raise ValueError(
                     f'burst_send = "one-request" needs prompt lists, which kind "{kind}" has not (canary '
@@ -408,9 +408,14 @@ class Scenario(_Strict):
         return v
 
     def canary_kind(self, canary: Canary) -> EndpointKind:
-        if canary.kind is not None:
-            return canary.kind
-        return "chat" if canary.messages is not None else self.endpoint.kind
+        return _kind_of(canary, self.endpoint.kind)
+
+
+def _kind_of(canary: Canary, endpoint_kind: EndpointKind) -> EndpointKind:
+    """The dialect a canary is sent in: its own ``kind``, else chat for messages, else the endpoint's."""
+    if canary.kind is not None:
+        return canary.kind
+    return "chat" if canary.messages is not None else endpoint_kind
 
 
 def _field_path(loc: tuple[int | str, ...]) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.core.wire.generate import GenerateBuilder
-from loadgen.core.wire.response import _Builder, _error_message, _loads
+from loadgen.core.wire.response import _Builder, _error_message, _loads, checked_choices
 from loadgen.core.wire.types import Completion, Kind, MalformedResponse, StreamError
 
 _PROMPT_FIELD = {"completions": "prompt", "generate": "text"}
@@ -60,29 +60,12 @@ def _generate_parts(obj: Any, n: int) -> list[CopyAnswer]:
         raise MalformedResponse(f"response body is a JSON {type(obj).__name__}, not the list {n} prompts get")
     if len(obj) != n:
         raise MalformedResponse(f"response body holds {len(obj)} answers for {n} prompts")
-    out: list[CopyAnswer] = []
-    for i, part in enumerate(obj):
-        builder = GenerateBuilder()
-        try:
-            builder.ingest(part, where=f"answer [{i}]")
-            out.append(builder.finish())
-        except (MalformedResponse, StreamError) as exc:
-            out.append(exc)
-    return out
+    return [_part(GenerateBuilder(), part, f"answer [{i}]") for i, part in enumerate(obj)]
 
 
 def _completion_parts(obj: Any, n: int, tokens_as_ids: bool) -> list[CopyAnswer]:
-    if not isinstance(obj, dict):
-        raise MalformedResponse(f"response body is a JSON {type(obj).__name__}, not an object")
-    if obj.get("error"):
-        raise StreamError(_error_message(obj["error"]))
-    if obj.get("object") == "error":
-        raise StreamError(_error_message(obj))
-    choices = obj.get("choices")
-    if not isinstance(choices, list):
-        raise MalformedResponse("response body lacks `choices`")
     by_index: dict[int, dict[str, Any]] = {}
-    for choice in choices:
+    for choice in checked_choices(obj):
         index = choice.get("index") if isinstance(choice, dict) else None
         if type(index) is not int or not 0 <= index < n or index in by_index:
             raise MalformedResponse(f"response body: choice index {index!r} is not one of 0..{n - 1}, each once")
@@ -91,13 +74,17 @@ def _completion_parts(obj: Any, n: int, tokens_as_ids: bool) -> list[CopyAnswer]
         raise MalformedResponse(f"response body holds {len(by_index)} choices for {n} prompts")
     out: list[CopyAnswer] = []
     for i in range(n):
-        builder = _Builder("completions", tokens_as_ids)
         part: dict[str, Any] = {"choices": [{**by_index[i], "index": 0}]}
         if (sizes := by_index[i].get("x_batch_sizes")) is not None:
             part["x_batch_sizes"] = sizes
-        try:
-            builder.ingest(part, where=f"choice [{i}]")
-            out.append(builder.finish())
-        except (MalformedResponse, StreamError) as exc:
-            out.append(exc)
+        out.append(_part(_Builder("completions", tokens_as_ids), part, f"choice [{i}]"))
     return out
+
+
+def _part(builder: GenerateBuilder | _Builder, part: Any, where: str) -> CopyAnswer:
+    """One copy's part folded into its completion, or what was wrong with it (that copy's fault alone)."""
+    try:
+        builder.ingest(part, where=where)
+        return builder.finish()
+    except MalformedResponse as exc:  # StreamError included
+        return exc

@@ -323,6 +323,14 @@ def parse_usage(body: bytes | str, kind: Kind = "completions") -> dict[str, Any]
     obj = _loads(body, "response body")
     if kind == "generate":
         return usage_of(obj)
+    checked_choices(obj)
+    usage = obj.get("usage")
+    return usage if isinstance(usage, dict) else None
+
+
+def checked_choices(obj: Any) -> list[Any]:
+    """A whole OpenAI-style body's ``choices``, once the body is known to be an object that is no error and
+    has some; raises ``MalformedResponse`` (``StreamError`` for an error the server reported) otherwise."""
     if not isinstance(obj, dict):
         raise MalformedResponse(f"response body is a JSON {type(obj).__name__}, not an object")
     if obj.get("error"):
@@ -332,8 +340,7 @@ def parse_usage(body: bytes | str, kind: Kind = "completions") -> dict[str, Any]
     choices = obj.get("choices")
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse("response body lacks `choices`")
-    usage = obj.get("usage")
-    return usage if isinstance(usage, dict) else None
+    return choices
 
 
 class StreamAccumulator:
