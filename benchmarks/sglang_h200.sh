@@ -34,7 +34,7 @@
 #             $R/fresh: the same witness, fresh
 #   collect   results into $OUT/results.tar.gz (records in $OUT/records.tar.gz)
 #
-# ONLY_MODE=default: the default server alone (serve, and every stage that runs on both); OWN_TESTS="prefix":
+# ONLY_MODE=default: the default server alone (serve, fixtures, and every stage that runs on both); OWN_TESTS="prefix":
 # `own` runs that mode of SGLang's test and its own- scenario only. Together they fit install, serve, own and
 # collect in one 10-minute device call (about 5 minutes), so a machine lost between calls loses nothing.
 #
@@ -99,6 +99,7 @@ fixtures() {
     env_up
     log "fixtures"
     cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30000 "$R/fixtures/default"
+    [ "${ONLY_MODE:-}" = default ] && return
     cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30001 "$R/fixtures/deterministic"
 }
 
