@@ -34,9 +34,10 @@
 #             $R/fresh: the same witness, fresh
 #   collect   results into $OUT/results.tar.gz (records in $OUT/records.tar.gz)
 #
-# ONLY_MODE=default: the default server alone (serve, fixtures, and every stage that runs on both); OWN_TESTS="prefix":
-# `own` runs that mode of SGLang's test and its own- scenario only. Together they fit install, serve, own and
-# collect in one 10-minute device call (about 5 minutes), so a machine lost between calls loses nothing.
+# ONLY_MODE=default (or deterministic): that mode's server alone (serve, fixtures, and every stage that runs on
+# both); OWN_TESTS="prefix": `own` runs that mode of SGLang's test and its own- scenario only. Together they fit
+# install, serve, fixtures, own and collect in one 10-minute device call (about 4 minutes), so a machine lost
+# between calls loses nothing.
 #
 # Usage: bash benchmarks/sglang_h200.sh STAGE [STAGE...]
 KIT=sglang
@@ -79,11 +80,18 @@ serve() {
     env_up
     local g2 a b
     g2=$(second_gpu)
+    case ${ONLY_MODE:-} in  # one mode alone: its server on GPU 0, its own port, the one-GPU share
+        default) log "serve: default alone on GPU 0 (port 30000)"
+            serve_one default 0 30000 --sampling-backend pytorch --mem-fraction-static 0.35 "${SHARED_KV[@]}"
+            healthy 30000; return ;;
+        deterministic) log "serve: --enable-deterministic-inference alone on GPU 0 (port 30001)"
+            serve_one deterministic 0 30001 --enable-deterministic-inference --mem-fraction-static 0.35 "${SHARED_KV[@]}"
+            healthy 30001; return ;;
+    esac
     log "serve: default on GPU 0 (port 30000), --enable-deterministic-inference on GPU $g2 (port 30001)"
     if [ "$g2" = 0 ]; then  # one GPU: the first takes 35% of it, the second its own 35% on top of that
         serve_one default 0 30000 --sampling-backend pytorch --mem-fraction-static 0.35 "${SHARED_KV[@]}"
         healthy 30000 || return 1
-        [ "${ONLY_MODE:-}" = default ] && return
         serve_one deterministic 0 30001 --enable-deterministic-inference --mem-fraction-static 0.75 "${SHARED_KV[@]}"
         healthy 30001
         return
@@ -98,9 +106,10 @@ serve() {
 fixtures() {
     env_up
     log "fixtures"
-    cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30000 "$R/fixtures/default"
-    [ "${ONLY_MODE:-}" = default ] && return
-    cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30001 "$R/fixtures/deterministic"
+    [ "${ONLY_MODE:-default}" = default ] && cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30000 \
+        "$R/fixtures/default"
+    [ "${ONLY_MODE:-deterministic}" = deterministic ] && cmd python3 benchmarks/sglang/capture.py \
+        http://127.0.0.1:30001 "$R/fixtures/deterministic"
 }
 
 scenarios() {  # MODE PORT OUTDIR SCENARIO...: each a real `loadgen run` against the MODE server, into OUTDIR/MODE
@@ -117,7 +126,10 @@ scenarios() {  # MODE PORT OUTDIR SCENARIO...: each a real `loadgen run` against
 both_modes() {  # FUNCTION: FUNCTION MODE PORT for the two long-lived servers, in parallel
     env_up
     local a b
-    if [ "${ONLY_MODE:-}" = default ]; then "$1" default 30000; return; fi
+    case ${ONLY_MODE:-} in
+        default) "$1" default 30000; return ;;
+        deterministic) "$1" deterministic 30001; return ;;
+    esac
     "$1" default 30000 & a=$!
     "$1" deterministic 30001 & b=$!
     wait "$a" "$b"
