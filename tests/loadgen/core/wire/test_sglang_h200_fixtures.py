@@ -2,7 +2,9 @@
 ``benchmarks/sglang_h200.sh fixtures`` from the default and the ``--enable-deterministic-inference`` server):
 ``/generate`` whole and streamed parse to the ids SGLang sent, the stream's frames count one token each,
 ``/v1/completions`` carries token strings and no ids, ``/metrics`` reads its running gauge, ``/get_server_info``
-says the mode and how often that gauge is refreshed, and a cache flush under load is seen as refused."""
+says the mode and how often that gauge is refreshed, and a cache flush under load is seen as refused. A burst sent
+as one request (``sweep.burst_send = "one-request"``, captured 2026-12-04): a ``text`` list on
+``/generate`` and a ``prompt`` list on ``/v1/completions``, split per prompt."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import orjson
 import pytest
 
 from collectors.engine_metrics import parse_metrics
-from loadgen.core.wire import StreamAccumulator, parse_body
+from loadgen.core.wire import Completion, StreamAccumulator, parse_body
+from loadgen.core.wire.batch import parse_batch
 from loadgen.core.wire.server_config import describe, server_settings
 from loadgen.core.wire.sse import SSEDecoder
 from loadgen.core.wire.sse_frames import FrameReader
@@ -100,3 +103,34 @@ def test_a_flush_under_load_is_refused_and_an_idle_one_done(mode: str) -> None:
     assert int(status) == 400 and not reset_dropped(400, body)
     status, _, body = read(mode, "flush-idle.txt").partition(b"\n")
     assert int(status) == 200 and reset_dropped(200, body)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_generate_prompt_list_splits_into_each_prompts_own_answer_and_usage(mode: str) -> None:
+    raw = orjson.loads(read(mode, "generate-batch.json"))  # prompts: P, the first 40 characters of P, P
+    parts = parse_batch("generate", read(mode, "generate-batch.json"), 3)
+    assert all(isinstance(p, Completion) for p in parts)
+    done = [p for p in parts if isinstance(p, Completion)]
+    assert [p.token_ids for p in done] == [a["output_ids"] for a in raw]
+    assert done[0].token_ids != done[1].token_ids  # each answer is its own prompt's, in prompt order
+    assert [p.logprobs for p in done] == [[e[0] for e in a["meta_info"]["output_token_logprobs"]] for a in raw]
+    # SGLang's native route gives each prompt its own usage: the prompt lengths and what each found cached
+    usages = [p.usage for p in done]
+    assert all(u is not None for u in usages)
+    assert [u["prompt_tokens"] for u in usages if u] == [32, 19, 32]
+    assert [u["prompt_tokens_details"]["cached_tokens"] for u in usages if u] == [
+        a["meta_info"]["cached_tokens"] for a in raw
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_completions_prompt_list_splits_by_choice_index_with_no_usage_per_copy(mode: str) -> None:
+    raw = orjson.loads(read(mode, "completions-batch.json"))
+    parts = parse_batch("completions", read(mode, "completions-batch.json"), 3)
+    done = [p for p in parts if isinstance(p, Completion)]
+    assert len(done) == 3
+    by_index = {c["index"]: c for c in raw["choices"]}
+    assert [p.text for p in done] == [by_index[i]["text"] for i in range(3)]
+    assert [p.tokens for p in done] == [by_index[i]["logprobs"]["tokens"] for i in range(3)]
+    assert all(p.token_ids is None for p in done)  # the OpenAI route sends token strings only
+    assert raw["usage"]["prompt_tokens"] == 83 and all(p.usage is None for p in done)  # summed over the prompts
