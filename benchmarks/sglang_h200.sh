@@ -76,28 +76,37 @@ healthy() {  # PORT: wait until /health answers 200
     log "port $1 not healthy after 300 s"; return 1
 }
 
+port_of() {  # MODE: the port of that mode's long-lived server
+    case $1 in default) echo 30000 ;; deterministic) echo 30001 ;; esac
+}
+
+serve_mode() {  # MODE GPU MEM_FRACTION [FLAGS...]: that mode's server, on its port
+    local mode=$1 gpu=$2 fraction=$3 flags
+    shift 3
+    case $mode in default) flags=(--sampling-backend pytorch) ;; deterministic) flags=(--enable-deterministic-inference) ;; esac
+    serve_one "$mode" "$gpu" "$(port_of "$mode")" "${flags[@]}" --mem-fraction-static "$fraction" "$@"
+}
+
 serve() {
     env_up
     local g2 a b
+    if [ -n "${ONLY_MODE:-}" ]; then  # one mode alone: its server on GPU 0, the one-GPU share
+        log "serve: $ONLY_MODE alone on GPU 0 (port $(port_of "$ONLY_MODE"))"
+        serve_mode "$ONLY_MODE" 0 0.35 "${SHARED_KV[@]}"
+        healthy "$(port_of "$ONLY_MODE")"
+        return
+    fi
     g2=$(second_gpu)
-    case ${ONLY_MODE:-} in  # one mode alone: its server on GPU 0, its own port, the one-GPU share
-        default) log "serve: default alone on GPU 0 (port 30000)"
-            serve_one default 0 30000 --sampling-backend pytorch --mem-fraction-static 0.35 "${SHARED_KV[@]}"
-            healthy 30000; return ;;
-        deterministic) log "serve: --enable-deterministic-inference alone on GPU 0 (port 30001)"
-            serve_one deterministic 0 30001 --enable-deterministic-inference --mem-fraction-static 0.35 "${SHARED_KV[@]}"
-            healthy 30001; return ;;
-    esac
     log "serve: default on GPU 0 (port 30000), --enable-deterministic-inference on GPU $g2 (port 30001)"
     if [ "$g2" = 0 ]; then  # one GPU: the first takes 35% of it, the second its own 35% on top of that
-        serve_one default 0 30000 --sampling-backend pytorch --mem-fraction-static 0.35 "${SHARED_KV[@]}"
+        serve_mode default 0 0.35 "${SHARED_KV[@]}"
         healthy 30000 || return 1
-        serve_one deterministic 0 30001 --enable-deterministic-inference --mem-fraction-static 0.75 "${SHARED_KV[@]}"
+        serve_mode deterministic 0 0.75 "${SHARED_KV[@]}"
         healthy 30001
         return
     fi
-    serve_one default 0 30000 --sampling-backend pytorch --mem-fraction-static 0.5
-    serve_one deterministic 1 30001 --enable-deterministic-inference --mem-fraction-static 0.5
+    serve_mode default 0 0.5
+    serve_mode deterministic 1 0.5
     healthy 30000 & a=$!
     healthy 30001 & b=$!
     wait "$a" "$b"
@@ -105,11 +114,11 @@ serve() {
 
 fixtures() {
     env_up
+    local mode
     log "fixtures"
-    [ "${ONLY_MODE:-default}" = default ] && cmd python3 benchmarks/sglang/capture.py http://127.0.0.1:30000 \
-        "$R/fixtures/default"
-    [ "${ONLY_MODE:-deterministic}" = deterministic ] && cmd python3 benchmarks/sglang/capture.py \
-        http://127.0.0.1:30001 "$R/fixtures/deterministic"
+    for mode in ${ONLY_MODE:-default deterministic}; do
+        cmd python3 benchmarks/sglang/capture.py "http://127.0.0.1:$(port_of "$mode")" "$R/fixtures/$mode"
+    done
 }
 
 scenarios() {  # MODE PORT OUTDIR SCENARIO...: each a real `loadgen run` against the MODE server, into OUTDIR/MODE
@@ -126,10 +135,7 @@ scenarios() {  # MODE PORT OUTDIR SCENARIO...: each a real `loadgen run` against
 both_modes() {  # FUNCTION: FUNCTION MODE PORT for the two long-lived servers, in parallel
     env_up
     local a b
-    case ${ONLY_MODE:-} in
-        default) "$1" default 30000; return ;;
-        deterministic) "$1" deterministic 30001; return ;;
-    esac
+    if [ -n "${ONLY_MODE:-}" ]; then "$1" "$ONLY_MODE" "$(port_of "$ONLY_MODE")"; return; fi
     "$1" default 30000 & a=$!
     "$1" deterministic 30001 & b=$!
     wait "$a" "$b"
@@ -201,6 +207,10 @@ collect() {
     log "collect done"
 }
 
+case ${ONLY_MODE:-} in
+    "" | default | deterministic) ;;
+    *) echo "ONLY_MODE: default or deterministic (or unset for both), not $ONLY_MODE" >&2; exit 2 ;;
+esac
 for stage in "$@"; do
     case $stage in
         install | serve | fixtures | own | runs | matrix | fresh | collect) $stage ;;
