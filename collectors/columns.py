@@ -66,6 +66,7 @@ SCALARS = (
     "burst",
     "held_at_send",
     "background_held_at_send",
+    "level_bound",
     "cache_action",
     "cache_reset_status",
     "cache_reset_ok",

@@ -77,6 +77,11 @@ class CanaryRecord:
     # the streamed background came in one piece (first and last token together: a buffering proxy), so its slots
     # were held from their send (loadgen.load.holding.Buffering); None where not a sweep canary above level 0
     background_buffered: bool | None = None
+    # which side of its level the sending process's background erred on (loadgen.core.band): "floor" (streamed
+    # token by token, each slot handing over before its request ends) or "ceiling" (progress unseen: non-streamed,
+    # a stream that came in one piece, or no hand-over; each slot sends its next request once the last has ended);
+    # None where not a sweep canary above level 0
+    level_bound: str | None = None
     engine_batch_sizes: list[int] | None = None  # the engine's own batch size at every step of this request
 
     def to_dict(self) -> dict[str, Any]:
