@@ -117,3 +117,52 @@ def window_running(
         mins[w], meds[w], maxs[w] = _ranked_stats(ranks[pos], table, lens)
         a = b
     return mins, meds, maxs, count
+
+
+GRID_S = 0.005  # the client's count is read every this often inside each window for its time-weighted median
+_GRID_MAX = 4_000_000  # grid points over the whole span at most: a long run reads it more coarsely
+
+
+def _count_at(starts: Floats, ends: Floats, t: Floats) -> Floats:
+    """Requests in flight at each ``t`` (started at or before it, not ended at or before it)."""
+    inflight = np.searchsorted(starts, t, side="right") - np.searchsorted(ends, t, side="right")
+    return inflight.astype(np.float64)
+
+
+def window_inflight(
+    start: npt.ArrayLike, end: npt.ArrayLike, req_start: npt.ArrayLike, req_end: npt.ArrayLike, grid_s: float = GRID_S
+) -> tuple[Floats, Floats, Floats]:
+    """For each window ``[start[i], end[i])``: the min, time-weighted median and max number of requests in flight
+    among ``req_start``/``req_end`` (every request the client sent, each window's own request among them).
+
+    Exact for the min and max: a count changes only where a request starts or ends, so its values over a window
+    are its value at the window's start and after each start or end inside it. The median is read on a grid every
+    ``grid_s`` seconds (coarser where a run is long enough to need more than ``_GRID_MAX`` points), so each value
+    weighs as long as it lasted; a window between two grid points takes its value at its start. A request with a
+    NaN end (it failed before any answer and has no latency) is left out; a window with a NaN or non-positive
+    length gets NaN. Pure numpy, no Python loop per window."""
+    s = np.asarray(start, dtype=np.float64)
+    e = np.asarray(end, dtype=np.float64)
+    rs = np.asarray(req_start, dtype=np.float64)
+    re_ = np.asarray(req_end, dtype=np.float64)
+    n = len(s)
+    nan = np.full(n, np.nan)
+    keep = np.isfinite(rs) & np.isfinite(re_)
+    with np.errstate(invalid="ignore"):
+        valid = np.isfinite(s) & np.isfinite(e) & (e > s)
+    if n == 0 or not keep.any() or not valid.any():
+        return nan, nan.copy(), nan.copy()
+    starts, ends = np.sort(rs[keep]), np.sort(re_[keep])
+    s_v, last = s[valid], np.nextafter(e[valid], -np.inf)  # the window's own end is not inside it
+    at_start = _count_at(starts, ends, s_v)
+    events = np.unique(np.concatenate([starts, ends]))
+    lo, _, hi, _ = window_running(s_v, last, events, _count_at(starts, ends, events))
+    lo, hi = np.fmin(lo, at_start), np.fmax(hi, at_start)
+    t0, t1 = float(s_v.min()), float(last.max())
+    step = max(grid_s, (t1 - t0) / _GRID_MAX)
+    grid = t0 + step * np.arange(int((t1 - t0) / step) + 1, dtype=np.float64)
+    _, med, _, count = window_running(s_v, last, grid, _count_at(starts, ends, grid))
+    med = np.where(count > 0, med, at_start)
+    out = (nan.copy(), nan.copy(), nan.copy())
+    out[0][valid], out[1][valid], out[2][valid] = lo, med, hi
+    return out

@@ -151,6 +151,21 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
     return rows, FileRead(path.name, len(rows), len(skipped), skipped, _torn_tail(path, skipped))
 
 
+# the background rows' keys the reports read (docs/design.md, "background[-<worker>].jsonl"); numbers as float64
+BACKGROUND_COLUMNS = (
+    "level",
+    "phase",
+    "sent_at",
+    "latency_s",
+    "status",
+    "error_kind",
+    "error_message",
+    "http_status",
+    "prompt_tokens",
+    "completion_tokens",
+)
+
+
 def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:
     if not paths:
         return None, []
@@ -160,9 +175,9 @@ def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:
         got, read = _parse_rows(p)
         rows.extend(got)
         reads.append(read)
-    cols = ("level", "sent_at", "latency_s", "status", "error_kind", "prompt_tokens", "completion_tokens")
+    cols = BACKGROUND_COLUMNS
     frame = pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=object) for c in cols})
-    for c in ("level", "sent_at", "latency_s", "prompt_tokens", "completion_tokens"):
+    for c in ("level", "sent_at", "latency_s", "http_status", "prompt_tokens", "completion_tokens"):
         frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(np.float64)
     return frame, reads
 

@@ -311,7 +311,8 @@ def _reference_block(c: CanaryView, max_tokens: int = 2048) -> Reference:
 
 def level_figures(c: CanaryView, sweep: npt.NDArray[np.bool_], level: int, rule: ClaimRule) -> Level:
     figures = summarise(c, sweep & (c.level == level))
-    return {"concurrency": level, **figures, "claim": rule.judge(figures, level)}
+    # not_measured: set by reports.build, which knows the run's background (reports.level_load)
+    return {"concurrency": level, **figures, "claim": rule.judge(figures, level), "not_measured": None}
 
 
 def analyse_canary(

@@ -19,7 +19,7 @@ from loadgen.core.claims import DEFAULT_MAX_RATE
 from loadgen.core.manifest import Manifest, RunStatus
 from loadgen.core.servers import Side, loaded_side, servers_of
 from loadgen.core.wire.server_config import describe
-from reports import client_load, coresidency, cost, sides, sides_notes
+from reports import client_load, coresidency, cost, level_load, sides, sides_notes
 from reports.analysis import ClaimRule, analyse, latency
 from reports.cache_checks import cache_expectations, cache_notices
 from reports.finite import scrub
@@ -46,6 +46,9 @@ def build_report(run: RunData) -> Report:
     m = run.manifest
     loaded = _loaded(m) if run.servers else None
     analysed = analyse(cols, list(m.levels), claim_rule(m), loaded) if cols.n else []
+    background = background_section(run.background)
+    for entry in analysed:
+        mark_unmeasured(entry, background, m)
     canaries: list[Canary] = [{**entry, "verdict": verdict(entry)} for entry in analysed]
     expectations = cache_expectations(
         run.canaries.frame,
@@ -64,7 +67,7 @@ def build_report(run: RunData) -> Report:
             "engine_running_joined": joined,
         },
         "canaries": canaries,
-        "background": background_section(run.background),
+        "background": background,
         "scenario_checks": scenario_checks(run, canaries, expectations),
     }
     settings = report["run"]["server_config"]
@@ -77,7 +80,11 @@ def build_report(run: RunData) -> Report:
         measured = coresidency.measure(cols.frame)
         report["run"]["notices"] += coresidency.notices(cols.frame, measured, joined, m.engine_metrics)
         unmeasured = sides_notes.x_axis_unmeasured(
-            m, joined, run.servers, int((measured.source == coresidency.TRUTH).sum())
+            m,
+            joined,
+            run.servers,
+            int((measured.source == coresidency.TRUTH).sum()),
+            int((measured.source == coresidency.CLIENT).sum()),
         )
         report["run"]["notices"] += [unmeasured] if unmeasured else []
         if run.servers:
@@ -203,6 +210,19 @@ def _n(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
+def mark_unmeasured(entry: CanaryAnalysis, background: list[BackgroundLevel] | None, m: Manifest) -> None:
+    """Each sweep level's ``not_measured``: why its load was not there (``reports.level_load``), or None."""
+    by_level = {b["concurrency"]: b for b in background or []}
+    ended = {e.get("level"): e for e in _ended_by_background(m)}
+    for lv in entry["levels"]:
+        lv["not_measured"] = level_load.not_measured(lv, by_level.get(lv["concurrency"]), ended.get(lv["concurrency"]))
+
+
+def _ended_by_background(m: Manifest) -> list[dict[str, Any]]:
+    """The levels the load side ended because their background kept failing (an older manifest: none)."""
+    return [dict(e) for e in getattr(m, "levels_ended_by_background", None) or []]
+
+
 def verdict(entry: CanaryAnalysis) -> str:
     o, ref = entry["overall"], entry["reference"]
     unit = ref.get("unit", "token")
@@ -216,6 +236,9 @@ def verdict(entry: CanaryAnalysis) -> str:
         parts.append(f"divergence first seen at concurrency {fc}")
     if ref.get("self_consistent") is False:
         parts.append(f"baseline disagrees with itself ({ref['unique_completions']} unique)")
+    if unmeasured := level_load.unmeasured_levels(entry["levels"]):
+        s = "s" if len(unmeasured) > 1 else ""
+        parts.append(f"level{s} {', '.join(map(str, unmeasured))} not measured (the load was not there)")
     return "; ".join(parts)
 
 
@@ -234,8 +257,8 @@ def _loaded(m: Manifest) -> Side:
 def with_engine_join(run: RunData) -> CanaryColumns:
     """The canary columns plus the engine's running gauge joined over each canary's lifetime
     (``reports.coresidency.join_engine``), or, for a run with servers behind its endpoint, each side's over
-    its part of the life (``reports.sides.join_sides``): computed here, at report time, never stored in the
-    records."""
+    its part of the life (``reports.sides.join_sides``), and the client's own count of its requests in flight
+    (``reports.coresidency.join_client``): computed here, at report time, never stored in the records."""
     cols = run.canaries
     scraped = [s.get("engine_metrics") or {} for s in run.manifest.servers] or [run.manifest.engine_metrics or {}]
     interval = next((i for x in scraped if isinstance(i := x.get("interval_s"), int | float) and i > 0), None)
@@ -244,6 +267,7 @@ def with_engine_join(run: RunData) -> CanaryColumns:
         frame = sides.join_sides(cols.frame, run.servers, _loaded(run.manifest), edge_s=edge)
     else:
         frame = coresidency.join_engine(cols.frame, run.engine_t, run.engine_running, edge_s=edge)
+    frame = coresidency.join_client(frame, run.background)
     return CanaryColumns(frame, cols.token_ids, cols.token_codes, cols.vocab, cols.logprobs, cols.top_gap)
 
 

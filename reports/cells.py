@@ -62,6 +62,15 @@ def held(co: CoResidency | None) -> str:
     return "—" if measured == 0 else f"{co['held']}/{measured}"
 
 
+def at_level(lv: Level) -> str:
+    """``at level``: the canaries whose median measured others lay in the level's band, over those measured, e.g.
+    ``10/12``, and ``not measured`` where the level's load was not there (``reports.level_load``)."""
+    co = lv.get("co_residency")
+    judged = co["at_level"] + co["not_at_level"] if co and "at_level" in co else 0
+    cell = f"{co['at_level']}/{judged}" if co and judged else "—"
+    return f"{cell} not measured" if lv.get("not_measured") else cell
+
+
 def rate_cell(rate: float | None, ci95: list[float] | None) -> str:
     """``rate (95% CI)``: ``41.7% (19.3–68.0%)``; the web UI's live table writes its own rate this way too."""
     return f"{pct(rate)} ({ci(ci95)})"
@@ -78,6 +87,7 @@ def level_cells(lv: Level) -> dict[str, str]:
         "bitwise": pct(None if dr is None else dr["bitwise_equal_share"]),
         "others": others_cell(lv) or others(co),
         "held_throughout": held(co),
+        "at_level": at_level(lv),
     }
 
 

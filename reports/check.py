@@ -149,10 +149,14 @@ def _kinds(kinds: dict[str, int]) -> str:
     return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def integrity(report: Report, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) -> list[Outcome]:
-    """The checks every gate makes: the run finished, every planned level of every canary has completions,
-    nothing was lost, and at most ``max_error_rate`` of the canaries failed. Reads ``report["health"]``
-    (``reports.health``) where the report has it, else what an older ``report.json`` holds."""
+def integrity(
+    report: Report, max_error_rate: float = DEFAULT_MAX_ERROR_RATE, *, allow_unmeasured: bool = False
+) -> list[Outcome]:
+    """The checks every gate makes: the run finished, every planned level of every canary has completions and
+    was measured at its level (its load was there: ``reports.level_load``; ``allow_unmeasured`` lets a level
+    that was not pass, the check still listed), nothing was lost, and at most ``max_error_rate`` of the canaries
+    failed. Reads ``report["health"]`` (``reports.health``) where the report has it, else what an older
+    ``report.json`` holds."""
     run = report.get("run", {})
     health = report.get("health", {})
     status = run.get("status")
@@ -165,6 +169,13 @@ def integrity(report: Report, max_error_rate: float = DEFAULT_MAX_ERROR_RATE) ->
         name = f"{entry['id']}: every planned level has completions"
         why = f"no completions at concurrency {', '.join(map(str, empty))}" if empty else "yes"
         out.append(Outcome(name, str(entry["id"]), "run", "completions", 0, len(empty), not empty, why))
+        off = [lv for lv in entry["levels"] if lv["concurrency"] in planned and lv.get("not_measured")]
+        name = f"{entry['id']}: every planned level measured at its level"
+        why = "; ".join(f"concurrency {lv['concurrency']}: {lv['not_measured']}" for lv in off) or "yes"
+        if off:
+            why = ("allowed (--allow-unmeasured-levels): " if allow_unmeasured else "evidence incomplete: ") + why
+        passed = not off or allow_unmeasured
+        out.append(Outcome(name, str(entry["id"]), "run", "not_measured", 0, len(off), passed, why))
     lost = int(health.get("records_lost") or 0) + int(health.get("canaries_reported_not_read") or 0)
     torn, skipped = health.get("torn_files") or [], int(report.get("input", {}).get("skipped_lines") or 0)
     unreadable = int(health.get("write_failures", {}).get("unreadable") or 0)

@@ -21,17 +21,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from collectors.coresidency import window_running
+from collectors.coresidency import window_inflight, window_running
 from collectors.runfolder import BATCH_OTHERS
+from loadgen.core.band import level_band
 from loadgen.core.manifest import EngineMetricsSummary
 from loadgen.core.stats import median, num
-from reports.model import CoResidency, CoResidencySource, Witness
+from reports.model import ClientVsEngine, CoResidency, CoResidencySource, LevelBoundName, Spread, Witness
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
 ENGINE_OTHERS = ("engine_others_min", "engine_others_median", "engine_others_max")
-NONE, TRUTH, METRICS = 0, 1, 2  # where a canary's measured co-residency came from
-SOURCE_NAMES: dict[int, CoResidencySource] = {TRUTH: "engine_batch_sizes", METRICS: "metrics"}
+CLIENT_OTHERS = ("client_others_min", "client_others_median", "client_others_max")
+NONE, TRUTH, METRICS, CLIENT = 0, 1, 2, 3  # where a canary's measured co-residency came from
+SOURCE_NAMES: dict[int, CoResidencySource] = {TRUTH: "engine_batch_sizes", METRICS: "metrics", CLIENT: "client"}
 
 
 def _floats(frame: Any, name: str, rows: npt.NDArray[np.int64] | None = None) -> Floats:
@@ -76,6 +78,26 @@ def join_engine(frame: Any, engine_t: Floats | None, engine_running: Floats | No
     )
 
 
+def join_client(frame: Any, background: Any | None) -> Any:
+    """``frame`` plus the client's own count of its requests in flight over each canary's life, itself left out:
+    ``client_others_min/median/max`` (docs/design.md, "The level's band"). Every request the load processes sent
+    counts: each background row (``background``, every process's file) and each canary record, from its
+    ``sent_at`` to ``sent_at + latency_s``; the canary's window is its whole life. The witness where the engine
+    gives none (no /metrics, a router): it counts what the engine queues too, and what was sent but not yet
+    received, so it can only read high, never miss a request the client had out. All NaN for a run without
+    background rows: its count would leave out what it never recorded."""
+    n = len(frame)
+    if n == 0 or background is None:  # no background file (an older run, a hand-made folder): nothing to count
+        return frame.assign(**{k: np.full(n, np.nan) for k in CLIENT_OTHERS})
+    sent = frame["sent_at"].to_numpy(dtype=np.float64)
+    end = sent + frame["latency_s"].to_numpy(dtype=np.float64)
+    bg_sent = background["sent_at"].to_numpy(dtype=np.float64)
+    bg_end = bg_sent + background["latency_s"].to_numpy(dtype=np.float64)
+    lo, med, hi = window_inflight(sent, end, np.concatenate([sent, bg_sent]), np.concatenate([end, bg_end]))
+    others = (np.maximum(v - 1.0, 0.0) for v in (lo, med, hi))  # the canary itself is in flight throughout
+    return frame.assign(**dict(zip(CLIENT_OTHERS, others, strict=True)))
+
+
 @dataclass
 class Measured:
     """Per row: measured co-residency (truth where present, else scraped), its source, the promise
@@ -88,6 +110,9 @@ class Measured:
     expected: npt.NDArray[np.int64]
     held: Floats
     held_at_send: Floats
+    at_level: Floats  # the median in the level's band (loadgen.core.band): 1.0 / 0.0 / NaN unknown
+    client: tuple[Floats, Floats, Floats]  # the client's own count (min, median, max), whatever the source
+    bound: npt.NDArray[np.object_]  # the record's level_bound ("floor", "ceiling") or None
 
     @property
     def known(self) -> Mask:
@@ -114,19 +139,40 @@ def measure(
     batch sizes; ``promised`` False: the level promises nothing there (the side the background leaves quiet)."""
     idx = np.arange(len(frame), dtype=np.int64) if rows is None else rows
     nan = np.full(len(idx), np.nan)
-    truth = [_floats(frame, k, idx) if scraped_columns == ENGINE_OTHERS else nan for k in BATCH_OTHERS]
+    whole_engine = scraped_columns == ENGINE_OTHERS  # a prefill/decode side has neither batch sizes nor a client
+    truth = [_floats(frame, k, idx) if whole_engine else nan for k in BATCH_OTHERS]
     scraped = [_floats(frame, k, idx) for k in scraped_columns]
+    client = (
+        _floats(frame, CLIENT_OTHERS[0], idx),
+        _floats(frame, CLIENT_OTHERS[1], idx),
+        _floats(frame, CLIENT_OTHERS[2], idx),
+    )
+    fallback = client if whole_engine else (nan, nan, nan)
     has_truth = ~np.isnan(truth[0])
     has_scraped = ~np.isnan(scraped[0])
-    lo, med, hi = (np.where(has_truth, t, s) for t, s in zip(truth, scraped, strict=True))
-    source = np.where(has_truth, TRUTH, np.where(has_scraped, METRICS, NONE)).astype(np.int8)
+    lo, med, hi = (
+        np.where(has_truth, t, np.where(has_scraped, s, c)) for t, s, c in zip(truth, scraped, fallback, strict=True)
+    )
+    source = np.where(
+        has_truth, TRUTH, np.where(has_scraped, METRICS, np.where(np.isnan(fallback[0]), NONE, CLIENT))
+    ).astype(np.int8)
     burst = frame["burst"].to_numpy(dtype=bool)[idx] if "burst" in frame else np.zeros(len(idx), bool)
     expected = expected_others(frame["level"].to_numpy()[idx], frame["phase"].to_numpy()[idx], burst)
     if not promised:
         expected = np.zeros_like(expected)
+    low, high = band_edges(expected)
     with np.errstate(invalid="ignore"):
         held = np.where(np.isnan(lo), np.nan, (lo >= expected).astype(np.float64))
-    return Measured(lo, med, hi, source, expected, held, _floats(frame, "held_at_send", idx))
+        at_level = np.where(np.isnan(med), np.nan, ((med >= low) & (med <= high)).astype(np.float64))
+    bound = frame["level_bound"].to_numpy(dtype=object)[idx] if "level_bound" in frame else np.full(len(idx), None)
+    return Measured(lo, med, hi, source, expected, held, _floats(frame, "held_at_send", idx), at_level, client, bound)
+
+
+def band_edges(expected: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``loadgen.core.band.level_band`` for every row: the low and high edges of each promise's band."""
+    values, inverse = np.unique(expected, return_inverse=True)
+    edges = np.array([level_band(int(v)) for v in values], dtype=np.int64).reshape(-1, 2)
+    return edges[:, 0][inverse.ravel()], edges[:, 1][inverse.ravel()]
 
 
 def whole(x: Any) -> float | int | None:
@@ -139,7 +185,8 @@ def level_block(m: Measured, sel: Mask) -> CoResidency:
     """``co_residency`` of one level (or any set of canaries): what they were measured to share."""
     known = sel & m.known
     src = m.source[known]
-    source = SOURCE_NAMES[TRUTH] if (src == TRUTH).any() else SOURCE_NAMES[METRICS] if src.size else None
+    source = next((SOURCE_NAMES[k] for k in (TRUTH, METRICS, CLIENT) if (src == k).any()), None)
+    promise = int(m.expected[sel].max()) if sel.any() else 0
     return {
         "source": source,
         "min": whole(m.lo[known].min()) if known.any() else None,
@@ -149,6 +196,37 @@ def level_block(m: Measured, sel: Mask) -> CoResidency:
         "not_held": int((sel & (m.held == 0.0)).sum()),
         "unmeasured": int((sel & ~m.known).sum()),
         "not_held_at_send": int((sel & (m.held_at_send == 0.0)).sum()),
+        "band": list(level_band(promise)),
+        "at_level": int((sel & (m.at_level == 1.0)).sum()),
+        "not_at_level": int((sel & (m.at_level == 0.0)).sum()),
+        "bound": _bound(m.bound[sel]),
+        "client": _spread(m.client, sel),
+        "client_vs_engine": _client_vs_engine(m, sel),
+    }
+
+
+def _bound(values: npt.NDArray[np.object_]) -> LevelBoundName | None:
+    kinds = {v for v in values.tolist() if v in ("floor", "ceiling")}
+    return None if not kinds else "mixed" if len(kinds) > 1 else kinds.pop()
+
+
+def _spread(figures: tuple[Floats, Floats, Floats], sel: Mask) -> Spread | None:
+    lo, med, hi = figures
+    has = sel & ~np.isnan(med)
+    if not has.any():
+        return None
+    return {"min": whole(lo[has].min()), "median": median(med[has]), "max": whole(hi[has].max())}
+
+
+def _client_vs_engine(m: Measured, sel: Mask) -> ClientVsEngine | None:
+    both = sel & ((m.source == TRUTH) | (m.source == METRICS)) & ~np.isnan(m.client[1])
+    if not both.any():
+        return None
+    diff = m.client[1][both] - m.med[both]
+    return {
+        "canaries": int(both.sum()),
+        "median_difference": median(diff),
+        "max_abs_difference": num(float(np.abs(diff).max())),
     }
 
 
@@ -192,6 +270,9 @@ def notices(frame: Any, m: Measured, has_samples: bool, engine_summary: EngineMe
             f"promised at some point of {'its' if k == 1 else 'their'} life (measured minimum below the level): "
             f"{_levels_counts(level[short])}."
         )
+    off = sweep & (m.at_level == 0.0)
+    if off.any():
+        out.append(_off_level_notice(frame, m, off, level))
     gap = (engine_summary or {}).get("max_gap_s")
     if isinstance(gap, int | float) and gap > 1.0:
         gaps = (engine_summary or {}).get("gaps")
@@ -201,6 +282,29 @@ def notices(frame: Any, m: Measured, has_samples: bool, engine_summary: EngineMe
             "scraped engine figure."
         )
     return out
+
+
+def _off_level_notice(frame: Any, m: Measured, off: Mask, level: npt.NDArray[np.int64]) -> str:
+    """The canaries measured outside their level's band, per level, the first few by request id with what they
+    measured: none is left to rest on its label."""
+    parts = []
+    ids = frame["request_id"].to_numpy()
+    sent = frame["sent_at"].to_numpy(dtype=np.float64)
+    for lv in np.unique(level[off]).tolist():
+        rows = np.flatnonzero(off & (level == lv))
+        rows = rows[np.argsort(sent[rows], kind="stable")]
+        low, high = level_band(int(m.expected[rows[0]]))
+        named = ", ".join(f"{ids[r]} ({SOURCE_NAMES.get(int(m.source[r]), '?')} {m.med[r]:g})" for r in rows[:3])
+        more = ", …" if len(rows) > 3 else ""
+        parts.append(f"level {lv}: {len(rows)} outside {low}-{high} ({named}{more})")
+    k = int(off.sum())
+    return (
+        f"{k} canar{'y was' if k == 1 else 'ies were'} not at {'its' if k == 1 else 'their'} level: the median of "
+        f"the other requests measured over {'its' if k == 1 else 'their'} life left the level's band; "
+        f"report.json's by_co_residency places {'it' if k == 1 else 'them'} by what was measured: "
+        + "; ".join(parts)
+        + "."
+    )
 
 
 def gauge_changes(
@@ -252,6 +356,18 @@ def witness(
             "gauge_change_median_s": None,
             "refresh_steps": None,
             "summary": f"co-residency from the engine's own batch size at every step of {truth} sweep canaries (exact)",
+        }
+    client = int((sweep & (m.source == CLIENT)).sum())
+    if not scraped and client:
+        return {
+            "source": SOURCE_NAMES[CLIENT],
+            "canaries": client,
+            "scrape_interval_s": None,
+            "gauge_changes": None,
+            "gauge_change_median_s": None,
+            "refresh_steps": None,
+            "summary": f"co-residency from the client's own count of its requests in flight over {client} sweep "
+            "canaries (the engine gave no figure): it also counts requests the engine queued or had not yet received",
         }
     if not scraped:
         return {

@@ -18,6 +18,7 @@ import numpy as np
 
 from collectors.losses import lost_records
 from loadgen.core.manifest import ResolvedScenario, RunStatus
+from reports import level_load
 from reports.model import CanaryAnalysis, Health, HealthFacts
 
 if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust's processes, which load no pandas
@@ -84,6 +85,8 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
     # canaries the coordinator counted that neither reached the records nor are counted as write failures
     unwritten = max(0, reported - sent - failures.get("canaries", 0)) if isinstance(reported, int) else 0
     unusable = f["unusable_numbers"].to_numpy() if "unusable_numbers" in f else np.zeros(0, np.int64)
+    background = level_load.background_errors(run.background)
+    unmeasured = {str(e["id"]): got for e in canaries if (got := level_load.unmeasured_levels(e["levels"]))}
     facts: HealthFacts = {
         "status": None if m.status is None else str(m.status),
         "completed": bool(m.run_status and m.run_status.completed),
@@ -100,8 +103,14 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
         "unusable_numbers": int(unusable.sum()),
         "records_with_unusable_numbers": int((unusable > 0).sum()),
         "non_finite_figures": 0,  # set by ``reports.build`` once the report is scrubbed
+        "background": background,
+        "levels_not_measured": unmeasured,
     }
     headline, notices = _words(facts)
+    all_unmeasured = sorted({lv for lvs in unmeasured.values() for lv in lvs})
+    load_headline = level_load.headline(background, all_unmeasured)
+    headline = load_headline + headline  # no load, no verdict: said first
+    notices += [] if load_headline else level_load.notice(background)
     columns = [r.columns_notice for r in run.files if r.columns_notice]  # a columns file its JSONL contradicts
     notices += implausible_notices(f) + malformed_notices(run.files) + columns
     return {**facts, "headline": headline, "notices": notices}

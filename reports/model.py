@@ -61,7 +61,25 @@ class ForkClasses(TypedDict):
     unclassified: int
 
 
-CoResidencySource = Literal["engine_batch_sizes", "metrics"]  # the engine's own batch sizes, else /metrics
+# the engine's own batch sizes, else its /metrics running gauge, else the client's own requests in flight
+CoResidencySource = Literal["engine_batch_sizes", "metrics", "client"]
+LevelBoundName = Literal["floor", "ceiling", "mixed"]  # loadgen.core.band; "mixed": canaries of both
+
+
+class Spread(TypedDict):
+    min: float | None
+    median: float | None
+    max: float | None
+
+
+class ClientVsEngine(TypedDict):
+    """How far the client's count of its own requests in flight was from the engine's figure, over the canaries
+    measured by both: client median minus engine median per canary (the client also counts what the engine
+    queues, and what it has sent but the engine not yet received)."""
+
+    canaries: int
+    median_difference: float | None
+    max_abs_difference: float | None
 
 
 class CoResidency(TypedDict):
@@ -73,6 +91,12 @@ class CoResidency(TypedDict):
     not_held: int
     unmeasured: int
     not_held_at_send: int
+    band: list[int]  # [low, high] of the level's band (loadgen.core.band) for an ordinary canary of the set
+    at_level: int  # canaries whose median measured others lay in their level's band
+    not_at_level: int  # canaries whose median lay outside it (overshoot, empty slots, an engine that queues)
+    bound: LevelBoundName | None  # which side of the level its background erred on (record's level_bound)
+    client: Spread | None  # the client's own count over the same canaries, whatever the source above
+    client_vs_engine: ClientVsEngine | None  # where both the client's count and an engine figure exist
 
 
 class Witness(TypedDict):
@@ -124,6 +148,8 @@ class Figures(TypedDict):
 class Level(Figures):
     concurrency: int
     claim: NotRequired[Claim]
+    # why the level gives no verdict (its load was not there: ``reports.level_load.not_measured``); None: it does
+    not_measured: NotRequired[str | None]
 
 
 class Overall(Figures):
@@ -399,6 +425,16 @@ class ScenarioChecks(TypedDict):
     cache_expectations: NotRequired[dict[str, CacheExpectation]]
 
 
+class BackgroundErrors(TypedDict):
+    """``health.background``: the run's background requests that failed (``reports.level_load.background_errors``)."""
+
+    requests: int
+    errors: int
+    share: float | None
+    error_kinds: dict[str, int]
+    first_error: str | None  # the first failure by send time: kind, HTTP status and the server's message, one line
+
+
 class HealthFacts(TypedDict):
     status: str | None
     completed: bool
@@ -415,6 +451,8 @@ class HealthFacts(TypedDict):
     unusable_numbers: int
     records_with_unusable_numbers: int
     non_finite_figures: int
+    background: BackgroundErrors | None  # None: the run recorded no background
+    levels_not_measured: dict[str, list[int]]  # canary id -> sweep levels that give no verdict
 
 
 class Health(HealthFacts):

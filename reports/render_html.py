@@ -12,11 +12,23 @@ import json
 from typing import Any
 
 from reports import pictures, plots
-from reports.cells import others_cell
+from reports.cells import at_level, others_cell
 from reports.finite import scrub
 from reports.htmltext import escape
 from reports.model import Canary, CoResidencyGroup, Fork, Level, Reference, Report
-from reports.render_md import FORK_CLASSES, ci, claim_heading, fmt, fork_count, fork_rule, headline, held, others, pct
+from reports.render_md import (
+    FORK_CLASSES,
+    ci,
+    claim_heading,
+    fmt,
+    fork_count,
+    fork_rule,
+    headline,
+    held,
+    others,
+    pct,
+    unmeasured_lines,
+)
 from reports.render_sides import sides_html
 
 CSS = """
@@ -28,6 +40,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bott
 border-left-color:#16a34a}.cue{display:inline-block;font-size:13px;letter-spacing:.04em;text-transform:uppercase;
 color:#fff;background:#64748b;border-radius:3px;padding:1px 8px;margin-right:10px;vertical-align:1px}
 .diverged .cue{background:#dc2626}.invariant .cue{background:#15803d}
+.verdict.not-measured{background:#fffbeb;border-left-color:#d97706}.not-measured .cue{background:#b45309}
 .alert{font-size:16px;font-weight:600;background:#fef2f2;border-left:6px solid #991b1b;padding:8px 12px}
 .nw{white-space:nowrap}td{white-space:nowrap}td.l{white-space:normal}
 .warn{background:#fef3c7;border-left:4px solid #d97706;padding:6px 12px;margin:6px 0;font-size:13px}
@@ -44,20 +57,23 @@ white-space:pre}
 """
 
 
-OUTCOMES = {"diverged": "Diverged", "invariant": "Invariant", "no answer": "No answer"}
+OUTCOMES = {"diverged": "Diverged", "invariant": "Invariant", "not measured": "Not measured", "no answer": "No answer"}
 
 
 def outcome(entry: Canary) -> str:
     """The canary's verdict in one word: ``diverged`` (a completion left the reference, or the baseline
-    disagrees with itself), ``invariant`` (every completion equals the reference) or ``no answer`` (no
-    completion to judge)."""
+    disagrees with itself), ``invariant`` (every completion equals the reference and every sweep level's load was
+    there), ``not measured`` (no divergence, but some level's load was not there: ``reports.level_load``, never
+    shown as invariant) or ``no answer`` (no completion to judge)."""
     o: dict[str, Any] = dict(entry.get("overall", {}))  # none in a hand-made entry: judged by its reference
     ref = entry["reference"]
     if (o.get("unique_completions") or 0) > 1 or o.get("earliest_divergence") is not None:
         return "diverged"
     if (o.get("diverged") or 0) > 0 or ref.get("self_consistent") is False:
         return "diverged"
-    return "invariant" if (o.get("completions") or 0) > 0 else "no answer"
+    if not (o.get("completions") or 0):
+        return "no answer"
+    return "not measured" if any(lv.get("not_measured") for lv in entry.get("levels", [])) else "invariant"
 
 
 def verdict_box(entry: Canary, name: bool = False) -> str:
@@ -94,7 +110,7 @@ def levels_table(levels: list[Level]) -> str:
         "<tr><th>concurrency</th><th>canaries</th><th>errors</th><th>unique</th><th>diverged</th>"
         "<th>divergence rate</th><th>95% CI</th><th>first div. min / median / max</th><th>modal share</th>"
         "<th>drift max</th><th>drift mean</th><th>bitwise equal</th><th>others min / med / max</th>"
-        "<th>held throughout</th></tr>"
+        "<th>held throughout</th><th>at level</th></tr>"
     )
     rows = []
     for lv in levels:
@@ -114,9 +130,11 @@ def levels_table(levels: list[Level]) -> str:
             pct(None if dr is None else dr["bitwise_equal_share"]),
             others_cell(lv) or others(co).replace("/", " / "),
             held(co),
+            at_level(lv),
         ]
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
-    return f"<table>{head}{''.join(rows)}</table>"
+    why = "".join(f'<p class="warn">{esc(line)}</p>' for line in unmeasured_lines(levels))
+    return f"<table>{head}{''.join(rows)}</table>{why}"
 
 
 def co_residency_table(groups: list[CoResidencyGroup] | None) -> str:

@@ -37,8 +37,8 @@ FORK_CLASSES: tuple[ForkClass, ...] = ("near_tie", "structural", "unclassified")
 def levels_table(levels: list[Level]) -> list[str]:
     rows = [
         "| concurrency | canaries | errors | unique | diverged | rate (95% CI) | first div. min/med/max | drift max | "
-        "bitwise eq. | others min/med/max | held throughout |",
-        "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|",
+        "bitwise eq. | others min/med/max | held throughout | at level |",
+        "|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     for lv in levels:
         fd = lv["first_divergence"]
@@ -47,9 +47,14 @@ def levels_table(levels: list[Level]) -> list[str]:
         rows.append(
             f"| {lv['concurrency']} | {lv['canaries']} | {lv['errors']} | {lv['unique_completions']} | "
             f"{fmt(lv['diverged'])} | {cells['rate']} | {fd_txt} | {cells['drift_max']} | {cells['bitwise']} | "
-            f"{cells['others']} | {cells['held_throughout']} |"
+            f"{cells['others']} | {cells['held_throughout']} | {cells['at_level']} |"
         )
     return rows
+
+
+def unmeasured_lines(levels: list[Level]) -> list[str]:
+    """Below a levels table: why each level that gives no verdict does not (``Level.not_measured``)."""
+    return [f"Level {lv['concurrency']} not measured: {lv['not_measured']}." for lv in levels if lv.get("not_measured")]
 
 
 def _forks(forks: list[Fork], limit: int = 10) -> list[str]:
@@ -83,7 +88,10 @@ def canary_section(entry: Canary, heading: str) -> list[str]:
             f"⚠️ The baseline disagrees with itself: {ref['unique_completions']} unique completions over "
             f"{ref['completions']} baseline canaries (earliest divergence {fmt(ref['earliest_divergence'])})."
         )
-    lines += ["", *levels_table(entry["levels"]), "", *_forks(entry["forks"]), ""]
+    lines += ["", *levels_table(entry["levels"]), ""]
+    if unmeasured := unmeasured_lines(entry["levels"]):
+        lines += [*unmeasured, ""]
+    lines += [*_forks(entry["forks"]), ""]
     lines += _fork_classes(entry)
     sides = entry.get("sides")
     lines += sides_md(sides) if sides else _co_residency_table(entry.get("by_co_residency"))

@@ -51,10 +51,11 @@ def run_servers(m: Manifest, series: Sequence[ServerSeries]) -> list[RunServer]:
 
 
 def x_axis_unmeasured(
-    m: Manifest, has_samples: bool, series: Sequence[ServerSeries], batch_measured: int
+    m: Manifest, has_samples: bool, series: Sequence[ServerSeries], batch_measured: int, client_measured: int = 0
 ) -> str | None:
     """Why no ``/metrics`` sample measured the canaries' co-residency, with the fix; None when some did (or the
-    run watched no endpoint: a cold-boot study). ``batch_measured``: canaries the answers' batch sizes measured."""
+    run watched no endpoint: a cold-boot study). ``batch_measured``: canaries the answers' batch sizes measured;
+    ``client_measured``: canaries the client's own count of its requests in flight measured instead."""
     servers = servers_of(m.scenario)
     if servers:
         dark = [side for side in SIDES if not any(_sampled(x) for x in series if x.role in (side, "both"))]
@@ -74,6 +75,9 @@ def x_axis_unmeasured(
         f" {batch_measured} canaries carried the engine's own batch sizes, which stand in; behind a prefill/decode "
         "router those mix the prefill server's step with the decode server's."
         if batch_measured
+        else f" The client's own count of its requests in flight stands in for {client_measured} canaries (source "
+        '"client"): it also counts what the engine queues, so a level it shows held may have run smaller.'
+        if client_measured
         else ""
     )
     return f"The x-axis is unmeasured: no /metrics sample gave the engine's running requests ({why}); {FIX}.{stand_in}"

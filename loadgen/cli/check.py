@@ -4,7 +4,8 @@ input raises a ``LoadgenError`` (the CLI exits 2).
 Each threshold option may repeat; its value is ``N`` (overall), ``N@LEVEL`` (one concurrency level)
 or ``N@each`` (every level); a value outside its range (a rate above 1, a negative count) is refused
 (exit 2). Every check also fails a run that did not finish, a planned level without completions, lost
-records, and more than ``--max-error-rate`` (default 0.05) failed canaries (``reports.check.integrity``).
+records, more than ``--max-error-rate`` (default 0.05) failed canaries, and a planned level whose load was not there
+(``levels[].not_measured``; ``--allow-unmeasured-levels`` lets it pass) (``reports.check.integrity``).
 ``--junit FILE`` writes JUnit XML, one test case per threshold and per integrity check.
 ``--claim-max-rate P`` (``loadgen.core.claims``) fails unless every planned level supports "divergence rate < P
 at 95%"; it may be the only option given.
@@ -62,6 +63,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="P",
         help="fail unless every planned level supports 'divergence rate < P at 95%%' (exact binomial), 0 < P < 1",
     )
+    p.add_argument(
+        "--allow-unmeasured-levels",
+        action="store_true",
+        help="pass a run whose levels' load was not there (background failed, canaries outside the level's band: "
+        "report.json levels[].not_measured); by default such a run fails as evidence incomplete",
+    )
     p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
     p.set_defaults(func=run)
 
@@ -74,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("check: give at least one threshold (--max-unique, --max-divergence-rate, ...)")
     report = load_report(args.run_dir)
     claims = claim_outcomes(report, claim) if claim is not None else []
-    result = CheckResult(integrity(report, max_error_rate) + check_report(report, thresholds).outcomes + claims)
+    facts = integrity(report, max_error_rate, allow_unmeasured=args.allow_unmeasured_levels)
+    result = CheckResult(facts + check_report(report, thresholds).outcomes + claims)
     if args.junit is not None:
         if not args.junit.parent.is_dir():
             raise RunFolderError(f"--junit {args.junit}: folder {args.junit.parent} does not exist")

@@ -44,7 +44,8 @@ def test_single_canary_shape_and_context() -> None:
         {"median": 5.0},
     ]
     expected = [(0, 0.0, 0, 4, 0, 0), (1, 1.0, 1, 4, 0, 0), (2, 2.0, 2, 4, 0, 0), (3, 4.0, 4, 2, 1, 1)]
-    assert [lv["co_residency"] for lv in report["levels"]] == [
+    measured = ("source", "min", "median", "max", "held", "not_held", "unmeasured", "not_held_at_send")
+    assert [{k: lv["co_residency"][k] for k in measured} for lv in report["levels"]] == [
         {
             "source": "metrics",
             "min": lo,
@@ -65,8 +66,12 @@ def test_single_canary_shape_and_context() -> None:
     assert "level 4: 1" in short_notice
     assert report["verdict"] == (
         "3 unique completions over 15 canaries (1 error); earliest divergence at token 3; "
-        "divergence first seen at concurrency 2"
+        "divergence first seen at concurrency 2; level 1 not measured (the load was not there)"
     )
+    # the fixture's one background request at level 1 failed: that level's load was not there (reports.level_load)
+    assert report["levels"][1]["not_measured"] == "1 of 1 background requests failed"
+    assert report["health"]["levels_not_measured"] == {"c0": [1]}
+    assert report["health"]["headline"][0].startswith("Background failed: 3 of 7 background requests failed (timeout 3)")
     fork = report["forks"][0]
     assert (fork["position"], fork["count"], fork["levels"]) == (3, 3, {"2": 1, "4": 2})
     assert fork["top1_top2_gap"] == pytest.approx(

@@ -56,6 +56,12 @@ def test_burst_whose_samples_arrive_after_its_send_shows_hundreds_not_zero(tmp_p
         "not_held": 0,
         "unmeasured": 0,
         "not_held_at_send": 0,
+        "band": [375, 624],  # loadgen.core.band around the 499 others a copy is promised
+        "at_level": 500,
+        "not_at_level": 0,
+        "bound": None,  # a burst holds no background
+        "client": None,  # no background file: the client's count would leave out what it never recorded
+        "client_vs_engine": None,
     }
     assert lv["engine_running"] == {"median": 500.0}
     assert [(g["others"], g["canaries"]) for g in report["canaries"][0]["by_co_residency"]] == [(499, 500)]
@@ -136,6 +142,12 @@ def test_an_old_run_folder_reports_with_nulls_never_zeros(tmp_path: Path) -> Non
             "not_held": 0,
             "unmeasured": lv["canaries"],
             "not_held_at_send": 0,
+            "band": [lv["concurrency"], lv["concurrency"] + 1],
+            "at_level": 0,
+            "not_at_level": 0,
+            "bound": None,
+            "client": None,
+            "client_vs_engine": None,
         }
     assert report["canaries"][0]["by_co_residency"] is None
     assert report["input"]["engine_running_joined"] is False and report["run"]["notices"] == []

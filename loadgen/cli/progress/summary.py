@@ -13,7 +13,7 @@ import orjson
 
 from loadgen.core.errors import visible
 from reports.model import Report, is_report
-from reports.render_md import levels_table
+from reports.render_md import levels_table, unmeasured_lines
 
 
 def summary_lines(report: Report) -> list[str]:
@@ -24,6 +24,8 @@ def summary_lines(report: Report) -> list[str]:
     for entry in entries:
         verdict = str(entry["verdict"])
         lines += [f"{entry['id']}: {verdict}" if len(entries) > 1 else verdict, "", *levels_table(entry["levels"]), ""]
+        if why := unmeasured_lines(entry["levels"]):
+            lines += [*why, ""]
         sides = entry.get("sides")
         if sides and (follows := sides.get("follows")):
             lines += [follows["sentence"], ""]
