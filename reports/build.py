@@ -84,7 +84,7 @@ def build_report(run: RunData) -> Report:
             joined,
             run.servers,
             int((measured.source == coresidency.TRUTH).sum()),
-            int((measured.source == coresidency.CLIENT).sum()),
+            int(((measured.source == coresidency.CLIENT) & (cols.frame["phase"].to_numpy() == "sweep")).sum()),
         )
         report["run"]["notices"] += [unmeasured] if unmeasured else []
         if run.servers:

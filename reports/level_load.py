@@ -38,9 +38,17 @@ def _describe(row: Mapping[str, Any]) -> str:
     """One failed background request in words: its kind, status and message."""
     kind = str(row.get("error_kind") or "error")
     status = row.get("http_status")
-    what = f"{kind} {int(status)}" if isinstance(status, int | float) and np.isfinite(status) else kind
+    what = f"HTTP {int(status)}" if isinstance(status, int | float) and np.isfinite(status) else kind
     message = one_line(row.get("error_message"))
-    return f"{what}: {message}" if message else what
+    if not message:
+        return what
+    message = message.rstrip(".")
+    return message if message.startswith(what) else f"{what}: {message}"
+
+
+def kinds_text(kinds: Mapping[str, int]) -> str:
+    """Error kinds with their counts, in words that do not read as an HTTP status: ``http_status ×24``."""
+    return ", ".join(f"{k} ×{n}" for k, n in kinds.items())
 
 
 def background_errors(bg: Any | None) -> BackgroundErrors | None:
@@ -100,13 +108,13 @@ def headline(errors: BackgroundErrors | None, unmeasured: Sequence[int]) -> list
     if errors is not None and errors["errors"] and (unmeasured or (errors["share"] or 0) > MOSTLY):
         out.append(
             f"Background failed: {errors['errors']} of {errors['requests']} background requests failed "
-            f"({', '.join(f'{k} {n}' for k, n in errors['error_kinds'].items())}); the first: {errors['first_error']}."
+            f"({kinds_text(errors['error_kinds'])}); the first: {errors['first_error']}."
         )
     if unmeasured:
         levels = ", ".join(map(str, unmeasured))
         out.append(
-            f"Level{'s' if len(unmeasured) > 1 else ''} {levels} not measured: the canaries there did not run beside "
-            "the load the level asked for, so they give no verdict (report.json: levels[].not_measured)."
+            f"Level{'s' if len(unmeasured) > 1 else ''} {levels} not measured: the load the level asked for was not "
+            "there, so no verdict comes from it (why: report.json levels[].not_measured, and below each table)."
         )
     return out
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.coresidency import segment_stats, window_running
+from collectors.coresidency import segment_stats, window_inflight, window_running
 
 
 def brute_window(
@@ -121,3 +121,43 @@ def test_segment_stats_equals_per_segment_numpy(segments: list[list[float] | Non
             assert math.isnan(lo[i]) and math.isnan(med[i]) and math.isnan(hi[i])
         else:
             assert (lo[i], med[i], hi[i]) == (min(vals), float(np.median(vals)), max(vals))
+
+
+def _brute_inflight(s: float, e: float, starts: list[float], ends: list[float]) -> tuple[float, float, float]:
+    """The count over ``[s, e)`` evaluated at every point where it can change, and its time-weighted median on a
+    fine grid: what ``window_inflight`` must give, computed the slow, obvious way."""
+    points = sorted({s, *(t for t in starts + ends if s < t < e)})
+    counts = [sum(a <= t < b for a, b in zip(starts, ends, strict=True)) for t in points]
+    grid = np.arange(s, e, 0.005)
+    on_grid = [sum(a <= t < b for a, b in zip(starts, ends, strict=True)) for t in grid]
+    return float(min(counts)), float(np.median(on_grid)) if len(on_grid) else float(counts[0]), float(max(counts))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 400), st.integers(1, 300)),  # request start and length, in milliseconds
+        min_size=1,
+        max_size=25,
+    ),
+    st.integers(0, 400),
+    st.integers(1, 300),
+)
+def test_window_inflight_matches_counting_by_hand(reqs: list[tuple[int, int]], w_start: int, w_len: int) -> None:
+    """Min and max are exact; the median is the grid's, which the brute force reads on the same 5 ms grid."""
+    starts = [a / 1000 for a, _ in reqs]
+    ends = [(a + n) / 1000 for a, n in reqs]
+    s, e = w_start / 1000, (w_start + w_len) / 1000
+    starts_all, ends_all = [*starts, s], [*ends, e]  # the window's own request is one of the client's
+    lo, med, hi = window_inflight([s], [e], starts_all, ends_all)
+    want_lo, want_med, want_hi = _brute_inflight(s, e, starts_all, ends_all)
+    assert (lo[0], hi[0]) == (want_lo, want_hi)
+    assert want_lo <= med[0] <= want_hi
+    assert med[0] == want_med  # one window: the same 5 ms grid from its start
+
+
+def test_window_inflight_without_a_length_or_requests_is_nan() -> None:
+    lo, med, hi = window_inflight([0.0, 1.0], [np.nan, 1.0], [0.0], [5.0])
+    assert np.isnan(lo).all() and np.isnan(med).all() and np.isnan(hi).all()
+    lo, _, _ = window_inflight([0.0], [1.0], [np.nan], [np.nan])
+    assert np.isnan(lo[0])
