@@ -71,7 +71,9 @@ def test_single_canary_shape_and_context() -> None:
     # the fixture's one background request at level 1 failed: that level's load was not there (reports.level_load)
     assert report["levels"][1]["not_measured"] == "1 of 1 background requests failed"
     assert report["health"]["levels_not_measured"] == {"c0": [1]}
-    assert report["health"]["headline"][0].startswith("Background failed: 3 of 7 background requests failed (timeout ×3)")
+    assert report["health"]["headline"][0].startswith(
+        "Background failed: 3 of 7 background requests failed (timeout ×3)"
+    )
     fork = report["forks"][0]
     assert (fork["position"], fork["count"], fork["levels"]) == (3, 3, {"2": 1, "4": 2})
     assert fork["top1_top2_gap"] == pytest.approx(
