@@ -270,6 +270,14 @@ def notices(frame: Any, m: Measured, has_samples: bool, engine_summary: EngineMe
             f"promised at some point of {'its' if k == 1 else 'their'} life (measured minimum below the level): "
             f"{_levels_counts(level[short])}."
         )
+    apart = _client_vs_engine(m, sweep)
+    if apart is not None and apart["max_abs_difference"]:
+        out.append(
+            f"The client's own count of its requests in flight was a median {apart['median_difference']:+g} from the "
+            f"engine's figure (at most {apart['max_abs_difference']:g} apart) over {apart['canaries']} sweep canaries "
+            "measured by both; the engine's is the one used (the client also counts what the engine queues or has "
+            "not yet received)."
+        )
     off = sweep & (m.at_level == 0.0)
     if off.any():
         out.append(_off_level_notice(frame, m, off, level))

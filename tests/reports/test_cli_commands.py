@@ -48,8 +48,8 @@ def test_check_in_process(run_dir: Path, tmp_path: Path) -> None:
     args = parse(check, ["check", str(run_dir), "--max-divergence-rate", "0@each", "--junit", str(junit)])
     assert args.func(args) == 1
     suite = ET.parse(junit).getroot().find("testsuite")
-    # two threshold cases, and the four integrity checks every gate makes (reports.check.integrity)
-    assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("6", "1")
+    # two threshold cases, and the five integrity checks every gate makes (reports.check.integrity)
+    assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("7", "1")
     with pytest.raises(UsageError, match="at least one threshold"):
         args = parse(check, ["check", str(run_dir)])
         args.func(args)
