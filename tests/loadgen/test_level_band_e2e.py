@@ -1,0 +1,164 @@
+"""Whatever the endpoint's timing, every sweep canary shared the server with its level of other requests, by the
+server's own count, or the report says it did not.
+
+**The band** (``loadgen.core.band``, docs/design.md "The level's band"): a canary sent at level ``L`` is at its
+level when the time-weighted median of the OTHER requests the server had in flight over the canary's life (from
+its arrival at the server to its last byte written) lies in ``[L - floor(L / 4), L + ceil(L / 4)]``: 1 -> [1, 2],
+3 -> [3, 4], 12 -> [9, 15], 48 -> [36, 60]. The median, because a slot handing over is doubled for a moment (a
+floor) or empty for a moment (a ceiling), and those moments are the level's known error, not a mislabel. Beside
+the median, a canary may spend at most ``ABOVE_TOP_MAX`` (10%) of its life above the band's top: leaving the top
+needs more than a quarter of the level's slots doubled at once; a floor's slot is doubled only for its hand-over
+lead (``handover_s``, 0.05 s, or three tokens) of each background request (here 1 to 1.6 s: at most 5% of its
+time), so for independent slots that is a rare coincidence of a few tens of milliseconds (under 10% of a 0.48 s
+canary's life), and a ceiling is never above its level at all. And a canary outside the band, for any reason, is
+counted in its level's ``co_residency.not_at_level`` in ``report.json``.
+
+One real headless ``loadgen run`` (real Locust, real HTTP) per timing class of ``timing_server.py`` at levels 1, 3,
+12 and 48, three canaries a level: answers in one piece after a fixed delay whatever their length (a buffering
+proxy), the same with a random delay, token-by-token streams, and non-streamed answers after a fixed delay. The
+server has no ``/metrics``, so the report's witness is the client's own count of its requests in flight. Each
+class is a test class, so pytest-xdist's ``loadscope`` runs the classes side by side.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from serve_app import script_server
+
+from collectors.jsonl import read_jsonl
+from loadgen.core.band import CEILING, FLOOR, level_band, time_in_band
+from loadgen.studies.run import run
+
+SERVER = Path(__file__).with_name("timing_server.py")
+PROMPT = "canary of the level band"
+LEVELS = [1, 3, 12, 48]
+CANARIES = 3
+BASELINE = 2
+ABOVE_TOP_MAX = 0.10
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One timing class: the server's arguments and what the scenario sends it."""
+
+    server_args: tuple[str, ...]
+    stream: bool  # background and canary streamed
+    background_tokens: tuple[int, int]  # background max_tokens, lowest and highest
+    canary_tokens: int
+    bound: str  # the canary records' level_bound: which side of its level the background errs on
+
+
+# the whole classes take the same time whatever the length, so a wide spread of lengths is what misleads a pace
+WHOLE_FIXED = Timing(("--timing", "whole-fixed", "--delay-s", "0.3"), True, (4, 64), 16, CEILING)
+WHOLE_RANDOM = Timing(
+    ("--timing", "whole-random", "--delay-s", "0.15", "--delay-max-s", "0.45"), True, (4, 64), 16, CEILING
+)
+TOKENS = Timing(("--timing", "tokens", "--token-s", "0.01"), True, (100, 160), 48, FLOOR)
+PLAIN = Timing(("--timing", "plain", "--delay-s", "0.3"), False, (4, 64), 16, CEILING)
+
+
+def scenario(tmp_path: Path, timing: Timing) -> Path:
+    stream = str(timing.stream).lower()
+    path = tmp_path / "band.toml"
+    path.write_text(f"""
+name = "band"
+[endpoint]
+kind = "completions"
+[[canaries]]
+id = "c"
+prompt = "{PROMPT}"
+max_tokens = {timing.canary_tokens}
+seed = 0
+logprobs = true
+top_logprobs = 2
+stream = {stream}
+[background]
+seed = 3
+prompt_words = [2, 6]
+max_tokens = [{timing.background_tokens[0]}, {timing.background_tokens[1]}]
+stream = {stream}
+[sweep]
+levels = {LEVELS}
+canaries_per_level = {CANARIES}
+warmup = 0
+baseline = {BASELINE}
+""")
+    return path
+
+
+def server_log(url: str) -> list[dict[str, Any]]:
+    """The server's log of every canary it served, in arrival order."""
+    with urllib.request.urlopen(f"{url}/_log") as resp:
+        return [e for e in orjson.loads(resp.read()) if e["tag"].startswith(PROMPT)]
+
+
+def band_problems(level: int, life: dict[str, Any]) -> list[str]:
+    """What is wrong with one sweep canary's life at the server against its level's band (nothing: at level)."""
+    low, high = level_band(level)
+    seconds = {int(k): float(v) for k, v in life["others_seconds"].items()}
+    share = time_in_band(seconds, level)
+    assert share is not None, life
+    problems = []
+    if not low <= life["others_median"] <= high:
+        problems.append(f"median {life['others_median']} others outside [{low}, {high}]")
+    if share.above > ABOVE_TOP_MAX:
+        problems.append(f"{share.above:.0%} of its life above {high}")
+    return problems
+
+
+def check_band(timing: Timing, tmp_path: Path) -> None:
+    with script_server(SERVER, *timing.server_args) as url:
+        result = run(scenario(tmp_path, timing), host=url, out_dir=tmp_path / "runs")
+        lives = server_log(url)
+    assert result.status == "finished"
+    records = sorted(read_jsonl(result.run_dir / "canaries.jsonl").rows, key=lambda r: r["sent_at"])
+    assert len(records) == len(lives) == BASELINE + CANARIES * len(LEVELS)  # one at a time, in order
+    assert all(r["status"] == "ok" for r in records)
+
+    problems: list[str] = []
+    outside = dict.fromkeys(LEVELS, 0)
+    for record, life in zip(records, lives, strict=True):
+        if record["phase"] != "sweep":
+            continue
+        level = record["level"]
+        if record.get("level_bound") != timing.bound:
+            problems.append(f"level {level} canary {record['request_id']}: level_bound {record.get('level_bound')!r}")
+        wrong = band_problems(level, life)
+        outside[level] += bool(wrong and wrong[0].startswith("median"))
+        problems += [f"level {level} canary {record['request_id']}: {w} ({life['others_seconds']})" for w in wrong]
+
+    report = orjson.loads((result.run_dir / "report.json").read_bytes())
+    for entry in report["levels"]:
+        co = entry["co_residency"]
+        flagged = co.get("not_at_level")  # the report's per-level "not at level" count
+        if flagged is None or flagged < outside[entry["concurrency"]]:
+            problems.append(
+                f"level {entry['concurrency']}: {outside[entry['concurrency']]} canaries outside the band by the "
+                f"server's count, report.json co_residency.not_at_level {flagged!r}"
+            )
+    assert not problems, "\n".join(problems)
+
+
+class TestWholeFixed:
+    def test_every_canary_in_its_band(self, tmp_path: Path) -> None:
+        check_band(WHOLE_FIXED, tmp_path)
+
+
+class TestWholeRandom:
+    def test_every_canary_in_its_band(self, tmp_path: Path) -> None:
+        check_band(WHOLE_RANDOM, tmp_path)
+
+
+class TestTokens:
+    def test_every_canary_in_its_band(self, tmp_path: Path) -> None:
+        check_band(TOKENS, tmp_path)
+
+
+class TestPlain:
+    def test_every_canary_in_its_band(self, tmp_path: Path) -> None:
+        check_band(PLAIN, tmp_path)
