@@ -21,6 +21,13 @@ n canaries bound the level's divergence rate below 1 - 0.05^(1/n) (about 3/n) at
 The search assumes divergence is monotone in the level; a rarer divergence, or one at levels it did
 not try, can hide below the onset it reports (``RISK``).
 
+The search is keyed by what was **measured** (``MEASURED_RULE``, docs/design.md "The level's band"): the level
+asked is what the background was told to hold, not what the canary ran beside. Each sweep canary of a judged run
+is placed at its measured level (``reports.measured``: the report's own co-residency, the median of the other
+requests beside it over its life, rounded, as ``by_co_residency`` groups it); a measured level is divergent when
+any canary measured there diverged; ``onset_search.next_step`` asks for the measured level the bracket needs and
+stops undecided when that level was asked already. ``onset_level`` is a measured level.
+
 Raises ``LoadgenError`` subclasses for unusable input; prints nothing (``on_level`` is called after
 each level, for the CLI's progress lines).
 """
@@ -30,7 +37,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.jsonl import read_jsonl
 from loadgen.core.errors import ScenarioError, UsageError
@@ -39,17 +48,26 @@ from loadgen.core.scenario import load_scenario, with_overrides
 from loadgen.core.scenario.schema import MAX_LEVEL
 from loadgen.core.stats import wilson
 from loadgen.studies.events import Progress, no_progress
-from loadgen.studies.onset_search import bracket, next_level
+from loadgen.studies.onset_search import bracket, merge, next_level, next_step
 from loadgen.studies.run import check_options, endpoint_for, keep_logs_in, run
+from reports.measured import measured_records
 from reports.model import Reference, Report
 from reports.writer import load_report, report_json, write_text
 
 SCHEMA = 1
+T = TypeVar("T")
 CLEAN, DIVERGENT, INCONCLUSIVE = "clean", "divergent", "inconclusive"
 RULE = (
     "a level is clean when all {n} canaries sent at it (per canary of the scenario) answered and none diverged "
     "from the reference (the modal baseline completion, the same in every run); divergent when at least one "
     "diverged; otherwise inconclusive, and the search stops"
+)
+MEASURED_RULE = (
+    "each sweep canary is placed at the level it was measured at (the median of the other requests beside it over "
+    "its life, rounded, as report.json's by_co_residency groups it: the engine's batch sizes, else its /metrics "
+    "gauge, else the client's own requests in flight); a measured level is divergent when any canary measured "
+    "there diverged, clean when none did; the search asks for the measured level it needs, and stops undecided "
+    "when that level was asked already (the endpoint did not hold it)"
 )
 RISK = (
     "the search assumes divergence is monotone in the level and tries only the levels it needs: a level called "
@@ -65,16 +83,19 @@ def upper_bound_95(n: int) -> float:
 
 
 def bound_line(result: OnsetResult) -> str:
-    """What the levels tried bound, in words: the rule's bound at each level found clean, or that there is none
-    (no level tried was clean; the baseline, level 0, is the reference and bounds nothing)."""
-    clean = sorted(r.level for r in result.levels if r.verdict == CLEAN)
+    """What the levels found clean bound, in words: the rule's bound at each measured level found clean (from
+    the fewest clean canaries of one canary measured at any of them), or that there is none (no measured level
+    above 0 was clean; the baseline, level 0, is the reference and bounds nothing)."""
+    counts = result.clean_counts()
+    clean = sorted(level for level in counts if level > 0)
     if not clean:
         return "none: no level tried was clean (level 0 is the baseline the others are compared with, not a test)"
-    n = result.canaries_per_level
+    n = min(counts[level] for level in clean)
+    more = "" if all(counts[level] == n for level in clean) else "at least "
     which = f"level {clean[0]}" if len(clean) == 1 else f"levels {', '.join(map(str, clean))} (each)"
     return (
-        f"{which}: 0 divergences in {n} canaries per canary: its divergence rate is below {upper_bound_95(n):.1%} "
-        f"at 95% confidence (about 3/n = {3.0 / n:.1%})"
+        f"{which}: 0 divergences in {more}{n} canaries per canary: its divergence rate is below "
+        f"{upper_bound_95(n):.1%} at 95% confidence (about 3/n = {3.0 / n:.1%})"
     )
 
 
@@ -82,6 +103,7 @@ def rule_block(n: int) -> dict[str, Any]:
     return {
         "canaries_per_level": n,
         "clean": RULE.format(n=n),
+        "measured": MEASURED_RULE,
         "upper_bound_95": round(upper_bound_95(n), 4),
         "upper_bound_95_rule_of_three": round(3.0 / n, 4),
         "statement": (
@@ -92,8 +114,23 @@ def rule_block(n: int) -> dict[str, Any]:
 
 
 @dataclass
+class MeasuredCanary:
+    """One sweep canary of a level asked: what it was measured to share the engine with, and whether it diverged
+    (``reports.measured``); ``measured_level`` None: not measured, ``diverged`` None: failed or not compared."""
+
+    request_id: str
+    canary_id: str
+    others_min: float | None
+    others_median: float | None
+    others_max: float | None
+    source: str | None
+    measured_level: int | None
+    diverged: bool | None
+
+
+@dataclass
 class LevelResult:
-    level: int
+    level: int  # the level asked: background requests the run was told to hold
     verdict: str  # clean, divergent or inconclusive
     run_dir: Path
     status: str  # the run's final status
@@ -107,6 +144,18 @@ class LevelResult:
     co_residency_min: float | None = None  # fewest other requests the engine measured beside a canary
     not_held: int | None = None  # canaries measured to share the engine with fewer than the level
     reason: str | None = None  # why inconclusive
+    measured: list[MeasuredCanary] = field(default_factory=list)  # each sweep canary, in send order
+
+    @property
+    def measured_levels(self) -> dict[int, bool]:
+        """This level's canaries by measured level: True where one measured there diverged (unmeasured and
+        uncompared canaries left out)."""
+        return merge({}, (k for m in self.measured if (k := _keyed(m)) is not None))
+
+
+def _keyed(m: MeasuredCanary) -> tuple[int, bool] | None:
+    """A canary's place in the search: (measured level, diverged); None where it was not measured or compared."""
+    return None if m.measured_level is None or m.diverged is None else (m.measured_level, m.diverged)
 
 
 @dataclass
@@ -119,7 +168,32 @@ class OnsetResult:
 
     @property
     def results(self) -> dict[int, bool]:
-        return {r.level: r.verdict == DIVERGENT for r in self.levels if r.verdict != INCONCLUSIVE}
+        """Measured level -> diverged, over every judged level's canaries (``onset_search.merge``)."""
+        out: dict[int, bool] = {}
+        for r in self.levels:
+            if r.verdict != INCONCLUSIVE:
+                out = merge(out, r.measured_levels.items())
+        return out
+
+    @property
+    def asked(self) -> dict[int, list[int]]:
+        """Level asked -> the measured levels of its canaries."""
+        return {r.level: [m.measured_level for m in r.measured if m.measured_level is not None] for r in self.levels}
+
+    def clean_counts(self) -> dict[int, int]:
+        """Measured level found clean -> the fewest clean canaries of one canary id measured there."""
+        results = self.results
+        per: dict[tuple[int, str], int] = {}
+        for r in self.levels:
+            if r.verdict == INCONCLUSIVE:
+                continue
+            for m in r.measured:
+                if (k := _keyed(m)) is not None and results.get(k[0]) is False:
+                    per[k[0], m.canary_id] = per.get((k[0], m.canary_id), 0) + 1
+        out: dict[int, int] = {}
+        for (level, _), count in per.items():
+            out[level] = min(out.get(level, count), count)
+        return out
 
     @property
     def decided(self) -> bool:
@@ -254,7 +328,8 @@ def onset(
         assert scenario.endpoint.base_url is not None
         keep_logs_in(engine, study)
         first: dict[str, tuple[str, Any] | None] | None = None
-        while (level := next_level(max_level, result.results)) is not None:
+        while (step := next_step(max_level, result.results, result.asked)).level is not None:
+            level = step.level
             ran = run(
                 scenario_path,
                 host=scenario.endpoint.base_url,
@@ -269,11 +344,17 @@ def onset(
             refs = {str(c.get("id")): _reference(ran.run_dir, c["reference"]) for c in report["canaries"]}
             status = str(ran.status) if ran.status is not None else "unknown"
             level_result = judge(level, ran.run_dir, status, report, n, refs, first)
+            level_result.measured = measured_canaries(ran.run_dir, level)
+            if level_result.verdict != INCONCLUSIVE and not level_result.measured_levels:
+                level_result.verdict = INCONCLUSIVE
+                level_result.reason = "no canary's co-residency was measured (no engine figure, no client count)"
             if first is None and level_result.reason is None:
                 first = refs
             result.levels.append(level_result)
             if level_result.verdict == INCONCLUSIVE:
                 result.stopped = f"level {level} inconclusive: {level_result.reason}"
+            elif (after := next_step(max_level, result.results, result.asked)).stopped:
+                result.stopped = after.stopped
             _write(result, scenario_path, scenario.name, scenario.endpoint.base_url, started, engine_info)
             if on_level is not None:
                 on_level(level_result)
@@ -282,16 +363,45 @@ def onset(
     return result
 
 
+def measured_canaries(run_dir: Path, level: int) -> list[MeasuredCanary]:
+    """The sweep canaries a run sent at ``level``, as the report measured and compared them (``reports.measured``)."""
+    df = measured_records(run_dir)
+    rows = df[(df["phase"] == "sweep") & (df["level"] == level)]
+    return [
+        MeasuredCanary(
+            request_id=str(r["request_id"]),
+            canary_id=str(r["canary_id"]),
+            others_min=_or_none(r["others_min"], float),
+            others_median=_or_none(r["others_median"], float),
+            others_max=_or_none(r["others_max"], float),
+            source=_or_none(r["others_source"], str),
+            measured_level=_or_none(r["measured_level"], int),
+            diverged=_or_none(r["diverged"], bool),
+        )
+        for r in rows.to_dict("records")
+    ]
+
+
+def _or_none(value: Any, kind: Callable[[Any], T]) -> T | None:
+    """A frame's cell as a plain value; None where it is missing (NaN, NA, None)."""
+    return None if pd.isna(value) else kind(value)
+
+
 def onset_json(
     result: OnsetResult, source: str, name: str, endpoint: str, started: str, engine: EngineFacts | None
 ) -> dict[str, Any]:
     def rel(path: Path) -> str:
         return str(path.relative_to(result.out_dir))
 
+    def verdicts(results: dict[int, bool]) -> dict[str, str]:
+        return {str(k): DIVERGENT if v else CLEAN for k, v in sorted(results.items())}
+
     levels = []
     for r in result.levels:
         d = asdict(r)
         d["run_dir"] = rel(r.run_dir)
+        d["measured_levels"] = verdicts(r.measured_levels)  # this level's canaries, by the level they measured
+        d["unmeasured"] = sum(m.measured_level is None for m in r.measured)
         levels.append(d)
     return {
         "schema": SCHEMA,
@@ -302,18 +412,22 @@ def onset_json(
         "started": started,
         "updated": now_iso(),
         "max_level": result.max_level,
-        "level_meaning": "background requests held while the canary is sent (the canary itself not counted)",
+        "level_meaning": "levels_tried and each level's level: background requests asked for while the canary is "
+        "sent; onset_level, highest_clean_level and results_by_measured_level: other requests each canary was "
+        "measured beside (the median over its life, rounded; the canary itself not counted)",
         "onset_level": result.onset_level,
         "highest_clean_level": result.highest_clean_level,
         "decided": result.decided,
         "stopped": result.stopped,
         "levels_tried": [r.level for r in result.levels],
+        "results_by_measured_level": verdicts(result.results),
         "canaries": sum(r.sent for r in result.levels),
         "sweep_canaries": sum(r.canaries for r in result.levels),
         "rule": rule_block(result.canaries_per_level),
         "risk": RISK,
-        "search": "doubling from 1 (1, 2, 4, ... capped at max_level) until a level diverges, then bisection "
-        "between the highest clean and the lowest divergent level",
+        "search": "doubling from 1 (1, 2, 4, ... capped at max_level) until a measured level diverges, then "
+        "bisection between the highest clean and the lowest divergent measured level, asking for the level needed; "
+        "stopped undecided when that level was asked already",
         "runs": "one run per visited level against one endpoint; each run's baseline reference must equal the "
         "first run's, so every level is judged against the same baseline completion",
         "levels": levels,

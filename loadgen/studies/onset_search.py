@@ -10,14 +10,24 @@ the highest clean level and the lowest divergent one until they are adjacent. Th
 Level 0 (the canary alone) is the baseline, clean by definition (the reference is made there), and is
 never tried. The functions take every result so far (level -> diverged) and derive the state from
 it, so the search can be replayed from any record of its steps; nothing here does I/O.
+
+The levels in the results are **measured**, not asked (docs/design.md, "The level's band"): an endpoint need
+not hold the level the background asks for (a floor runs a hand-over's extra request, a ceiling a slot's gap,
+an engine queues, a background fails), so each canary is placed at the level it was measured at (its median
+other requests over its life, rounded: ``report.json``'s ``by_co_residency``) and a measured level is divergent
+when any canary measured there diverged. ``next_step`` asks for the measured level the bracket needs; when
+that level was asked already and did not come out there, asking again would measure the same, so the search
+stops undecided and says what was measured. Divergence measured beside no other request stops it too: the
+baseline, alone, is the reference.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-Results = Mapping[int, bool]  # level tried -> True if it diverged, False if it was clean
+Results = Mapping[int, bool]  # level (measured) -> True if it diverged, False if it was clean
+Asked = Mapping[int, Collection[int]]  # level asked -> the measured levels of its canaries
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,61 @@ def next_level(max_level: int, results: Results) -> int | None:
     if b.lowest_divergent - b.highest_clean <= 1:
         return None
     return (b.highest_clean + b.lowest_divergent) // 2
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the search does next: ask ``level``, or end (``level`` None): decided, or undecided with ``stopped``
+    saying why."""
+
+    level: int | None
+    stopped: str | None = None
+
+
+def next_step(max_level: int, results: Results, asked: Asked) -> Step:
+    """The next level to ask, from the results by measured level and the levels asked so far (with what their
+    canaries measured): the level ``next_level`` needs, unless that level was asked already (the endpoint did not
+    hold it: asking again would measure the same) or a canary measured beside no other request diverged."""
+    if results.get(0):
+        return Step(
+            None, "a canary measured beside no other request diverged: the endpoint disagrees with itself alone"
+        )
+    target = next_level(max_level, results)
+    if target is None:
+        return Step(None)
+    target = min(target, max_level)  # a divergence measured above max_level bisects towards it, asks no higher
+    if target in asked:
+        seen = ", ".join(str(m) for m in sorted(set(asked[target]))) or "nothing (no canary was measured)"
+        return Step(
+            None,
+            f"the search needs a canary measured beside {target} other requests; level {target} was asked and its "
+            f"canaries were measured beside {seen}: the endpoint does not hold that level",
+        )
+    return Step(target)
+
+
+def merge(results: Results, measured: Iterable[tuple[int, bool]]) -> dict[int, bool]:
+    """``results`` with more canaries, each (measured level, diverged): a measured level is divergent when any
+    canary measured there diverged."""
+    out = dict(results)
+    for level, diverged in measured:
+        out[level] = out.get(level, False) or diverged
+    return out
+
+
+def search_measured(
+    max_level: int, ask: Callable[[int], Iterable[tuple[int, bool]]]
+) -> tuple[dict[int, bool], dict[int, list[int]], str | None]:
+    """Run the whole search against an endpoint oracle (level asked -> each canary's measured level and whether
+    it diverged): the results by measured level, the levels asked (with what they measured), in order, and why
+    it stopped undecided (None: decided). For tests and dry runs, as ``search``."""
+    results: dict[int, bool] = {}
+    asked: dict[int, list[int]] = {}
+    while (step := next_step(max_level, results, asked)).level is not None:
+        canaries = list(ask(step.level))
+        asked[step.level] = [m for m, _ in canaries]
+        results = merge(results, canaries)
+    return results, asked, step.stopped
 
 
 def search(max_level: int, diverges: Callable[[int], bool]) -> dict[int, bool]:
