@@ -248,6 +248,20 @@ class EndedByClaim(TypedDict, total=False):
     reason: str
 
 
+@with_config(OPEN)
+class EndedByBackground(TypedDict, total=False):
+    """A sweep level ended before its quota because its background failed for good (docs/design.md, "Failing
+    background"; ``loadgen.load.stages.StageTracker.end_by_background``): the counts are the reporting load
+    process's, of the background requests it sent in that level."""
+
+    level: int
+    completed: int
+    quota: int
+    background_errors: int
+    background_requests: int
+    first_error: str  # the first refused request's error message (a failure the endpoint answered), on one line
+
+
 class EndpointInfo(BaseModel):
     """The endpoint the run was sent to, as resolved before any load."""
 
@@ -300,6 +314,8 @@ class Manifest(BaseModel):
     unsettled_levels: list[int] = Field(default_factory=list)
     # levels the claim rule (sweep.claim_max_rate) ended before their quota
     levels_ended_by_claim: list[EndedByClaim] = Field(default_factory=list)
+    # levels whose background failed for good, ended before their quota
+    levels_ended_by_background: list[EndedByBackground] = Field(default_factory=list)
 
     @field_validator("run_id")
     @classmethod

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
+from loadgen.core.band import LevelBound
 from loadgen.core.record import CanaryRecord, Phase
 from loadgen.core.scenario import Canary, Scenario
 from loadgen.core.wire import Features, Kind, build_body
@@ -122,6 +123,7 @@ def canary_record(
     held_at_send: bool | None = None,
     background_held_at_send: int | None = None,
     background_buffered: bool | None = None,
+    level_bound: LevelBound | None = None,
 ) -> CanaryRecord:
     c = out.completion
     return CanaryRecord(
@@ -158,5 +160,6 @@ def canary_record(
         held_at_send=held_at_send,
         background_held_at_send=background_held_at_send,
         background_buffered=background_buffered,
+        level_bound=level_bound,
         engine_batch_sizes=c.batch_sizes if c else None,
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from loadgen.core.claims import supports
 from loadgen.core.record import Phase
-from loadgen.load.stages import EarlyEnd, StageTracker, Ticket
+from loadgen.load.stages import EarlyEnd, FailedBackground, StageTracker, Ticket
 
 REPORT_STALE_S = 2.0  # a worker whose last in-flight report is older than this is not counted
 
@@ -61,13 +61,17 @@ class Coordinator:
             t.index, stage.phase, stage.level, stage.quota, t.completed, t.ready, stage.burst, self.held
         )
 
-    def on_inflight(self, worker: str, users: int, held: int, now: float) -> bool:
-        """Record one worker's counts (background users, slots holding a started request); True when the
-        stage just became ready or the level's held state changed (publish a snapshot)."""
+    def on_inflight(
+        self, worker: str, users: int, held: int, now: float, failed: FailedBackground | None = None
+    ) -> bool:
+        """Record one worker's counts (background users, slots holding a started request) and its word that a
+        stage's background failed for good, which ends that stage when it is the current sweep stage; True when
+        the stage just became ready or ended, or the level's held state changed (publish a snapshot)."""
         self.reports[worker] = (users, held, now)
+        ended = failed is not None and self.tracker.end_by_background(failed)
         was = self.held
         self.held = self._held_now(now)
-        return self._check_ready(now) or was != self.held
+        return self._check_ready(now) or was != self.held or ended
 
     def on_done(self, stage_index: int, now: float, stop: EarlyEnd | None = None) -> None:
         """Count a finished canary; ``stop`` (``claim_stop``'s answer) also ends its stage early."""
@@ -162,6 +166,12 @@ class Mirror:
         ticket = Ticket(snap.index, snap.phase, snap.level, snap.completed % self.n_canaries, snap.completed)
         self.outstanding = ticket
         return ticket
+
+    def moved_on(self, ticket: Ticket) -> bool:
+        """The stage ``ticket`` was taken in is over (ended early: its background failed for good): a canary still
+        waiting for that level must not go out."""
+        snap = self.snapshot
+        return snap is None or snap.index != ticket.stage_index
 
     def release(self) -> None:
         """The canary user died with a ticket out (its worker is stopping): let another user take it."""

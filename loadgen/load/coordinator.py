@@ -34,7 +34,7 @@ from loadgen.load.coordination import Coordinator, claim_stop
 from loadgen.load.live import LiveTable, with_report
 from loadgen.load.options import RUN_ENDED, RUN_STARTED, Launch, RunOptions, StartedEngine, normalise
 from loadgen.load.runstate import Plan
-from loadgen.load.stages import StageTracker, build_stages
+from loadgen.load.stages import FailedBackground, StageTracker, build_stages
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, prepare_run
 from reports.model import Report
@@ -177,13 +177,27 @@ class CoordinatorSide:
             self.environment.runner.send_message("lg_stage", self.run.coordinator.snapshot().to_msg())
 
     def on_inflight(self, msg: Any, **_: Any) -> None:
-        """``lg_inflight``: a user-side process's busy background users (``loadgen/load/user_side.py``)."""
+        """``lg_inflight``: a user-side process's busy background users (``loadgen/load/user_side.py``), and its
+        word that a stage's background failed for good, which ends that level early."""
         st = self.run
         if st is None:
             return
         data = msg.data
         st.workers[data["worker"]] = str(msg.node_id)
-        if st.coordinator.on_inflight(data["worker"], data["users"], data["held"], time.monotonic()):
+        failed = FailedBackground.from_msg(data.get("failing"))
+        tracker = st.coordinator.tracker
+        ended = len(tracker.ended_by_background)
+        publish = st.coordinator.on_inflight(data["worker"], data["users"], data["held"], time.monotonic(), failed)
+        if failed is not None and len(tracker.ended_by_background) > ended:
+            log.warning(
+                "level %s ended early: its background failed for good (%s: %d of %d failed; first refused: %s)",
+                tracker.ended_by_background[-1]["level"],
+                data["worker"],
+                failed.background_errors,
+                failed.background_requests,
+                failed.first_error,
+            )
+        if publish:
             self._publish()
 
     def on_done(self, msg: Any, **_: Any) -> None:
@@ -256,6 +270,7 @@ class CoordinatorSide:
                 canary_errors_trailing=st.trailing_errors,
                 unsettled_levels=tracker.unsettled_levels,
                 levels_ended_by_claim=tracker.ended_early,
+                levels_ended_by_background=tracker.ended_by_background,
                 workers=sorted(st.workers),
                 workers_vanished=vanished,
             )

@@ -6,41 +6,45 @@ engine's batch saws between full and nearly empty), and each finished request le
 until the next one is admitted. So, per background user (a *slot*):
 
 - its first request waits a seeded random delay (``spawn_delay``), so slots never move as a wave;
-- a streamed request counts as *started* at its first generated token (the engine runs it: some
-  servers send a role chunk before admitting a request); a non-streamed one when it is sent and the
-  engine's running count confirms it (``engine_check``); behind a prefill/decode router, a request that
-  loads the prefill side when it is sent (its first token comes only once its prefill is over);
-- near the end of a streamed request (``HANDOVER_TOKENS`` tokens still to come, or as many as its first
-  piece read held where that was more, or an expected remaining time, from those tokens and the pace
-  they came at, of at most ``handover_s``) the slot starts its successor, so the engine never runs
-  fewer than ``level`` background requests (for a few steps, one more);
 - the canary goes out only when every slot holds a started request (``Holding.held``).
 
-The level is a floor: while a hand-over overlaps two requests the engine runs one more; the report
-shows the minimum, median and maximum the engine measured.
+How a slot goes from one request to the next decides which side of its level it errs on
+(``loadgen.core.band``; docs/design.md, "The level's band"), and depends on whether its progress can be seen
+(``hands_over``):
 
-A non-streamed request's progress cannot be seen: its slot hands over on time instead, at the pace
-this process's recent requests ran at (``Pace``), and a level counts as held only once that pace is
-known. Where a guess is
-wrong the slot is empty, or doubled, for a few steps; the report measures both.
+- a **floor** where the background is streamed token by token (``background.stream``, not seen coming in
+  one piece, ``handover_s > 0``, no ``wait_s``): a request counts as *started* at its first generated token
+  (the engine runs it: some servers send a role chunk before admitting a request; behind a prefill/decode
+  router, a request that loads the prefill side when it is sent, its first token coming only once its
+  prefill is over), and near its end (``HANDOVER_TOKENS`` tokens still to come, or as many as its first piece
+  read held where that was more, or an expected remaining time, from those tokens and the pace they came at,
+  of at most ``handover_s``: ``Progress.due``) the slot starts its successor, so the engine never runs fewer
+  than ``level`` background requests, and for a few steps at each hand-over one more;
+- a **ceiling** everywhere else: a non-streamed request, a stream that comes in one piece, ``handover_s = 0``
+  or ``wait_s > 0``. Nothing tells how far such a request has got (an answer's time need not grow with its
+  length: a hosted API, a buffering proxy), so the slot sends its next request only once the last one has
+  ended: never more than ``level`` background requests in flight from the client, a slot empty for the
+  moment between an end and the next send. A request counts as started when it is sent (or, streamed with
+  no hand-over, at its first token), and the gate asks the engine's running count to confirm the level where
+  it has one (``engine_check``).
 
 A stream that comes in one piece (a buffering proxy between the generator and the engine sends every
 token of an answer at once, after the whole generation) shows no started request either: its slot is
 past its first token only for the instant before its end, so no level would ever be held and every
 canary would wait ``settle_timeout_s``. ``Buffering`` sees it (first and last token together, after a
-wait, ``BUFFERED_AFTER`` answers in a row); from then on such background is held as a non-streamed one
-is: from the send, handed over on time, the level confirmed by the engine's running count where it has
-one. Runs inside gevent (a Locust process); no Locust imports, no I/O.
+wait, ``BUFFERED_AFTER`` answers in a row); from then on the process's slots are ceilings, their requests
+held from the send. Runs inside gevent (a Locust process); no Locust imports, no I/O.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections import deque
 from dataclasses import dataclass
 
 from gevent.event import Event
+
+from loadgen.core.band import CEILING, FLOOR, LevelBound
 
 _JITTER_SEED = 0x7177E4
 HANDOVER_TOKENS = 3  # steps the successor has, at least, to reach the engine and be admitted
@@ -51,6 +55,17 @@ def spawn_delay(seed: int, user_index: int, spawn_jitter_s: float) -> float:
     if spawn_jitter_s <= 0:
         return 0.0
     return random.Random((seed * 1_000_003 + user_index) ^ _JITTER_SEED).uniform(0.0, spawn_jitter_s)
+
+
+def hands_over(stream: bool, buffered: bool, handover_s: float, wait_s: float) -> bool:
+    """Whether a slot starts its next request before its request ends, at a hand-over point seen from its tokens
+    (a floor), rather than once it has ended (a ceiling): only a stream seen token by token can show that point."""
+    return stream and not buffered and handover_s > 0 and not wait_s
+
+
+def level_bound(stream: bool, buffered: bool, handover_s: float, wait_s: float) -> LevelBound:
+    """Which side of its level a process's background errs on (``loadgen.core.band``): see ``hands_over``."""
+    return FLOOR if hands_over(stream, buffered, handover_s, wait_s) else CEILING
 
 
 @dataclass
@@ -106,11 +121,6 @@ class Progress:
         self._t_first = 0.0
         self._first_tokens = 1  # tokens in the first piece read (at least one: a send counts as the first)
         self.due = Event()
-
-    @property
-    def started_at(self) -> float:
-        """``time.perf_counter()`` when the request started: its first token, or when it was sent (non-streamed)."""
-        return self._t_first
 
     def __call__(self, tokens: int) -> None:
         """Called with the number of tokens seen so far (a non-streamed request: with 0 when sent)."""
@@ -189,28 +199,3 @@ class Buffering:
         self.in_a_row = self.in_a_row + 1 if in_one_piece(ttft_s, latency_s, tokens) else 0
         self.seen = self.in_a_row >= BUFFERED_AFTER
         return self.seen
-
-
-class Pace:
-    """Seconds per generated token of recently finished requests: when to hand a non-streamed one over.
-
-    The fastest of the last few is used: a request that ends sooner than its pace predicts leaves its
-    slot empty, one that ends later only overlaps its successor for longer, and the level is a floor."""
-
-    def __init__(self, keep: int = 16) -> None:
-        self._recent: deque[float] = deque(maxlen=keep)
-
-    @property
-    def per_token_s(self) -> float | None:
-        return min(self._recent) if self._recent else None
-
-    def update(self, latency_s: float | None, tokens: int) -> None:
-        if latency_s is not None and tokens > 0:
-            self._recent.append(latency_s / tokens)
-
-    def handover_after(self, max_tokens: int, handover_s: float) -> float | None:
-        """Seconds from sending a request of ``max_tokens`` to starting its successor; None while unknown."""
-        pace = self.per_token_s
-        if pace is None:
-            return None
-        return max(0.0, max_tokens * pace - max(handover_s, HANDOVER_TOKENS * pace))

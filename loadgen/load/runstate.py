@@ -22,7 +22,8 @@ from loadgen.core.wire import Features
 from loadgen.load.client import Inflight
 from loadgen.load.coordination import Mirror
 from loadgen.load.engine_check import EngineCheck
-from loadgen.load.holding import Buffering, Holding, Pace
+from loadgen.load.failing import BackgroundFailures
+from loadgen.load.holding import Buffering, Holding
 from loadgen.load.live import References
 from loadgen.runs.prepare import api_key_of, canary_features
 
@@ -41,8 +42,9 @@ class RunState:
     worker: str
     inflight: Inflight = field(default_factory=Inflight)
     holding: Holding = field(default_factory=Holding)
-    pace: Pace = field(default_factory=Pace)  # non-streamed background: seconds per token, for hand-overs
     buffering: Buffering = field(default_factory=Buffering)  # streamed background seen coming in one piece
+    failures: BackgroundFailures = field(default_factory=BackgroundFailures)  # per sweep stage, for its stop
+    backoff_said: bool = False  # the notice that background slots pause after failures was given
     distributed: bool = False  # a Locust worker: other workers hold part of the level
     engine: EngineCheck = field(init=False)  # the engine's own running count (the loaded side's), to confirm a level
 

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.core.manifest import EndedByBackground
 from loadgen.core.record import Phase
 from loadgen.core.scenario import Sweep
 
@@ -65,6 +66,26 @@ class EarlyEnd:
     reason: str
 
 
+@dataclass(frozen=True)
+class FailedBackground:
+    """A user-side process's word that a sweep stage's background failed for good (``loadgen.load.failing``):
+    its requests sent in that stage that failed, all of them that ended (cancelled ones left out), and the first
+    refused one's message (a failure the endpoint answered) on one line. Travels in ``lg_inflight`` as a plain
+    dict."""
+
+    stage: int
+    background_errors: int
+    background_requests: int
+    first_error: str
+
+    def to_msg(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_msg(cls, data: dict[str, Any] | None) -> FailedBackground | None:
+        return None if data is None else cls(**data)
+
+
 class StageTracker:
     """Which stage the run is in, how many of its canaries completed, and whether it may send."""
 
@@ -77,6 +98,7 @@ class StageTracker:
         self.ready = False
         self.unsettled_levels: list[int] = []  # levels whose canaries went out before all users were busy
         self.ended_early: list[dict[str, Any]] = []  # levels the claim rule ended before their quota (why, when)
+        self.ended_by_background: list[EndedByBackground] = []  # levels whose background failed for good
 
     @property
     def current(self) -> Stage | None:
@@ -114,14 +136,39 @@ class StageTracker:
     def end_early(self, stage_index: int, why: EarlyEnd) -> bool:
         """End the current sweep stage before its quota (the claim rule: ``coordination.claim_stop``), recording
         ``why`` with the level, the canaries completed and the quota; False for a stage already closed."""
-        stage = self.current
-        if stage_index != self.index or stage is None or stage.phase != "sweep" or stage.burst:
+        if not self._endable(stage_index):
             return False
+        stage = self.stages[self.index]
         self.ended_early.append(
             {"level": stage.level, "completed": self.completed, "quota": stage.quota, **dataclasses.asdict(why)}
         )
         self._next()
         return True
+
+    def end_by_background(self, why: FailedBackground) -> bool:
+        """End the current sweep stage before its quota because its background failed for good, recording the
+        level, the canaries completed, the quota and ``why``'s counts; False for a stage already closed (a
+        report that came late, or again)."""
+        if not self._endable(why.stage):
+            return False
+        stage = self.stages[self.index]
+        self.ended_by_background.append(
+            EndedByBackground(
+                level=stage.level,
+                completed=self.completed,
+                quota=stage.quota,
+                background_errors=why.background_errors,
+                background_requests=why.background_requests,
+                first_error=why.first_error,
+            )
+        )
+        self._next()
+        return True
+
+    def _endable(self, stage_index: int) -> bool:
+        """A sweep stage may end early only while it is the current one (never a burst: it has no background)."""
+        stage = self.current
+        return stage_index == self.index and stage is not None and stage.phase == "sweep" and not stage.burst
 
     def _next(self) -> None:
         self.index += 1

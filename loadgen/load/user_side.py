@@ -115,12 +115,20 @@ def _stage_of(st: RunState) -> tuple[int | None, str | None]:
 
 
 def _report_inflight(environment: Environment, st: RunState, stats: BulkStats) -> None:
-    """Tell the coordinator, every few tens of milliseconds, how many background users are busy here;
-    fold the background requests completed since into Locust's statistics."""
+    """Tell the coordinator, every few tens of milliseconds, how many background users are busy here and whether
+    a stage's background failed for good here; fold the background requests completed since into Locust's
+    statistics."""
     assert environment.runner is not None
     while True:
+        failed = st.failures.report()
         environment.runner.send_message(
-            "lg_inflight", {"worker": st.worker, "users": st.holding.slots, "held": st.holding.held}
+            "lg_inflight",
+            {
+                "worker": st.worker,
+                "users": st.holding.slots,
+                "held": st.holding.held,
+                "failing": None if failed is None else failed.to_msg(),
+            },
         )
         stats.fold()
         gevent.sleep(_REPORT_EVERY_S)

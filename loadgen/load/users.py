@@ -33,7 +33,9 @@ from loadgen.core.wire.urls import api_path
 from loadgen.load.background import BackgroundBodies, BackgroundBody
 from loadgen.load.canary_request import canary_body, canary_record, prepare_cache, reset_before_burst
 from loadgen.load.client import Outcome, ResetAnswer, make_client, send, send_payload, split_batch
-from loadgen.load.holding import Progress, Slot, spawn_delay
+from loadgen.load.coordination import StageSnapshot
+from loadgen.load.failing import BACKOFF_CAP_S, BACKOFF_FIRST_S, SlotFailures, one_line
+from loadgen.load.holding import Progress, Slot, hands_over, level_bound, spawn_delay
 from loadgen.load.live import summarise
 from loadgen.load.runstate import RunState
 from loadgen.load.stages import Ticket
@@ -41,7 +43,8 @@ from loadgen.load.user_side import user_side
 
 CANARY_USERS = 1  # Locust's fixed_count: exactly one of the shape's users is the canary user
 _POLL_S = 0.005
-_PACE_POLL_S = 0.05
+_ENGINE_POLL_S = 0.05  # the held-level gate asks the engine's /metrics at most this often
+_PAUSE_SLICE_S = 0.05  # a slot's pause (failures, a stage whose background failed) checks for a stop this often
 log = logging.getLogger(__name__)
 
 
@@ -196,11 +199,15 @@ class CanaryUser(User):
         if burst_reset is not None and action is None:  # the burst's one reset, made before any copy went out
             action, reset = "reset", burst_reset
         kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=action == "salt")
-        held = None if burst else _wait_held(st, ticket.level, stopping=partial(_stopping, self))
-        if not burst and _stopping(self):
-            return  # stopped while the level was being reached: a canary sent now would not share that level
+        gone = partial(_gone, self, st, ticket)
+        held = None if burst else _wait_held(st, ticket.level, stopping=gone)
+        if not burst and gone():
+            return  # stopped, or the level ended, while it was being reached: a canary sent now would not share it
         background_held = st.holding.held
-        buffered = st.buffering.seen if not burst and ticket.level and st.scenario.background.stream else None
+        spec = st.scenario.background
+        loaded = not burst and ticket.level > 0  # a sweep canary beside background: its level has a side
+        buffered = st.buffering.seen if loaded and spec.stream else None
+        bound = level_bound(spec.stream, st.buffering.seen, spec.handover_s, spec.wait_s) if loaded else None
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
@@ -230,20 +237,26 @@ class CanaryUser(User):
             held_at_send=held,
             background_held_at_send=None if burst else background_held,
             background_buffered=buffered,
+            level_bound=bound,
         )
         self._recorded(st, ticket, record, out)
         if out.cancelled:
             raise gevent.GreenletExit
 
 
+def _gone(user: User, st: RunState, ticket: Ticket) -> bool:
+    """The canary user was asked to stop, or the stage of its ticket is over (its background failed for good)."""
+    return _stopping(user) or st.mirror.moved_on(ticket)
+
+
 def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> bool:
     """Wait until the level is held (docs/design.md, "held"): this process's background slots each hold a
-    request the server has started and, in a distributed run, the coordinator's fresh view of every worker
-    says the same; under non-streamed background, or streamed background that comes in one piece
-    (``holding.Buffering``), the engine's own running count (the loaded side's, behind a router) must reach
-    the level too.
+    request the server has started (a ceiling's: one sent and not ended) and, in a distributed run, the
+    coordinator's fresh view of every worker says the same; where the background's progress cannot be seen
+    (non-streamed, or streamed but coming in one piece: ``holding.Buffering``) the engine's own running count
+    (the loaded side's, behind a router) must reach the level too.
     False when ``settle_timeout_s`` passed first (the canary goes anyway, flagged) or when ``stopping()``
-    says the user was asked to stop (the caller then sends nothing)."""
+    says the user was asked to stop or the level ended (the caller then sends nothing)."""
     deadline = time.monotonic() + st.scenario.sweep.settle_timeout_s
     while not stopping():
         asked_engine = False
@@ -256,7 +269,7 @@ def _wait_held(st: RunState, level: int, *, stopping: Callable[[], bool]) -> boo
         if time.monotonic() > deadline:
             return False
         # a /metrics request per 5 ms poll would load the engine while it catches up: ask it every 50 ms
-        gevent.sleep(_PACE_POLL_S if asked_engine else _POLL_S)
+        gevent.sleep(_ENGINE_POLL_S if asked_engine else _POLL_S)
     return False
 
 
@@ -268,27 +281,7 @@ def _from_send(st: RunState) -> bool:
     return st.scenario.background.side == "prefill"
 
 
-def _wait_on_time(st: RunState, progress: Progress, max_tokens: int, handover_s: float) -> None:
-    """A non-streamed request's hand-over point: when, at the pace this process's requests run at, it is
-    about to end (re-read every few tens of ms: the pace is learnt, and changes with the level).
-
-    Counted from when the request was sent (``progress.started_at``), never from this call: the slot's
-    loop gets here only once the request before has ended, a hand-over after this one was sent, and
-    counting from then put every second hand-over at the end of its request, with the slot empty."""
-    while not progress.due.is_set():
-        if not progress.started:  # handed over, not yet sent: its lane sends once this one waits
-            progress.due.wait(_POLL_S)
-            continue
-        after = st.pace.handover_after(max_tokens, handover_s)
-        left = _PACE_POLL_S if after is None else progress.started_at + after - time.perf_counter()
-        if left <= 0:
-            return
-        progress.due.wait(min(left, _PACE_POLL_S))
-
-
 def _level_held(st: RunState, level: int) -> bool:
-    if level and not st.scenario.background.stream and st.pace.per_token_s is None:
-        return False  # no non-streamed request has finished yet: slots cannot hand over on time
     h = st.holding
     if not st.distributed:
         return h.slots == level and h.held >= level
@@ -299,10 +292,12 @@ def _level_held(st: RunState, level: int) -> bool:
 BUFFERED_NOTICE = (
     "Streamed background came in one piece: every answer's first and last token arrived together, after the "
     "whole generation (a buffering proxy between loadgen and the engine does this; so do answers too short to "
-    "see their tokens come one by one), so no background request showed it had started. Levels were held from "
-    "each request's send instead, confirmed by the engine's /metrics running count where it has one. To hold "
-    "them by the first token, send to the engine itself or turn the proxy's response buffering off (nginx: "
-    "proxy_buffering off), or give the background longer answers (background.max_tokens)."
+    "see their tokens come one by one), so no background request showed it had started or was about to end. "
+    "Levels were held from each request's send instead, each background user sending its next request only once "
+    "the last had ended (the level a ceiling, a user's slot empty for a moment between requests), confirmed by "
+    "the engine's /metrics running count where it has one. To hold them by the first token, send to the engine "
+    "itself or turn the proxy's response buffering off (nginx: proxy_buffering off), or give the background "
+    "longer answers (background.max_tokens)."
 )
 
 
@@ -311,6 +306,27 @@ def _say_buffered(st: RunState) -> None:
     if BUFFERED_NOTICE not in st.engine.notices:
         st.engine.notices.append(BUFFERED_NOTICE)
         log.warning("%s", BUFFERED_NOTICE)
+
+
+def backoff_notice(in_a_row: int, first_message: str | None) -> str:
+    """The notice a process gives the first time one of its background slots pauses after failures."""
+    return (
+        f"Background requests failed {in_a_row} in a row (the first: {one_line(first_message)}), so each "
+        f"background user whose requests fail now waits before its next one, {BACKOFF_FIRST_S:g} s doubling up "
+        f"to {BACKOFF_CAP_S:g} s, until one succeeds; a level whose background fails for good is ended early "
+        "(the manifest's levels_ended_by_background). The canaries of a level whose background fails share the "
+        "engine with fewer requests than the level says."
+    )
+
+
+def _say_backing_off(st: RunState, failures: SlotFailures) -> None:
+    """Once per process, when a slot first pauses after failures: a notice (the process file carries it to the
+    manifest) and the log."""
+    if not st.backoff_said:
+        st.backoff_said = True
+        notice = backoff_notice(failures.in_a_row, failures.first_message)
+        st.engine.notices.append(notice)
+        log.warning("%s", notice)
 
 
 def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str, Any]:
@@ -330,11 +346,12 @@ def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str
 
 
 class BackgroundUser(User):
-    """One background slot: keeps a varied request in flight, handing over to the next before it ends.
+    """One background slot: keeps a varied request in flight, on the side of its level its progress allows.
 
-    How the slot holds its level (a seeded first delay, started requests, hand-overs) is
-    ``loadgen.load.holding``'s; this class only sends. A hand-over overlaps two requests, so the slot
-    has two connections and alternates between them."""
+    How the slot holds its level (a seeded first delay, started requests, a floor's hand-overs or a
+    ceiling's sends once the last request ended) is ``loadgen.load.holding``'s, its pauses after failures
+    ``loadgen.load.failing``'s; this class only sends. A hand-over overlaps two requests, so the slot has two
+    connections, one per lane; a ceiling uses the first."""
 
     wait_time = constant(0)
 
@@ -345,7 +362,6 @@ class BackgroundUser(User):
         spec = st.scenario.background
         index = st.next_user_index()
         self.clients = [endpoint_client(st), endpoint_client(st)]
-        self.turn = 0
         self.kind = spec.kind or st.scenario.endpoint.kind
         probed = st.features.get(self.kind)  # token counts on streamed answers only where the probe saw them
         self.bodies = BackgroundBodies(
@@ -358,6 +374,7 @@ class BackgroundUser(User):
         )
         self.path = api_path(st.base_url, self.kind)
         self.slot = Slot(st.holding)
+        self.failures = SlotFailures()
         self.children = gevent.pool.Group()
         st.holding.slots += 1
         gevent.sleep(spawn_delay(spec.seed, index, spec.spawn_jitter_s))
@@ -377,41 +394,53 @@ class BackgroundUser(User):
         One task per request would add Locust's task scheduling and a zero-second wait (a hub switch) to
         every request; the loop checks the stop request Locust leaves (``_state``) after each request, so
         a stop ends it as promptly as a task boundary would. With ``wait_s`` each request is its own
-        task, and the pause is taken in it as before."""
+        task, and the pause is taken in it as before. A floor's lanes end when the stream is seen coming in
+        one piece; the next task call goes on as a ceiling."""
         st = self.st
         spec = st.scenario.background
-        if spec.handover_s > 0 and not spec.wait_s:
-            self._handing_over(st, spec.stream, spec.handover_s)
+        if hands_over(spec.stream, st.buffering.seen, spec.handover_s, spec.wait_s):
+            self._handing_over(st, spec.handover_s)
             return
-        while True:
-            self._one(st, self.bodies.next(), spec.stream)
+        while self._may_send(st):  # a ceiling: the next request once the last has ended
+            self._one(st, self.bodies.next(), spec.stream, self.clients[0])
             if spec.wait_s:
                 gevent.sleep(spec.wait_s)
                 return
-            if _stopping(self):
-                return
 
-    def _handing_over(self, st: RunState, stream: bool, handover_s: float) -> None:
+    def _may_send(self, st: RunState) -> bool:
+        """Wait out this slot's pause after failed requests, and a stage whose background failed for good in this
+        process (docs/design.md, "Failing background"); False once Locust asks this user to stop."""
+        if _stopping(self):
+            return False
+        pause = self.failures.pause_s
+        if not pause and not _stage_failed(st):
+            return True  # the hot path: nothing to wait for
+        until = time.monotonic() + pause
+        while not _stopping(self):
+            left = until - time.monotonic()
+            if left <= 0 and not _stage_failed(st):
+                return True
+            gevent.sleep(min(left, _PAUSE_SLICE_S) if left > 0 else _PAUSE_SLICE_S)
+        return False
+
+    def _handing_over(self, st: RunState, handover_s: float) -> None:
         """Two lanes, one per connection, each a greenlet for the slot's life sending requests one after another:
         a lane sends its next request once its own last one has ended and the other lane's latest is at its
-        hand-over point: a streamed one when its tokens say so, a non-streamed one on time, at the pace this
-        slot's requests ran at. The order is that of a greenlet spawned per request (the successor starts at its
-        predecessor's hand-over point, once the request before that has ended), without a spawn, a join and
-        their hub callbacks per request (``benchmarks/generator_ceiling.py``)."""
+        hand-over point, as its tokens say. The order is that of a greenlet spawned per request (the successor
+        starts at its predecessor's hand-over point, once the request before that has ended), without a spawn, a
+        join and their hub callbacks per request (``benchmarks/generator_ceiling.py``). Both lanes end once the
+        stream is seen coming in one piece: no token says a hand-over point any more."""
         handed = (Event(), Event())  # a lane's turn: the request it follows has been started
         follows: list[Progress | None] = [None, None]  # for each lane, the request its next one follows
-        over = [False]  # stopping, cancelled or failed: each lane ends at its next turn
+        over = [False]  # stopping, cancelled, failed or buffered: each lane ends at its next turn
         handed[0].set()  # the slot's first request follows none
-        lanes = [
-            self.children.spawn(self._lane, st, lane, stream, handover_s, handed, follows, over) for lane in (0, 1)
-        ]
+        lanes = [self.children.spawn(self._lane, st, lane, handover_s, handed, follows, over) for lane in (0, 1)]
         gevent.joinall(lanes)  # a lane that failed is logged by gevent, and the other ends at its next turn
 
     def _lane(
         self,
         st: RunState,
         lane: int,
-        stream: bool,
         handover_s: float,
         handed: tuple[Event, Event],
         follows: list[Progress | None],
@@ -426,20 +455,17 @@ class BackgroundUser(User):
                 handed[lane].clear()
                 before = follows[lane]
                 if before is not None:
-                    if stream and not st.buffering.seen:
-                        before.due.wait()
-                    else:  # on time: no token to go by (non-streamed), or none before the last (a buffered stream)
-                        _wait_on_time(st, before, before.max_tokens, handover_s)
+                    before.due.wait()
                 # the hub runs what is ready first (other lanes reading their answers): sends then go out
                 # together, and the server takes them in fewer wake-ups (as the bare loop's pool check yields)
                 gevent.sleep(0)
-                if over[0] or _stopping(self):
+                if over[0] or st.buffering.seen or not self._may_send(st):
                     return
                 body = self.bodies.next()
                 progress = Progress(self.slot, body.max_tokens, handover_s)
                 follows[other] = progress
                 handed[other].set()  # the other lane runs once this one waits, inside the send
-                self._one(st, body, stream, progress, http)
+                self._one(st, body, True, http, progress)
         finally:
             over[0] = True
             handed[other].set()
@@ -447,13 +473,10 @@ class BackgroundUser(User):
                 progress.due.set()  # a lane waiting on it wakes even where the request never got to its end
 
     def _one(
-        self, st: RunState, body: BackgroundBody, stream: bool, progress: Progress | None = None, http: Any = None
+        self, st: RunState, body: BackgroundBody, stream: bool, http: Any, progress: Progress | None = None
     ) -> None:
         snap = st.mirror.snapshot  # None or finished once the last canary is in: background drains until the stop
         level = snap.level if snap is not None else None
-        if http is None:  # no hand-over: the slot's two connections in turn
-            http = self.clients[self.turn]
-            self.turn ^= 1
         if progress is None:
             progress = Progress(self.slot, body.max_tokens, 0.0)
         buffered = st.buffering.seen
@@ -475,14 +498,11 @@ class BackgroundUser(User):
         finally:
             st.inflight.background -= 1
             progress.done()
-        usage = out.usage or {}
-        if out.ok and (not stream or buffered):
-            tokens = usage.get("completion_tokens")
-            seen = progress.tokens if stream and progress.tokens else body.max_tokens
-            st.pace.update(out.latency_s, tokens if isinstance(tokens, int) else seen)
         watched = out.ok and stream and not _from_send(st)  # a prefill-side slot is held from its send anyway
         if watched and st.buffering.observe(out.ttft_s, out.latency_s, progress.tokens):
             _say_buffered(st)
+        self._count(st, snap, out)
+        usage = out.usage or {}
         st.background.on_request(
             {
                 "level": level,
@@ -492,6 +512,7 @@ class BackgroundUser(User):
                 "ttft_s": out.ttft_s,
                 "status": "ok" if out.ok else "error",
                 "error_kind": out.error_kind,
+                "error_message": out.error_message,
                 "http_status": out.http_status,
                 "shared_prefix": body.shared_prefix,
                 "prompt_tokens": usage.get("prompt_tokens"),
@@ -501,3 +522,28 @@ class BackgroundUser(User):
         self.background_stats.add(out)
         if out.cancelled:
             raise gevent.GreenletExit
+
+    def _count(self, st: RunState, snap: StageSnapshot | None, out: Outcome) -> None:
+        """A request that ended: this slot's failures in a row, and its sweep stage's failures in this process
+        (docs/design.md, "Failing background"); a cancelled one is neither."""
+        if self.failures.ended(out.error_kind, out.error_message):
+            _say_backing_off(st, self.failures)
+        if snap is None or snap.phase != "sweep" or snap.burst or not snap.level:
+            return
+        if st.failures.ended(snap.index, out.error_kind, out.error_message, st.holding.slots):
+            failed = st.failures.report()
+            assert failed is not None
+            log.warning(
+                "level %s: background failed for good in this process (%d of %d requests failed; first refused: %s); "
+                "its background stops and the level ends",
+                snap.level,
+                failed.background_errors,
+                failed.background_requests,
+                failed.first_error,
+            )
+
+
+def _stage_failed(st: RunState) -> bool:
+    """The stage going now is one whose background failed for good in this process: its slots send nothing more."""
+    failed, snap = st.failures.failed_stage, st.mirror.snapshot
+    return failed is not None and snap is not None and snap.index == failed

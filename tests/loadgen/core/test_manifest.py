@@ -41,6 +41,7 @@ CONTRACT_KEYS = {
     "canary_errors_trailing",
     "unsettled_levels",
     "levels_ended_by_claim",
+    "levels_ended_by_background",
     "workers",
     "workers_vanished",
     "engine_metrics",

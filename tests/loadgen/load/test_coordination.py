@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadgen.load.coordination import REPORT_STALE_S, Coordinator, Mirror, StageSnapshot
-from loadgen.load.stages import Stage, StageTracker
+from loadgen.load.stages import FailedBackground, Stage, StageTracker
 
 
 def setup(stages: list[Stage], n_canaries: int = 1) -> tuple[Coordinator, Mirror]:
@@ -249,3 +249,52 @@ def test_random_bursts_vary_the_mix() -> None:
     """Over 4 canaries and bursts of 4..32 requests, the draws are not the even mix (what the test is for)."""
     mixes = [_burst_tickets(4, size, seed=13) for size in range(1, 9)]
     assert any(len({m.count(i) for i in range(4)}) > 1 for m in mixes)
+
+
+# --- a level whose background failed for good ends early ------------------------------------------
+
+
+def test_a_failed_background_report_ends_the_current_sweep_level_and_is_recorded() -> None:
+    stages = [Stage("baseline", 0, 1), Stage("sweep", 8, 4), Stage("sweep", 2, 4), Stage("sweep", 3, 3, burst=True)]
+    coord, mirror = setup(stages)
+    coord.on_inflight("a", 0, 0, now=0.0)
+    coord.on_done(0, now=0.0)
+    assert coord.tracker.index == 1
+    mirror.update(coord.snapshot())
+    failed = FailedBackground(1, 32, 32, "HTTP 400: too long")
+    assert not coord.on_inflight("a", 8, 0, now=0.1, failed=FailedBackground(0, 32, 32, "x"))  # not the current
+    assert coord.on_inflight("a", 8, 0, now=0.2, failed=failed)  # ended: publish
+    assert coord.tracker.index == 2 and coord.tracker.completed == 0
+    assert coord.tracker.ended_by_background == [
+        {
+            "level": 8,
+            "completed": 0,
+            "quota": 4,
+            "background_errors": 32,
+            "background_requests": 32,
+            "first_error": "HTTP 400: too long",
+        }
+    ]
+    assert not coord.on_inflight("a", 8, 0, now=0.3, failed=failed)  # the same word again changes nothing
+    assert len(coord.tracker.ended_by_background) == 1 and coord.tracker.index == 2
+    assert coord.tracker.finished is False and coord.tracker.ended_early == []
+    coord.tracker.index = 3
+    assert not coord.tracker.end_by_background(FailedBackground(3, 9, 9, "x"))  # a burst has no background
+
+
+def test_a_canary_waiting_for_an_ended_level_sees_it_moved_on() -> None:
+    coord, mirror = setup([Stage("sweep", 4, 2), Stage("sweep", 8, 2)])
+    coord.on_inflight("a", 4, 4, now=0.0)
+    mirror.update(coord.snapshot())
+    ticket = mirror.take_ticket()
+    assert ticket is not None and not mirror.moved_on(ticket)
+    coord.on_inflight("a", 4, 0, now=0.1, failed=FailedBackground(0, 16, 16, "HTTP 400: no"))
+    mirror.update(coord.snapshot())
+    assert mirror.moved_on(ticket) and mirror.outstanding is None  # not sent; the next level's ticket is free
+
+
+def test_the_failed_background_word_travels_as_a_plain_dict() -> None:
+    failed = FailedBackground(2, 40, 41, "HTTP 400: prompt too long")
+    msg = failed.to_msg()
+    assert all(isinstance(v, int | str) for v in msg.values())
+    assert FailedBackground.from_msg(msg) == failed and FailedBackground.from_msg(None) is None

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadgen.core.band import CEILING, FLOOR
 from loadgen.load import holding
-from loadgen.load.holding import HANDOVER_TOKENS, Holding, Pace, Progress, Slot, spawn_delay
+from loadgen.load.holding import HANDOVER_TOKENS, Holding, Progress, Slot, hands_over, level_bound, spawn_delay
 
 # --- spawn_delay --------------------------------------------------------------------------------
 
@@ -276,21 +277,33 @@ def test_each_request_has_its_own_due() -> None:
     assert a.due.is_set() and not b.due.is_set()
 
 
-def test_pace_hands_over_at_the_fastest_recent_pace() -> None:
-    """A request that ends sooner than predicted would empty its slot: the fastest recent pace is used."""
-    pace = Pace(keep=3)
-    assert pace.per_token_s is None and pace.handover_after(100, 0.05) is None
-    for latency, tokens in ((1.0, 100), (0.5, 100), (2.0, 100)):
-        pace.update(latency, tokens)
-    assert pace.per_token_s == 0.005
-    assert pace.handover_after(100, 0.05) == pytest.approx(0.5 - 0.05)  # 0.05 s before the predicted end
-    assert pace.handover_after(100, 0.0) == pytest.approx(0.5 - HANDOVER_TOKENS * 0.005)  # at least 3 tokens early
-    for _ in range(3):
-        pace.update(1.0, 100)  # the fast one has aged out
-    assert pace.per_token_s == 0.01
-    pace.update(None, 10)
-    pace.update(1.0, 0)  # nothing to learn from
-    assert pace.per_token_s == 0.01
+# --- the side of its level a slot errs on -------------------------------------------------------------
+
+
+def test_only_a_stream_seen_token_by_token_hands_over() -> None:
+    """A floor needs a hand-over point seen from the tokens; anything else is a ceiling (docs/design.md, "The
+    level's band"): not streamed, a stream seen coming in one piece, no hand-over asked for, a pause between
+    requests."""
+    assert hands_over(True, False, 0.05, 0.0) and level_bound(True, False, 0.05, 0.0) == FLOOR
+    unseen = [(False, False, 0.05, 0.0), (True, True, 0.05, 0.0), (True, False, 0.0, 0.0), (True, False, 0.05, 1.0)]
+    for case in unseen:
+        assert not hands_over(*case) and level_bound(*case) == CEILING, case
+
+
+@given(
+    stream=st.booleans(),
+    buffered=st.booleans(),
+    handover_s=st.floats(min_value=0.0, max_value=10.0),
+    wait_s=st.floats(min_value=0.0, max_value=10.0),
+)
+def test_a_level_is_a_floor_exactly_where_a_slot_hands_over(
+    stream: bool, buffered: bool, handover_s: float, wait_s: float
+) -> None:
+    bound = level_bound(stream, buffered, handover_s, wait_s)
+    assert bound in (FLOOR, CEILING)
+    assert (bound == FLOOR) == hands_over(stream, buffered, handover_s, wait_s)
+    if not stream or buffered:  # progress unseen: never a floor, whatever the hand-over settings
+        assert bound == CEILING
 
 
 def _read_coalesced(p: Progress, clock: Clock, tokens: int, step: float, most_s: float) -> tuple[float | None, int]:
