@@ -144,7 +144,8 @@ def timing_run(tmp: Path, timing: Timing, per_level: int, tree: Path | None) -> 
     scenario = timing_scenario(tmp, timing, per_level)
     with timing_server(timing) as url:
         cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--host", url, "--out", str(tmp / "runs")]
-        out = subprocess.run(cmd, cwd=REPO, capture_output=True, env=tool_env(tree), check=False)
+        # the tree's own folder as the working directory: ``python -m`` puts it first on the path, before PYTHONPATH
+        out = subprocess.run(cmd, cwd=tree or REPO, capture_output=True, env=tool_env(tree), check=False)
         with urllib.request.urlopen(f"{url}/_log") as resp:
             log = [e for e in orjson.loads(resp.read()) if e["tag"].startswith(PROMPT)]
     run_dir = Path(out.stdout.decode().strip().splitlines()[-1])
