@@ -213,14 +213,9 @@ def _n(count: int, one: str, many: str | None = None) -> str:
 def mark_unmeasured(entry: CanaryAnalysis, background: list[BackgroundLevel] | None, m: Manifest) -> None:
     """Each sweep level's ``not_measured``: why its load was not there (``reports.level_load``), or None."""
     by_level = {b["concurrency"]: b for b in background or []}
-    ended = {e.get("level"): e for e in _ended_by_background(m)}
+    ended = {e.get("level"): e for e in m.levels_ended_by_background}
     for lv in entry["levels"]:
         lv["not_measured"] = level_load.not_measured(lv, by_level.get(lv["concurrency"]), ended.get(lv["concurrency"]))
-
-
-def _ended_by_background(m: Manifest) -> list[dict[str, Any]]:
-    """The levels the load side ended because their background kept failing (an older manifest: none)."""
-    return [dict(e) for e in getattr(m, "levels_ended_by_background", None) or []]
 
 
 def verdict(entry: CanaryAnalysis) -> str:

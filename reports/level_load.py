@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.core.manifest import EndedByBackground
 from reports.model import BackgroundErrors, BackgroundLevel, Level
 
 MOSTLY = 0.5  # a level is not measured when more than this share of its background failed or its canaries were off
@@ -72,7 +73,7 @@ def background_errors(bg: Any | None) -> BackgroundErrors | None:
     }
 
 
-def not_measured(level: Level, background: BackgroundLevel | None, ended: Mapping[str, Any] | None) -> str | None:
+def not_measured(level: Level, background: BackgroundLevel | None, ended: EndedByBackground | None) -> str | None:
     """Why ``level`` (one canary's figures at one sweep level) gives no verdict, or None when its load was there
     (or cannot be judged: nothing recorded it). ``background``: the run's background at that level; ``ended``: the
     load side's record of ending the level because its background kept failing."""
