@@ -73,10 +73,11 @@ class SlotFailures:
 
     def ended(self, error_kind: str | None, message: str | None) -> bool:
         """Count one request that ended (``error_kind`` None: ok); True when it makes the slot start pausing."""
-        if error_kind == CANCELLED:
-            return False
         if error_kind is None:
-            self.in_a_row, self.first_message = 0, None
+            if self.in_a_row:
+                self.in_a_row, self.first_message = 0, None
+            return False
+        if error_kind == CANCELLED:
             return False
         if self.in_a_row == 0:
             self.first_message = message
@@ -113,12 +114,14 @@ class BackgroundFailures:
         that stage's background fail for good (once per stage)."""
         if error_kind == CANCELLED:
             return False
-        counts = self.stages.setdefault(stage, StageCounts())
+        counts = self.stages.get(stage)
+        if counts is None:
+            counts = self.stages[stage] = StageCounts()
         counts.requests += 1
-        if error_kind is None:
+        if error_kind is None:  # the hot path: a success never makes a stage fail
             counts.ok += 1
-        else:
-            counts.errors += 1
+            return False
+        counts.errors += 1
         if error_kind in REFUSALS:
             counts.refused += 1
             if counts.first_error is None:

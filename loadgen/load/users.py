@@ -1,10 +1,13 @@
 """The users Locust runs: one canary user, and background users that hold the level; the waits for a held level.
 
 Why: the canary user sends each canary only when the stage says so and only once the level is held
-(docs/design.md, "held"); the background users keep a varied request in flight each, handing over to
-the next request before one ends. Users are thin: stage arithmetic lives in ``loadgen.load.stages`` and
-``loadgen.load.coordination``, request/timing/fault handling in ``loadgen.load.client``, holding a
-level in ``loadgen.load.holding``, dialects in ``loadgen.core.wire``, writing in ``collectors``.
+(docs/design.md, "held"), and not at all once its level has ended; the background users keep a varied
+request in flight each: streamed token by token, handing over to the next request before one ends (the
+level a floor), else sending the next once one has ended (a ceiling: docs/design.md, "The level's band"),
+and pausing after failures in a row (docs/design.md, "Failing background"). Users are thin: stage arithmetic
+lives in ``loadgen.load.stages`` and ``loadgen.load.coordination``, request/timing/fault handling in
+``loadgen.load.client``, holding a level in ``loadgen.load.holding``, failing background in
+``loadgen.load.failing``, dialects in ``loadgen.core.wire``, writing in ``collectors``.
 
 State: a user takes the run its process takes part in at its start (``loadgen.load.user_side``) and
 keeps it; it holds nothing else between tasks but its connections. Importing this module registers
@@ -401,7 +404,12 @@ class BackgroundUser(User):
         if hands_over(spec.stream, st.buffering.seen, spec.handover_s, spec.wait_s):
             self._handing_over(st, spec.handover_s)
             return
-        while self._may_send(st):  # a ceiling: the next request once the last has ended
+        while True:  # a ceiling: the next request once the last has ended
+            # the hub runs what is ready first (other slots reading their answers): sends then go out together,
+            # and the server takes them in fewer wake-ups (as a floor's lanes do, and the bare loop's pool check)
+            gevent.sleep(0)
+            if not self._may_send(st):
+                return
             self._one(st, self.bodies.next(), spec.stream, self.clients[0])
             if spec.wait_s:
                 gevent.sleep(spec.wait_s)

@@ -3,8 +3,9 @@ each answer 0.3 s late and whole, as a buffering proxy in front of an engine sen
 
 No background slot is ever past its first token for more than an instant there, so the held-level gate used
 to wait ``settle_timeout_s`` (10 s here, the default) for every canary above level 0 and send it flagged not
-held. Now the load side sees the streams come in one piece and holds the level from each request's send
-(the fault server has no ``/metrics`` for a request without a key: the send is the witness): every canary
+held. Now the load side sees the streams come in one piece and holds the level from each request's send, a
+slot sending its next request once the last has ended (the level a ceiling; the fault server has no
+``/metrics`` for a request without a key: the send is the witness): every canary
 goes out held, no level is unsettled, and the progress output (once), the manifest and the report say why
 and what to do. The same run shows the two "held" figures under their two names.
 """
@@ -65,6 +66,12 @@ def test_a_buffered_stream_holds_levels_from_the_send_and_says_so(buffered_run: 
     for r in loaded:  # a canary that waited settle_timeout_s out would say held_at_send false
         assert r["held_at_send"] is True and r["background_held_at_send"] == r["level"], r
     assert loaded[-1]["background_buffered"] is True
+    # from the switch on the level is a ceiling (docs/design.md, "The level's band"): no token says when an answer
+    # is about to end, so a slot sends its next request once the last has ended, never beside it
+    for r in loaded:
+        assert r["level_bound"] == ("ceiling" if r["background_buffered"] else "floor"), r
+        if r["background_buffered"]:
+            assert r["inflight_at_send"] <= r["level"], r
     assert all(r["background_buffered"] is None for r in records if r["level"] == 0)
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert manifest["unsettled_levels"] == []
