@@ -2,8 +2,10 @@
 
 Pure: no Locust, no clocks of its own (callers pass ``now``). The shape asks how many users to
 hold for the current stage; a stage ends when its canary quota has completed (not on a timer), so
-every level gets exactly its canaries whatever the endpoint's speed. ``loadgen.load.coordination``
-carries the tracker's state to the processes that run users.
+every level gets exactly its canaries whatever the endpoint's speed, or earlier for a sweep level that
+cannot be what it says: the claim rule (``EarlyEnd``) or a background that failed for good
+(``FailedBackground``, docs/design.md "Failing background"). ``loadgen.load.coordination`` carries the
+tracker's state to the processes that run users.
 """
 
 from __future__ import annotations

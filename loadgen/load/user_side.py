@@ -3,7 +3,8 @@
 Why: the users of one process share one view of the run (``loadgen.load.runstate.RunState``: the
 plan, the stage mirror, the collectors), and around it the process keeps three things going for the
 run: a greenlet that tells the coordinator every few tens of milliseconds how many background users
-are busy here (and folds the background requests into Locust's statistics), the CPU sampler, and
+are busy here and whether a level's background failed for good here (docs/design.md, "Failing
+background"), and folds the background requests into Locust's statistics; the CPU sampler; and
 ``process-<worker>.json`` (who wrote which files, with the counts and write failures at the end).
 
 State: one ``UserSide`` per process, hung on Locust's ``Environment`` (``user_side``); it holds the
