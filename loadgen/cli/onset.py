@@ -48,6 +48,10 @@ def _level_line(r: Any) -> str:
         what += f" (rate 95% CI {low:.1%}–{high:.1%})"
     if r.earliest_divergence is not None:
         what += f", earliest at token {r.earliest_divergence}"
+    if measured := r.measured_levels:  # what its canaries were measured beside, which the search goes by
+        what += "; measured " + ", ".join(
+            f"{level} {'divergent' if diverged else 'clean'}" for level, diverged in sorted(measured.items())
+        )
     if r.reason:
         what += f": {r.reason}"
     return f"level {r.level}: {r.verdict} ({what})  {r.run_dir}"

@@ -139,6 +139,7 @@ def test_a_search_that_found_no_clean_level_states_no_bound_and_shows_progress(s
     assert bound.startswith("bound: none: no level tried was clean"), bound
     assert "0 divergences" not in out.stdout
     assert "level 1: divergent (2 canaries, 2 diverged (rate 95% CI " in out.stdout
+    assert "; measured 1 divergent)" in out.stdout  # what the search went by: the level its canaries measured
     assert "run folder " in out.stderr and "level 1 done: canaries 2/2" in out.stderr
     assert "load done: 3/3 canaries, 0 errors" in out.stderr
     assert "run folder" not in out.stdout
