@@ -18,21 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.core.errors import one_line
 from loadgen.core.manifest import EndedByBackground
 from reports.model import BackgroundErrors, BackgroundLevel, Level
 
 MOSTLY = 0.5  # a level is not measured when more than this share of its background failed or its canaries were off
-_MESSAGE_CHARS = 200
-
-
-def one_line(message: str | None) -> str | None:
-    """A server's message as one short line: an HTML page said as such, whitespace folded, cut to 200 characters."""
-    if not message:
-        return None
-    text = " ".join(str(message).split())
-    if text[:200].lower().lstrip().startswith(("<!doctype html", "<html")) or "<body" in text[:400].lower():
-        return "an HTML page"
-    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"
 
 
 def _describe(row: Mapping[str, Any]) -> str:

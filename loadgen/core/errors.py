@@ -83,3 +83,17 @@ def visible(text: str, keep: str = "\n\t") -> str:
         c.encode("unicode_escape").decode("ascii") if c not in keep and unicodedata.category(c) in _HIDDEN else c
         for c in text
     )
+
+
+MESSAGE_CHARS = 200  # a server's message as a notice, a headline or the manifest quotes it: cut to this
+
+
+def one_line(message: str | None, limit: int = MESSAGE_CHARS) -> str | None:
+    """A server's message as one short line: an HTML page said as such (not pasted), whitespace folded, cut to
+    ``limit`` characters; None for no message. One rule for the load side's notices and the reports."""
+    if not message:
+        return None
+    text = " ".join(str(message).split())
+    if text[:200].lower().startswith(("<!doctype html", "<html")) or "<body" in text[:400].lower():
+        return "an HTML page"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from loadgen.core.errors import one_line
 from loadgen.load.stages import FailedBackground
 
 BACKOFF_AFTER: Final = 3  # failures in a row before a slot pauses: one or two are sent again at once
@@ -36,7 +37,6 @@ BACKOFF_CAP_S: Final = 2.0
 FAILING_PER_SLOT: Final = 4  # a stage's failures per background slot of the process, at least ...
 FAILING_AT_LEAST: Final = 8  # ... and this many in all, ...
 FAILING_OK_SHARE: Final = 0.1  # ... with fewer than this share of its finished background requests ok
-MESSAGE_CHARS: Final = 200  # an error message as a notice quotes it: one line, cut to this
 # failures the endpoint answered (loadgen.core.record's error kinds): only these can end a level
 REFUSALS: Final = frozenset({"http_status", "stream_error", "malformed_body", "response_too_large"})
 CANCELLED: Final = "cancelled"  # the request's user was stopped: neither a failure nor a success
@@ -54,12 +54,6 @@ def failed_for_good(refused: int, ok: int, requests: int, slots: int) -> bool:
     its ``requests`` that ended (cancelled ones left out), with ``slots`` background slots in the process."""
     enough = refused >= max(FAILING_AT_LEAST, FAILING_PER_SLOT * slots)
     return enough and ok < FAILING_OK_SHARE * requests
-
-
-def one_line(message: str | None) -> str:
-    """An error message as a notice or the manifest quotes it: on one line, at most ``MESSAGE_CHARS``."""
-    text = " ".join((message or "no message").split())
-    return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
 
 
 class SlotFailures:
@@ -125,7 +119,7 @@ class BackgroundFailures:
         if error_kind in REFUSALS:
             counts.refused += 1
             if counts.first_error is None:
-                counts.first_error = one_line(message)
+                counts.first_error = one_line(message) or "no message"
         if self.failed_stage == stage or not failed_for_good(counts.refused, counts.ok, counts.requests, slots):
             return False
         self.failed_stage = stage
@@ -138,3 +132,15 @@ class BackgroundFailures:
             return None
         counts = self.stages[stage]
         return FailedBackground(stage, counts.errors, counts.requests, counts.first_error or "")
+
+
+def backoff_notice(in_a_row: int, first_message: str | None) -> str:
+    """The notice a process gives the first time one of its background slots pauses after failures."""
+    first = one_line(first_message) or "no message"
+    return (
+        f"Background requests failed {in_a_row} in a row (the first: {first}), so each "
+        f"background user whose requests fail now waits before its next one, {BACKOFF_FIRST_S:g} s doubling up "
+        f"to {BACKOFF_CAP_S:g} s, until one succeeds; a level whose background fails for good is ended early "
+        "(the manifest's levels_ended_by_background). The canaries of a level whose background fails share the "
+        "engine with fewer requests than the level says."
+    )

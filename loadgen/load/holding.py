@@ -199,3 +199,15 @@ class Buffering:
         self.in_a_row = self.in_a_row + 1 if in_one_piece(ttft_s, latency_s, tokens) else 0
         self.seen = self.in_a_row >= BUFFERED_AFTER
         return self.seen
+
+
+BUFFERED_NOTICE = (
+    "Streamed background came in one piece: every answer's first and last token arrived together, after the "
+    "whole generation (a buffering proxy between loadgen and the engine does this; so do answers too short to "
+    "see their tokens come one by one), so no background request showed it had started or was about to end. "
+    "Levels were held from each request's send instead, each background user sending its next request only once "
+    "the last had ended (the level a ceiling, a user's slot empty for a moment between requests), confirmed by "
+    "the engine's /metrics running count where it has one. To hold them by the first token, send to the engine "
+    "itself or turn the proxy's response buffering off (nginx: proxy_buffering off), or give the background "
+    "longer answers (background.max_tokens)."
+)

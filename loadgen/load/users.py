@@ -37,8 +37,8 @@ from loadgen.load.background import BackgroundBodies, BackgroundBody
 from loadgen.load.canary_request import canary_body, canary_record, prepare_cache, reset_before_burst
 from loadgen.load.client import Outcome, ResetAnswer, make_client, send, send_payload, split_batch
 from loadgen.load.coordination import StageSnapshot
-from loadgen.load.failing import BACKOFF_CAP_S, BACKOFF_FIRST_S, SlotFailures, one_line
-from loadgen.load.holding import Progress, Slot, hands_over, level_bound, spawn_delay
+from loadgen.load.failing import SlotFailures, backoff_notice
+from loadgen.load.holding import BUFFERED_NOTICE, Progress, Slot, hands_over, level_bound, spawn_delay
 from loadgen.load.live import summarise
 from loadgen.load.runstate import RunState
 from loadgen.load.stages import Ticket
@@ -292,34 +292,11 @@ def _level_held(st: RunState, level: int) -> bool:
     return h.all_held and snap is not None and snap.held
 
 
-BUFFERED_NOTICE = (
-    "Streamed background came in one piece: every answer's first and last token arrived together, after the "
-    "whole generation (a buffering proxy between loadgen and the engine does this; so do answers too short to "
-    "see their tokens come one by one), so no background request showed it had started or was about to end. "
-    "Levels were held from each request's send instead, each background user sending its next request only once "
-    "the last had ended (the level a ceiling, a user's slot empty for a moment between requests), confirmed by "
-    "the engine's /metrics running count where it has one. To hold them by the first token, send to the engine "
-    "itself or turn the proxy's response buffering off (nginx: proxy_buffering off), or give the background "
-    "longer answers (background.max_tokens)."
-)
-
-
 def _say_buffered(st: RunState) -> None:
     """Once per process: the held-level gate's notice (the process file carries it to the manifest) and the log."""
     if BUFFERED_NOTICE not in st.engine.notices:
         st.engine.notices.append(BUFFERED_NOTICE)
         log.warning("%s", BUFFERED_NOTICE)
-
-
-def backoff_notice(in_a_row: int, first_message: str | None) -> str:
-    """The notice a process gives the first time one of its background slots pauses after failures."""
-    return (
-        f"Background requests failed {in_a_row} in a row (the first: {one_line(first_message)}), so each "
-        f"background user whose requests fail now waits before its next one, {BACKOFF_FIRST_S:g} s doubling up "
-        f"to {BACKOFF_CAP_S:g} s, until one succeeds; a level whose background fails for good is ended early "
-        "(the manifest's levels_ended_by_background). The canaries of a level whose background fails share the "
-        "engine with fewer requests than the level says."
-    )
 
 
 def _say_backing_off(st: RunState, failures: SlotFailures) -> None:

@@ -13,12 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from runkit import rec, write_run
 
 from collectors.runfolder import load_run
 from reports.build import build_report
-from reports.level_load import one_line
 from reports.render_html import render_html
 from reports.render_md import render_markdown
 
@@ -143,16 +141,3 @@ def test_a_few_background_failures_are_a_notice_not_a_lost_level(tmp_path: Path)
     _, report = build(tmp_path, canaries(1, at_1), bg, levels=[1])
     assert report["levels"][0]["not_measured"] is None and report["health"]["headline"] == []
     assert "1 of 4 background requests failed; the first: timeout." in report["health"]["notices"]
-
-
-@pytest.mark.parametrize(
-    ("message", "said"),
-    [
-        ("<!DOCTYPE html><html><body><h1>404 Not Found</h1>\n<p>nginx</p></body></html>", "an HTML page"),
-        ("  spread\n over\tlines  ", "spread over lines"),
-        ("x" * 500, "x" * 199 + "…"),
-        (None, None),
-    ],
-)
-def test_a_servers_message_is_one_short_line(message: str | None, said: str | None) -> None:
-    assert one_line(message) == said

@@ -15,12 +15,10 @@ from loadgen.load.failing import (
     BACKOFF_FIRST_S,
     FAILING_AT_LEAST,
     FAILING_PER_SLOT,
-    MESSAGE_CHARS,
     BackgroundFailures,
     SlotFailures,
     backoff_s,
     failed_for_good,
-    one_line,
 )
 from loadgen.load.stages import FailedBackground
 
@@ -140,10 +138,3 @@ def test_successes_in_the_stage_keep_its_background_going() -> None:
     assert not any(failures.ended(5, HTTP, "HTTP 429: slow down", slots=1) for _ in range(36))  # 4 of 40 ok
     assert failures.ended(5, HTTP, "HTTP 429: slow down", slots=1)  # 4 of 41: under a tenth
     assert failures.failed_stage == 5
-
-
-@given(message=st.text(max_size=2000))
-def test_a_quoted_message_is_one_line_and_short(message: str) -> None:
-    line = one_line(message)
-    assert len(line) <= MESSAGE_CHARS and "\n" not in line and "\r" not in line
-    assert line == " ".join(line.split())
