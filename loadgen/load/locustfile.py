@@ -7,7 +7,7 @@ takes the user classes and the shape it finds in it (``CanaryUser``, ``Backgroun
 
 Two sides, one code path: the coordinator side (master, or the local process: ``coordinator.py``)
 prepares the run folder, owns the stage tracker and records the run's facts; the user side
-(workers, or the local process: ``user_side.py``) runs the users (``users.py``) and writes its own
+(workers, or the local process: ``user_side.py``) runs the users (``users.py``, ``background_user.py``) and writes its own
 ``canaries-<worker>.jsonl``. They talk through Locust's messages, which a local runner loops back
 in-process. Each side is one object per process, attached to Locust's ``Environment`` at ``init``;
 this file keeps no state of its own.
@@ -23,11 +23,12 @@ from locust.event import EventHook
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.core.options import web_credentials
+from loadgen.load.background_user import BackgroundUser
 from loadgen.load.coordinator import attach_coordinator, coordinator_side
 from loadgen.load.options import Launch, add_arguments
 from loadgen.load.shape import LevelShape
 from loadgen.load.user_side import attach_user_side, user_side
-from loadgen.load.users import BackgroundUser, CanaryUser
+from loadgen.load.users import CanaryUser
 from loadgen.load.webui import install_login, install_tab, protect
 
 __all__ = ["BackgroundUser", "CanaryUser", "LevelShape"]  # what Locust takes from this module

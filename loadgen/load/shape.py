@@ -13,9 +13,10 @@ import logging
 from locust import LoadTestShape, User
 
 from loadgen.core.errors import LoadgenError
+from loadgen.load.background_user import BackgroundUser
 from loadgen.load.coordinator import coordinator_side
 from loadgen.load.stages import users_for
-from loadgen.load.users import CANARY_USERS, BackgroundUser, CanaryUser
+from loadgen.load.users import CANARY_USERS, CanaryUser
 
 log = logging.getLogger("loadgen")
 
