@@ -10,8 +10,11 @@ the median, a canary may spend at most ``ABOVE_TOP_MAX`` (10%) of its life above
 needs more than a quarter of the level's slots doubled at once; a floor's slot is doubled only for its hand-over
 lead (``handover_s``, 0.05 s, or three tokens) of each background request (here 1 to 1.6 s: at most 5% of its
 time), so for independent slots that is a rare coincidence of a few tens of milliseconds (under 10% of a 0.48 s
-canary's life), and a ceiling is never above its level at all. And a canary outside the band, for any reason, is
-counted in its level's ``co_residency.not_at_level`` in ``report.json``.
+canary's life), and a ceiling is never above its level at all: for the classes whose progress cannot be seen
+(a slot sends its next request only once the last has ended), no sweep canary had more than its level of other
+requests beside it at the server at any moment of its life, where handing over "on time" (8a9bea0) put up to
+twice the level beside it. And a canary outside the band, for any reason, is counted in its level's
+``co_residency.not_at_level`` in ``report.json``.
 
 One real headless ``loadgen run`` (real Locust, real HTTP) per timing class of ``timing_server.py`` at levels 1, 3,
 12 and 48, three canaries a level: answers in one piece after a fixed delay whatever their length (a buffering
@@ -100,8 +103,9 @@ def server_log(url: str) -> list[dict[str, Any]]:
         return [e for e in orjson.loads(resp.read()) if e["tag"].startswith(PROMPT)]
 
 
-def band_problems(level: int, life: dict[str, Any]) -> list[str]:
-    """What is wrong with one sweep canary's life at the server against its level's band (nothing: at level)."""
+def band_problems(level: int, life: dict[str, Any], bound: str) -> list[str]:
+    """What is wrong with one sweep canary's life at the server against its level's band (nothing: at level),
+    and for a ceiling class against the ceiling."""
     low, high = level_band(level)
     seconds = {int(k): float(v) for k, v in life["others_seconds"].items()}
     share = time_in_band(seconds, level)
@@ -111,6 +115,8 @@ def band_problems(level: int, life: dict[str, Any]) -> list[str]:
         problems.append(f"median {life['others_median']} others outside [{low}, {high}]")
     if share.above > ABOVE_TOP_MAX:
         problems.append(f"{share.above:.0%} of its life above {high}")
+    if bound == CEILING and life["others_max"] > level:
+        problems.append(f"{life['others_max']} others at once, above its ceiling {level}")
     return problems
 
 
@@ -134,7 +140,7 @@ def check_band(timing: Timing, tmp_path: Path) -> None:
         if bound != timing.bound and not (timing.learnt and bound == FLOOR and not seen_bound):
             problems.append(f"level {level} canary {record['request_id']}: level_bound {bound!r}")
         seen_bound |= bound == timing.bound
-        wrong = band_problems(level, life)
+        wrong = band_problems(level, life, timing.bound)
         outside[level] += bool(wrong and wrong[0].startswith("median"))
         problems += [f"level {level} canary {record['request_id']}: {w} ({life['others_seconds']})" for w in wrong]
     if not seen_bound:

@@ -15,6 +15,10 @@ the endpoint lets the client see of a request's progress, so each class is one w
 - ``plain``: non-streamed answers only, after ``--delay-s`` whatever the length; a streamed request is refused
   (HTTP 400), so a scenario that streams by mistake fails loudly instead of testing another class.
 
+Under ``/refuse`` (``{url}/refuse/v1/completions``) a request without ``logprobs`` (background traffic: the probe
+and the canaries ask for them) is refused at once with HTTP 400 and an OpenAI-style JSON error, as an engine
+refuses a prompt longer than its context.
+
 Answers: the legacy completions dialect (``choices[].logprobs`` with ``tokens`` / ``token_logprobs`` /
 ``top_logprobs``, ids in ``choices[].token_ids``), ``max_tokens`` tokens, token ``i`` being id ``1000 + i``. With
 ``--diverge-at K`` (K > 0) the last token is id ``5000`` when the request's time-weighted median of OTHER requests
@@ -22,12 +26,12 @@ in flight beside it, over its life so far when that token is decided (the end fo
 token for ``tokens``), was at least K: a request that shared the server with K others for most of its life
 diverges, one that met K others for a moment (a hand-over) does not. K = 0: never.
 
-``GET /_log``: every request in arrival order, ``{"tag", "stream", "arrival", "end", "others_at_arrival",
+``GET /_log``: every request in arrival order, ``{"tag", "stream", "status", "arrival", "end", "others_at_arrival",
 "others_seconds", "others_min", "others_median", "others_max", "diverged"}``: ``tag`` the prompt's first 40
-characters (canary and background told apart), times in epoch seconds at the server (``end``: its last byte
-written, null while it runs), ``others_seconds`` the seconds of its life spent beside each count of other
-requests (``{"3": 0.21, "4": 0.04}``), min / median (time-weighted, lower) / max of that count. No ``/metrics``
-unless ``--metrics``: ``vllm:num_requests_running``, the requests in flight.
+characters (canary and background told apart), ``status`` 200, or 400 where refused, times in epoch seconds at
+the server (``end``: its last byte written, null while it runs), ``others_seconds`` the seconds of its life spent
+beside each count of other requests (``{"3": 0.21, "4": 0.04}``), min / median (time-weighted, lower) / max of
+that count. No ``/metrics`` unless ``--metrics``: ``vllm:num_requests_running``, the requests in flight.
 """
 
 from __future__ import annotations
@@ -47,6 +51,10 @@ from serve_app import run, serve
 TIMINGS = ("whole-fixed", "whole-random", "tokens", "plain")
 STATE: dict[str, Any] = {"inflight": 0}  # the gauge's state (common_routes.running_gauge)
 LOG: list[dict[str, Any]] = []
+CONTEXT_REFUSAL = (
+    "This model's maximum context length is 16 tokens. However, you requested 40 tokens (32 in the messages, "
+    "8 in the completion). Please reduce the length of the messages or completion."
+)
 
 
 class Occupancy:
@@ -123,6 +131,7 @@ class Server:
         entry: dict[str, Any] = {
             "tag": str(body.get("prompt", ""))[:40],
             "stream": stream,
+            "status": 200,
             "arrival": now,
             "end": None,
             "others_at_arrival": STATE["inflight"] - 1,
@@ -131,9 +140,11 @@ class Server:
         LOG.append(entry)
         delay = self.delay()  # drawn in arrival order, whatever the answer's path
         try:
-            if self.timing == "plain" and stream:
-                refused = {"error": {"message": "this endpoint answers non-streamed requests only"}}
-                return web.json_response(refused, status=400)
+            refusal = _refusal(self.timing, request.path, body)
+            if refusal is not None:
+                entry["status"] = 400
+                error = {"message": refusal, "type": "BadRequestError", "param": None, "code": 400}
+                return web.json_response({"object": "error", "error": error}, status=400)
             if self.timing == "tokens":
                 return await self._tokens(request, body, entry)
             return await self._whole(request, body, entry, delay)
@@ -180,6 +191,15 @@ class Server:
         await resp.write(_tail(body, n))
         await resp.write_eof()
         return resp
+
+
+def _refusal(timing: str, path: str, body: dict[str, Any]) -> str | None:
+    """Why the request is refused with HTTP 400, or None."""
+    if timing == "plain" and body.get("stream"):
+        return "this endpoint answers non-streamed requests only"
+    if path.startswith("/refuse/") and not body.get("logprobs"):
+        return CONTEXT_REFUSAL
+    return None
 
 
 def _text(tid: int) -> str:
@@ -239,9 +259,10 @@ async def main() -> None:
     args = parser.parse_args()
     server = Server(args)
     app = web.Application()
-    app.router.add_get("/v1/models", models)
+    for prefix in ("", "/refuse"):
+        app.router.add_get(f"{prefix}/v1/models", models)
+        app.router.add_post(f"{prefix}/v1/completions", server.completions)
     app.router.add_get("/_log", log)
-    app.router.add_post("/v1/completions", server.completions)
     if args.metrics:
         app.router.add_get("/metrics", running_gauge(STATE))
     await serve(app)

@@ -1,6 +1,6 @@
 """Background the endpoint refuses backs off, and the level it cannot hold is ended early and recorded.
 
-A real ``loadgen run`` (real Locust, real HTTP) against ``level_server.py``'s ``/refuse``: every background
+A real ``loadgen run`` (real Locust, real HTTP) against ``timing_server.py``'s ``/refuse``: every background
 request gets HTTP 400 with an OpenAI-style JSON error (a prompt longer than the context), the canaries are
 answered. Each background user pauses after failures in a row (``loadgen.load.failing``: 0.05 s doubling to
 2 s, after 3 in a row), and once a level's background has failed for good (at least 4 failures per slot and
@@ -23,7 +23,7 @@ from serve_app import script_server
 from collectors.jsonl import read_jsonl
 from loadgen.studies.run import run
 
-SERVER = Path(__file__).parents[1] / "level_server.py"
+SERVER = Path(__file__).parents[1] / "timing_server.py"
 PROMPT = "canary beside refused background"
 LEVELS = [2, 8]
 MAX_REQUESTS = 100  # in all, over both levels
@@ -63,10 +63,10 @@ def busiest_second(arrivals: list[float]) -> int:
 
 
 def test_refused_background_backs_off_and_ends_its_levels(tmp_path: Path) -> None:
-    with script_server(SERVER, "--delay-s", "0.05") as url:
+    with script_server(SERVER, "--timing", "plain", "--delay-s", "0.05") as url:
         result = run(scenario(tmp_path), host=f"{url}/refuse", out_dir=tmp_path / "runs")
-        with urllib.request.urlopen(f"{url}/_background") as resp:
-            arrivals = orjson.loads(resp.read())["arrivals"]
+        with urllib.request.urlopen(f"{url}/_log") as resp:
+            arrivals = [e["arrival"] for e in orjson.loads(resp.read()) if e["status"] == 400]
     assert result.status == "finished"  # an ended level is complete, as a claim-ended one is
 
     assert arrivals, "no background request reached the server"

@@ -162,7 +162,7 @@ def test_a_non_streamed_slot_sends_its_next_request_once_the_last_has_ended(
     by the client's own records, no background request is sent while ``level`` others are in flight, and a slot
     is empty only for the moment between an end and the next send. This test once asserted the opposite, a
     hand-over "on time" before each end; against an endpoint whose answer time does not grow with its length
-    that hand-over doubled the level (``test_level_ceiling_e2e.py``)."""
+    that hand-over doubled the level (``test_level_band_e2e.py``, the ceiling classes)."""
     level = 2
     url, _ = server
     result = run(
