@@ -109,7 +109,9 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
     headline, notices = _words(facts)
     all_unmeasured = sorted({lv for lvs in unmeasured.values() for lv in lvs})
     load_headline = level_load.headline(background, all_unmeasured)
-    headline = load_headline + headline  # no load, no verdict: said first
+    # no load, no verdict: said first, after only an endpoint that failed outright (which the background shares)
+    cut = 1 if facts["endpoint_failed"] else 0
+    headline = headline[:cut] + load_headline + headline[cut:]
     notices += [] if load_headline else level_load.notice(background)
     columns = [r.columns_notice for r in run.files if r.columns_notice]  # a columns file its JSONL contradicts
     notices += implausible_notices(f) + malformed_notices(run.files) + columns

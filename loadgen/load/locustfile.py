@@ -7,8 +7,8 @@ takes the user classes and the shape it finds in it (``CanaryUser``, ``Backgroun
 
 Two sides, one code path: the coordinator side (master, or the local process: ``coordinator.py``)
 prepares the run folder, owns the stage tracker and records the run's facts; the user side
-(workers, or the local process: ``user_side.py``) runs the users (``users.py``, ``background_user.py``) and writes its own
-``canaries-<worker>.jsonl``. They talk through Locust's messages, which a local runner loops back
+(workers, or the local process: ``user_side.py``) runs the users (``users.py``,
+``background_user.py``) and writes its own ``canaries-<worker>.jsonl``. They talk through Locust's messages, which a local runner loops back
 in-process. Each side is one object per process, attached to Locust's ``Environment`` at ``init``;
 this file keeps no state of its own.
 """
