@@ -5,11 +5,11 @@ file (also ``--master`` / ``--worker``). Importing it imports Locust and so geve
 nothing in ``reports`` may import it. Locust imports it by path, as the module ``locustfile``, and
 takes the user classes and the shape it finds in it (``CanaryUser``, ``BackgroundUser``, ``LevelShape``).
 
-Two sides, one code path: the coordinator side (master, or the local process: ``coordinator.py``)
-prepares the run folder, owns the stage tracker and records the run's facts; the user side
-(workers, or the local process: ``user_side.py``) runs the users (``users.py``,
-``background_user.py``) and writes its own ``canaries-<worker>.jsonl``. They talk through Locust's messages, which a local runner loops back
-in-process. Each side is one object per process, attached to Locust's ``Environment`` at ``init``;
+Two sides, one code path: the coordinator side (master, or the local process: ``coordinator.py``) prepares the
+run folder, owns the stage tracker and records the run's facts; the user side (workers, or the local process:
+``user_side.py``) runs the users (``users.py``, ``background_user.py``) and writes its own
+``canaries-<worker>.jsonl``. They talk through Locust's messages, which a local runner loops back in-process.
+Each side is one object per process, attached to Locust's ``Environment`` at ``init``;
 this file keeps no state of its own.
 """
 
