@@ -53,60 +53,17 @@ from loadgen.launchers.process import start_embedded
 from reports.coresidency import join_engine
 from scenarios import path_of
 
+sys.path.insert(0, str(REPO / "tests" / "loadgen"))  # the timing classes the band tests hold, and their server
+from timing_classes import CLASSES, PROMPT, Timing, scenario_text
+from timing_classes import SERVER as TIMING_SERVER
+
 ENGINE_ARGS = ["--max-num-seqs", "96"]
-TIMING_SERVER = REPO / "tests" / "loadgen" / "timing_server.py"
 TIMING_LEVELS = [1, 3, 12, 48]
-PROMPT = "canary of the level band"
-
-
-@dataclass(frozen=True)
-class Timing:
-    """One timing class: the server's arguments and what the scenario sends it (the band tests' settings,
-    ``tests/loadgen/test_level_band_e2e.py``)."""
-
-    name: str
-    server_args: tuple[str, ...]
-    stream: bool
-    background_tokens: tuple[int, int]
-    canary_tokens: int
-
-
-TIMINGS = [
-    Timing("whole-fixed", ("--timing", "whole-fixed", "--delay-s", "0.3"), True, (4, 64), 16),
-    Timing(
-        "whole-random", ("--timing", "whole-random", "--delay-s", "0.15", "--delay-max-s", "0.45"), True, (4, 64), 16
-    ),
-    Timing("tokens", ("--timing", "tokens", "--token-s", "0.01"), True, (100, 160), 48),
-    Timing("plain", ("--timing", "plain", "--delay-s", "0.3"), False, (4, 64), 16),
-]
 
 
 def timing_scenario(tmp: Path, timing: Timing, per_level: int) -> Path:
-    stream = str(timing.stream).lower()
     path = tmp / f"band-{timing.name}.toml"
-    path.write_text(f"""
-name = "band-{timing.name}"
-[endpoint]
-kind = "completions"
-[[canaries]]
-id = "c"
-prompt = "{PROMPT}"
-max_tokens = {timing.canary_tokens}
-seed = 0
-logprobs = true
-top_logprobs = 2
-stream = {stream}
-[background]
-seed = 3
-prompt_words = [2, 6]
-max_tokens = [{timing.background_tokens[0]}, {timing.background_tokens[1]}]
-stream = {stream}
-[sweep]
-levels = {TIMING_LEVELS}
-canaries_per_level = {per_level}
-warmup = 0
-baseline = 2
-""")
+    path.write_text(scenario_text(timing, TIMING_LEVELS, per_level, baseline=2))
     return path
 
 
@@ -317,7 +274,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="3 canaries per level")
     p.add_argument("--canaries-per-level", type=int, default=8)
-    p.add_argument("--classes", default=",".join(t.name for t in TIMINGS), help="timing classes, comma-separated")
+    p.add_argument("--classes", default=",".join(t.name for t in CLASSES), help="timing classes, comma-separated")
     p.add_argument("--baseline", help="also run this git revision's tool against each class, side by side")
     p.add_argument("--engine", action="store_true", help="also the embedded engine part")
     p.add_argument("--levels", default="0,1,2,4,8,16,32,64", help="the embedded engine part's levels")
@@ -326,13 +283,13 @@ def main() -> None:
     if args.quick:
         args.canaries_per_level = 3
     names = args.classes.split(",")
-    unknown = sorted(set(names) - {t.name for t in TIMINGS})
+    unknown = sorted(set(names) - {t.name for t in CLASSES})
     if unknown:
         p.error(f"--classes: unknown {', '.join(unknown)}")
     print(f"command: {command_line()}")
     with tempfile.TemporaryDirectory(prefix="bench-fidelity-") as tmp_:
         tmp = Path(tmp_)
-        timing_part(tmp, [t for t in TIMINGS if t.name in names], args.canaries_per_level, args.baseline)
+        timing_part(tmp, [t for t in CLASSES if t.name in names], args.canaries_per_level, args.baseline)
         if args.engine:
             engine_part(tmp, args.levels, args.canaries_per_level, args.compare)
 

@@ -26,74 +26,26 @@ class is a test class, so pytest-xdist's ``loadscope`` runs the classes side by 
 from __future__ import annotations
 
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 from serve_app import script_server
+from timing_classes import PLAIN, PROMPT, SERVER, TOKENS, WHOLE_FIXED, WHOLE_RANDOM, Timing, scenario_text
 
 from collectors.jsonl import read_jsonl
 from loadgen.core.band import CEILING, FLOOR, level_band, time_in_band
 from loadgen.studies.run import run
 
-SERVER = Path(__file__).with_name("timing_server.py")
-PROMPT = "canary of the level band"
 LEVELS = [1, 3, 12, 48]
 CANARIES = 3
 BASELINE = 2
 ABOVE_TOP_MAX = 0.10
 
 
-@dataclass(frozen=True)
-class Timing:
-    """One timing class: the server's arguments and what the scenario sends it."""
-
-    server_args: tuple[str, ...]
-    stream: bool  # background and canary streamed
-    background_tokens: tuple[int, int]  # background max_tokens, lowest and highest
-    canary_tokens: int
-    bound: str  # the canary records' level_bound: which side of its level the background errs on
-    # streamed answers that come in one piece are known as such only after a few of them (holding.Buffering):
-    # canaries sent before that say "floor", truly (the load side held a floor then), and never after
-    learnt: bool = False
-
-
-# the whole classes take the same time whatever the length, so a wide spread of lengths is what misleads a pace
-WHOLE_FIXED = Timing(("--timing", "whole-fixed", "--delay-s", "0.3"), True, (4, 64), 16, CEILING, learnt=True)
-WHOLE_RANDOM = Timing(
-    ("--timing", "whole-random", "--delay-s", "0.15", "--delay-max-s", "0.45"), True, (4, 64), 16, CEILING, learnt=True
-)
-TOKENS = Timing(("--timing", "tokens", "--token-s", "0.01"), True, (100, 160), 48, FLOOR)
-PLAIN = Timing(("--timing", "plain", "--delay-s", "0.3"), False, (4, 64), 16, CEILING)
-
-
 def scenario(tmp_path: Path, timing: Timing) -> Path:
-    stream = str(timing.stream).lower()
     path = tmp_path / "band.toml"
-    path.write_text(f"""
-name = "band"
-[endpoint]
-kind = "completions"
-[[canaries]]
-id = "c"
-prompt = "{PROMPT}"
-max_tokens = {timing.canary_tokens}
-seed = 0
-logprobs = true
-top_logprobs = 2
-stream = {stream}
-[background]
-seed = 3
-prompt_words = [2, 6]
-max_tokens = [{timing.background_tokens[0]}, {timing.background_tokens[1]}]
-stream = {stream}
-[sweep]
-levels = {LEVELS}
-canaries_per_level = {CANARIES}
-warmup = 0
-baseline = {BASELINE}
-""")
+    path.write_text(scenario_text(timing, LEVELS, CANARIES, BASELINE))
     return path
 
 
