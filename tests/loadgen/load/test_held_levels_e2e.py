@@ -126,6 +126,20 @@ def _background_spans(run_dir: Path, first: float, last: float) -> list[tuple[fl
     ]
 
 
+def _one_level(
+    server: tuple[str, str], tmp_path: Path, *, stream: bool, level: int, canaries: int, pace_s: float
+) -> tuple[Path, float, float]:
+    """A finished run of one level against the server: its folder, and the sweep's first send and last end."""
+    result = run(
+        scenario(tmp_path, chat=False, stream=stream, levels=[level], canaries=canaries, pace_s=pace_s),
+        host=server[0],
+        out_dir=tmp_path / "runs",
+    )
+    assert result.status == "finished"
+    sweep = [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["phase"] == "sweep"]
+    return result.run_dir, min(r["sent_at"] for r in sweep), max(r["sent_at"] + r["latency_s"] for r in sweep)
+
+
 @pytest.mark.parametrize("server", ["legacy"], indirect=True)
 def test_every_hand_over_starts_before_its_request_ends(server: tuple[str, str], tmp_path: Path) -> None:
     """While a level runs, each streamed background request that ends has its successor already in flight: the
@@ -133,17 +147,8 @@ def test_every_hand_over_starts_before_its_request_ends(server: tuple[str, str],
     starts its successor only at the end leaves the engine one request short until it is admitted.
     Level 1: one slot, so no other slot's overlap can hide an empty one."""
     level = 1
-    url, _ = server
-    result = run(
-        scenario(tmp_path, chat=False, stream=True, levels=[level], canaries=10, pace_s=0.5),
-        host=url,
-        out_dir=tmp_path / "runs",
-    )
-    assert result.status == "finished"
-    canaries = [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["phase"] == "sweep"]
-    first = min(r["sent_at"] for r in canaries)
-    last = max(r["sent_at"] + r["latency_s"] for r in canaries)
-    spans = _background_spans(result.run_dir, 0.0, float("inf"))
+    run_dir, first, last = _one_level(server, tmp_path, stream=True, level=level, canaries=10, pace_s=0.5)
+    spans = _background_spans(run_dir, 0.0, float("inf"))
     ends = [end for _, end in spans if first <= end <= last]
     assert len(ends) >= 12, f"too few background requests ended while the level ran: {len(ends)}"
     short = [end for end in ends if sum(sent < end < stop for sent, stop in spans) < level]
@@ -164,21 +169,12 @@ def test_a_non_streamed_slot_sends_its_next_request_once_the_last_has_ended(
     hand-over "on time" before each end; against an endpoint whose answer time does not grow with its length
     that hand-over doubled the level (``test_level_band_e2e.py``, the ceiling classes)."""
     level = 2
-    url, _ = server
-    result = run(
-        scenario(tmp_path, chat=False, stream=False, levels=[level], canaries=8, pace_s=0.3),
-        host=url,
-        out_dir=tmp_path / "runs",
-    )
-    assert result.status == "finished"
-    canaries = [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["phase"] == "sweep"]
-    first = min(r["sent_at"] for r in canaries)
-    last = max(r["sent_at"] + r["latency_s"] for r in canaries)
-    spans = _background_spans(result.run_dir, first, last)
+    run_dir, first, last = _one_level(server, tmp_path, stream=False, level=level, canaries=8, pace_s=0.3)
+    spans = _background_spans(run_dir, first, last)
     assert len(spans) >= 12, f"too few background requests ended while the level ran: {len(spans)}"
     crowded = [sent for sent, _ in spans if sum(s < sent < stop for s, stop in spans) >= level]
     assert crowded == [], f"{len(crowded)} of {len(spans)} sends found {level} others already in flight"
     # each end is followed by a send soon: the slot is empty for a moment, not for a request's time
-    sends = sorted(sent for sent, _ in _background_spans(result.run_dir, 0.0, float("inf")))
+    sends = sorted(sent for sent, _ in _background_spans(run_dir, 0.0, float("inf")))
     gaps = sorted(min((s - end for s in sends if s >= end), default=float("inf")) for _, end in spans)
     assert gaps[len(gaps) // 2] < 0.05, f"median gap between an end and the next send {gaps[len(gaps) // 2]:.3f} s"
