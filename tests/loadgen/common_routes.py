@@ -35,3 +35,24 @@ def running_gauge(state: dict[str, Any]) -> Handler:
         return web.Response(text=text, content_type="text/plain")
 
     return metrics
+
+
+def legacy_text(tid: int) -> str:
+    """Token ``tid``'s string in the test servers' answers."""
+    return f" t{tid}"
+
+
+def legacy_choice(ids: list[int], body: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    """One completions choice of ``ids`` in the legacy dialect (vLLM's ``logprobs`` shape, ids in ``token_ids``),
+    with only what ``body`` asked for."""
+    choice: dict[str, Any] = {"index": 0, "text": "".join(legacy_text(t) for t in ids), "finish_reason": finish}
+    if body.get("logprobs"):
+        choice["logprobs"] = {
+            "tokens": [legacy_text(t) for t in ids],
+            "token_logprobs": [-0.25 for _ in ids],
+            "top_logprobs": [{legacy_text(t): -0.25, legacy_text(t + 1): -1.5} for t in ids],
+            "text_offset": [0 for _ in ids],
+        }
+    if body.get("return_token_ids"):
+        choice["token_ids"] = ids
+    return choice

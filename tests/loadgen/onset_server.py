@@ -29,28 +29,10 @@ import statistics
 from typing import Any
 
 from aiohttp import web
-from common_routes import models, running_gauge
+from common_routes import legacy_choice, models, running_gauge
 from serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "seen": [], "k": 1, "token_s": 0.01, "first_piece": 1}
-
-
-def _text(tid: int) -> str:
-    return f" t{tid}"
-
-
-def _choice(ids: list[int], *, finish: str | None, body: dict[str, Any]) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "text": "".join(_text(t) for t in ids), "finish_reason": finish}
-    if body.get("logprobs"):
-        choice["logprobs"] = {
-            "tokens": [_text(t) for t in ids],
-            "token_logprobs": [-0.25 for _ in ids],
-            "top_logprobs": [{_text(t): -0.25, _text(t + 1): -1.5} for t in ids],
-            "text_offset": [0 for _ in ids],
-        }
-    if body.get("return_token_ids"):
-        choice["token_ids"] = ids
-    return choice
 
 
 async def seen(_: web.Request) -> web.Response:
@@ -84,7 +66,7 @@ async def _answer(request: web.Request, body: dict[str, Any], entry: dict[str, A
     usage = {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
     if not body.get("stream"):
         ids = [await _token(i, n - 1, entry) for i in range(n)]
-        choice = _choice(ids, finish="length", body=body)
+        choice = legacy_choice(ids, body, "length")
         return web.json_response(
             {"id": "x", "object": "text_completion", "model": "m", "choices": [choice], "usage": usage}
         )
@@ -94,7 +76,7 @@ async def _answer(request: web.Request, body: dict[str, Any], entry: dict[str, A
     for i in range(n):
         tid = await _token(i, n - 1, entry)
         chunk: dict[str, Any] = {"id": "x", "object": "text_completion.chunk", "model": "m"}
-        chunk["choices"] = [_choice([tid], finish="length" if i == n - 1 else None, body=body)]
+        chunk["choices"] = [legacy_choice([tid], body, "length" if i == n - 1 else None)]
         piece += b"data: " + json.dumps(chunk).encode() + b"\n\n"
         if i + 1 >= min(STATE["first_piece"], n):
             await resp.write(piece)

@@ -45,7 +45,7 @@ import time
 from typing import Any
 
 from aiohttp import web
-from common_routes import models, running_gauge
+from common_routes import legacy_choice, models, running_gauge
 from serve_app import run, serve
 
 TIMINGS = ("whole-fixed", "whole-random", "tokens", "plain")
@@ -202,35 +202,17 @@ def _refusal(timing: str, path: str, body: dict[str, Any]) -> str | None:
     return None
 
 
-def _text(tid: int) -> str:
-    return f" t{tid}"
-
-
-def _choice(ids: list[int], body: dict[str, Any], finish: str | None) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": 0, "text": "".join(_text(t) for t in ids), "finish_reason": finish}
-    if body.get("logprobs"):
-        choice["logprobs"] = {
-            "tokens": [_text(t) for t in ids],
-            "token_logprobs": [-0.25 for _ in ids],
-            "top_logprobs": [{_text(t): -0.25, _text(t + 1): -1.5} for t in ids],
-            "text_offset": [0 for _ in ids],
-        }
-    if body.get("return_token_ids"):
-        choice["token_ids"] = ids
-    return choice
-
-
 def _usage(n: int) -> dict[str, int]:
     return {"prompt_tokens": 8, "completion_tokens": n, "total_tokens": 8 + n}
 
 
 def _object(ids: list[int], body: dict[str, Any]) -> dict[str, Any]:
-    choice = _choice(ids, body, "length")
+    choice = legacy_choice(ids, body, "length")
     return {"id": "x", "object": "text_completion", "model": "m", "choices": [choice], "usage": _usage(len(ids))}
 
 
 def _chunk(ids: list[int], body: dict[str, Any], finish: str | None) -> bytes:
-    chunk = {"id": "x", "object": "text_completion.chunk", "model": "m", "choices": [_choice(ids, body, finish)]}
+    chunk = {"id": "x", "object": "text_completion.chunk", "model": "m", "choices": [legacy_choice(ids, body, finish)]}
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 

@@ -21,43 +21,32 @@ from typing import Any
 
 import orjson
 from serve_app import script_server
+from timing_classes import PLAIN, PROMPT, SERVER, TOKENS, WHOLE_FIXED, WHOLE_RANDOM, Timing, scenario_text
 
-SERVER = Path(__file__).parents[1] / "timing_server.py"
-PROMPT = "canary for the measured onset"
 K = 3
 
 
-def scenario(tmp_path: Path, *, stream: bool, canary_tokens: int, background_tokens: tuple[int, int]) -> Path:
+def scenario(tmp_path: Path, timing: Timing) -> Path:
+    """The band tests' scenario of the class (its level list is the onset's to set): a baseline of one, two
+    canaries a level."""
     path = tmp_path / "onset.toml"
-    path.write_text(f"""
-name = "onset-measured"
-[endpoint]
-kind = "completions"
-[[canaries]]
-id = "c"
-prompt = "{PROMPT}"
-max_tokens = {canary_tokens}
-seed = 0
-logprobs = true
-top_logprobs = 2
-stream = {str(stream).lower()}
-[background]
-seed = 3
-prompt_words = [2, 6]
-max_tokens = [{background_tokens[0]}, {background_tokens[1]}]
-stream = {str(stream).lower()}
-[sweep]
-levels = [0]
-canaries_per_level = 2
-warmup = 0
-baseline = 1
-""")
+    path.write_text(scenario_text(timing, [0], canaries_per_level=2, baseline=1))
     return path
 
 
-def check_onset(tmp_path: Path, server_args: tuple[str, ...], scenario_path: Path) -> None:
-    with script_server(SERVER, *server_args, "--diverge-at", str(K)) as url:
-        args = ["onset", str(scenario_path), "--host", url, "--max-level", "4", "--out", str(tmp_path / "o"), "--quiet"]
+def check_onset(tmp_path: Path, timing: Timing) -> None:
+    with script_server(SERVER, *timing.server_args, "--diverge-at", str(K)) as url:
+        args = [
+            "onset",
+            str(scenario(tmp_path, timing)),
+            "--host",
+            url,
+            "--max-level",
+            "4",
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ]
         out = subprocess.run(
             [sys.executable, "-m", "loadgen", *args],
             capture_output=True,
@@ -91,23 +80,19 @@ def check_onset(tmp_path: Path, server_args: tuple[str, ...], scenario_path: Pat
 
 class TestWholeFixed:
     def test_onset_is_three(self, tmp_path: Path) -> None:
-        path = scenario(tmp_path, stream=True, canary_tokens=16, background_tokens=(4, 64))
-        check_onset(tmp_path, ("--timing", "whole-fixed", "--delay-s", "0.3"), path)
+        check_onset(tmp_path, WHOLE_FIXED)
 
 
 class TestWholeRandom:
     def test_onset_is_three(self, tmp_path: Path) -> None:
-        path = scenario(tmp_path, stream=True, canary_tokens=16, background_tokens=(4, 64))
-        check_onset(tmp_path, ("--timing", "whole-random", "--delay-s", "0.15", "--delay-max-s", "0.45"), path)
+        check_onset(tmp_path, WHOLE_RANDOM)
 
 
 class TestTokens:
     def test_onset_is_three(self, tmp_path: Path) -> None:
-        path = scenario(tmp_path, stream=True, canary_tokens=48, background_tokens=(100, 160))
-        check_onset(tmp_path, ("--timing", "tokens", "--token-s", "0.01"), path)
+        check_onset(tmp_path, TOKENS)
 
 
 class TestPlain:
     def test_onset_is_three(self, tmp_path: Path) -> None:
-        path = scenario(tmp_path, stream=False, canary_tokens=16, background_tokens=(4, 64))
-        check_onset(tmp_path, ("--timing", "plain", "--delay-s", "0.3"), path)
+        check_onset(tmp_path, PLAIN)
