@@ -71,7 +71,7 @@ def not_measured(level: Level, background: BackgroundLevel | None, ended: EndedB
         return None
     reasons = []
     if ended is not None:
-        first = ended.get("first_error")
+        first = str(ended.get("first_error") or "").rstrip(".")
         reasons.append("the load side ended it: its background kept failing" + (f" ({first})" if first else ""))
     if background is not None and background["requests"] and background["errors"] / background["requests"] > MOSTLY:
         reasons.append(f"{background['errors']} of {background['requests']} background requests failed")
