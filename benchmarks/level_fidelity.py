@@ -20,9 +20,9 @@ arrival to its last byte written) side by side:
 server, side by side: the before/after of a change to the holding. ``--engine`` adds the older part: the embedded
 engine and the quickstart canary, with the engine's own truth (each canary's ``engine_batch_sizes``: held when
 every step ran at least ``level`` other sequences) beside the scraped ``/metrics`` gauge (windowed as the report
-does it, ``reports.coresidency.join_engine``); ``--compare`` runs that sweep again with the holding switched off
-(no first-request jitter, no hand-over). The engine runs with ``--max-num-seqs 96``: its default of 64 sequences
-a step would cap level 64 (plus the canary) by itself.
+does it, ``reports.analysis.coresidency.join_engine``); ``--compare`` runs that sweep again with the holding
+switched off (no first-request jitter, no hand-over). The engine runs with ``--max-num-seqs 96``: its default of 64
+sequences a step would cap level 64 (plus the canary) by itself.
 
 Run: ``python benchmarks/level_fidelity.py [--quick] [--canaries-per-level 8] [--classes whole-fixed,...]
 [--baseline REV] [--engine [--levels 0,1,2,4,8,16,32,64] [--compare]]``.
@@ -47,10 +47,10 @@ import orjson
 from harness import REPO, checkout, command_line, table, tool_env
 
 from collectors.jsonl import read_jsonl
-from collectors.runfolder import load_run
+from collectors.read.runfolder import load_run
 from loadgen.core.band import level_band, time_in_band
 from loadgen.launchers.process import start_embedded
-from reports.coresidency import join_engine
+from reports.analysis.coresidency import join_engine
 from scenarios import path_of
 
 sys.path.insert(0, str(REPO / "tests" / "loadgen"))  # the timing classes the band tests hold, and their server
@@ -189,7 +189,7 @@ def run_sweep(tmp: Path, scenario: Path, url: str, levels: str, per_level: int) 
 
 
 def read_run(run_dir: Path) -> Any:
-    """The canary frame with both witnesses, as the report computes them (``reports.coresidency``)."""
+    """The canary frame with both witnesses, as the report computes them (``reports.analysis.coresidency``)."""
     run = load_run(run_dir)
     interval = (run.manifest.engine_metrics or {}).get("interval_s") or 0.05
     return join_engine(run.canaries.frame, run.engine_t, run.engine_running, edge_s=float(interval)), run

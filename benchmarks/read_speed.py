@@ -205,8 +205,8 @@ def write_folder(run_dir: Path, n: int, *, distinct: bool = True, columns: bool 
 
 def measure(run_dir: Path, mode: str, workers: int | None) -> dict[str, float]:
     """One reader in this process: read time, report time, peak RSS of this process and of its workers."""
-    from collectors.runfolder import load_run
-    from reports.build import build_report
+    from collectors.read.runfolder import load_run
+    from reports.analysis.build import build_report
 
     t0 = time.perf_counter()
     run = load_run(run_dir, reference=mode == "reference", workers=workers)

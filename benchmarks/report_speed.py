@@ -2,7 +2,7 @@
 
 Generates a synthetic run in memory (N canary records x T tokens, token ids int32, logprobs and
 top-1/top-2 gaps float64), analyses it through the same entry point as ``loadgen report``
-(``reports.analysis.analyse``), and prints time and peak memory against the token array size.
+(``reports.analysis.canary.analyse``), and prints time and peak memory against the token array size.
 Then writes a JSONL run folder of a smaller size and times ``load_run`` plus the report on it.
 
     python benchmarks/report_speed.py                 # 1,000,000 x 128 in memory; 50,000-record folder
@@ -23,10 +23,10 @@ import numpy as np
 import orjson
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.runfolder import CanaryColumns, load_run
-from reports.analysis import analyse
-from reports.build import build_report
-from reports.model import CanaryAnalysis
+from collectors.read.runfolder import CanaryColumns, load_run
+from reports.analysis.build import build_report
+from reports.analysis.canary import analyse
+from reports.model.report import CanaryAnalysis
 
 LEVELS = (0, 1, 2, 4, 8, 16, 32, 64)
 

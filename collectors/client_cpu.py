@@ -3,7 +3,7 @@
 Why: a load process that needs more than one core cannot hold its level, and nothing else in the run
 folder would say so (the engine's in-flight count falls, canaries take longer, the report still names
 the level). Each user-side Locust process appends ``client_cpu[-<worker>].jsonl``: one ``ClientCpuSample``
-per interval, the CPU seconds the process used over it and the stage it was in. ``reports.client_load``
+per interval, the CPU seconds the process used over it and the stage it was in. ``reports.analysis.client_load``
 turns them into the per-level figures and the "generator-bound" notice (docs/design.md, "held").
 
 This module only defines the record, writes it and reads it back; it judges nothing and imports no

@@ -4,7 +4,7 @@ Why: the concurrency level is what this generator asked for; the engine's own ru
 is the batch the canary actually shared. This module reads that gauge (and waiting, KV-cache usage,
 prefix-cache counters) from vLLM, SGLang, llama.cpp, TGI or the embedded engine and writes one line
 per scrape to ``engine_metrics.jsonl``; the report joins every sample taken while a canary was in
-flight to it (``collectors.coresidency.window_running``).
+flight to it (``collectors.read.coresidency.window_running``).
 
 Three parts: ``parse_metrics`` (pure: Prometheus text in, one small vocabulary out, parsed by
 ``prometheus_client``'s parser), ``MetricsScraper`` (I/O: a background thread, which becomes a

@@ -5,7 +5,7 @@ reading a run folder (about ten thousand records a second per core). The collect
 JSONL line also appends, here, what the report reads of it in numpy's own layout, so the reader maps the
 files and slices them (docs/design.md, "the canary columns file"). The JSONL stays the truth: this is a
 derived copy that covers a prefix of it, and whatever it does not cover, or does not match, is read from
-the JSONL (``collectors.sidecar_read``).
+the JSONL (``collectors.read.sidecar``).
 
 One folder ``<stem>.columns/`` per JSONL file, seven files appended per record, the index row last:
 

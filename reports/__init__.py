@@ -2,5 +2,5 @@
 
 Must never import Locust, ``loadgen.load`` or anything that monkey-patches with gevent; from the
 ``loadgen`` package only ``loadgen.core``. Analysis modules are pure; writers sit at the edge. This
-file imports nothing, so importing one light module (``reports.svg``) loads no pandas.
+file imports nothing, so importing one light module (``reports.render.svg``) loads no pandas.
 """

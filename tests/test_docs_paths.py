@@ -4,7 +4,7 @@ Files move (a package split, a floor added); a doc that still names the old plac
 nowhere. Checked here: every backticked path that starts at a top-level folder of the repository
 (`` `loadgen/core/record.py` ``, `` `tests/...` ``, a glob such as `` `benchmarks/h200/*.toml` ``) matches
 a file or folder, and every backticked dotted name of a first-party module
-(`` `reports.build.build_report` ``) names a module and, where it goes on, a name defined there. The
+(`` `reports.analysis.build.build_report` ``) names a module and, where it goes on, a name defined there. The
 error-kind lists are checked against the one the records are written with.
 """
 

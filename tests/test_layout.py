@@ -195,6 +195,111 @@ def test_no_package_cycle() -> None:
     assert sorted(p for p in edges if reaches(p, p, {p})) == []
 
 
+# The rooms inside reports/ and collectors/ (docs/design.md, "The house"), lowest first: a room imports its own
+# modules and rooms below it, never one beside or above it. ``reports`` itself holds no module but its rooms.
+REPORT_ROOMS: tuple[tuple[str, ...], ...] = (
+    ("reports.model",),  # the typed shapes of report.json and comparison.json: import nothing of reports
+    ("reports.analysis",),  # pure analysis over the reader's columns
+    ("reports.render",),  # the writers at the edge: Markdown, HTML, SVG, the files
+    ("reports.compare", "reports.repro"),  # comparisons and reproducers, over all of the above
+)
+# collectors/ holds the writers that run in Locust processes; collectors.read, the report-side reader, is above them.
+COLLECTOR_ROOMS: tuple[tuple[str, ...], ...] = (("collectors",), ("collectors.read",))
+# What the Locust processes (loadgen.load, and loadgen.runs that they begin and end runs with) may import of the
+# report side: the crossings docs/design.md names, and nothing else of reports or collectors.read.
+LOCUST_SIDE = ("loadgen.load", "loadgen.runs")
+LOCUST_CROSSINGS = frozenset(
+    {
+        "reports.model.report",  # the report's types
+        "reports.analysis.health",  # the run's status rule (endpoint failed, level quota): loads no pandas
+        "reports.render.cells",  # the live table writes a finished level's cells as the report does
+        "reports.render.svg",  # the live charts: the report's own line chart
+        "reports.render.htmltext",  # ... escaped as the report escapes
+        "reports.render.writer",  # only inside the function that ends a run this process owns (test_locust_imports)
+    }
+)
+
+
+def room_of(module: str, rooms: tuple[tuple[str, ...], ...]) -> str | None:
+    """The room a module belongs to (the longest room name it starts with), None outside them."""
+    found = [r for floor in rooms for r in floor if module == r or module.startswith(r + ".")]
+    return max(found, key=len) if found else None
+
+
+def room_floor(room: str, rooms: tuple[tuple[str, ...], ...]) -> int:
+    return next(i for i, floor in enumerate(rooms) if room in floor)
+
+
+def room_crossings(graph: dict[str, set[str]], rooms: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Every import from one room into a room beside or above it, as ``module -> module``."""
+    bad = []
+    for name, deps in sorted(graph.items()):
+        mine = room_of(name, rooms)
+        if mine is None:
+            continue
+        for dep in sorted(deps):
+            theirs = room_of(dep, rooms)
+            if theirs is not None and theirs != mine and room_floor(theirs, rooms) >= room_floor(mine, rooms):
+                bad.append(f"{name} -> {dep}")
+    return bad
+
+
+def test_reports_is_a_handful_of_rooms_by_job() -> None:
+    rooms = {r for floor in REPORT_ROOMS for r in floor}
+    found = {n for n in first_party() if n.startswith("reports.")}
+    assert sorted(n for n in found if room_of(n, REPORT_ROOMS) is None) == []  # no module loose in reports/
+    assert {".".join(n.split(".")[:2]) for n in found} == rooms
+
+
+def test_the_rooms_import_downward_only() -> None:
+    graph = first_party()
+    assert room_crossings(graph, REPORT_ROOMS) == []
+    assert room_crossings(graph, COLLECTOR_ROOMS) == []
+
+
+def test_the_layout_test_catches_a_room_crossing() -> None:
+    graph = {name: set(deps) for name, deps in first_party().items()}
+    graph["reports.model.report"].add("reports.analysis.build")
+    graph["reports.render.md"].add("reports.compare.runs")
+    graph["collectors.jsonl"].add("collectors.read.runfolder")
+    assert room_crossings(graph, REPORT_ROOMS) == [
+        "reports.model.report -> reports.analysis.build",
+        "reports.render.md -> reports.compare.runs",
+    ]
+    assert room_crossings(graph, COLLECTOR_ROOMS) == ["collectors.jsonl -> collectors.read.runfolder"]
+
+
+def locust_side_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """Every import the Locust side makes of ``reports`` or ``collectors.read`` beyond ``LOCUST_CROSSINGS``."""
+    bad = []
+    for name, deps in sorted(graph.items()):
+        if package_of(name) not in LOCUST_SIDE:
+            continue
+        for dep in sorted(deps):
+            reader = package_of(dep) == "reports" or room_of(dep, COLLECTOR_ROOMS) == "collectors.read"
+            if reader and dep not in LOCUST_CROSSINGS:
+                bad.append(f"{name} -> {dep}")
+    return bad
+
+
+def test_the_locust_side_imports_no_reader() -> None:
+    """``loadgen.load`` and ``loadgen.runs`` import of ``reports`` and ``collectors.read`` only the crossings named."""
+    graph = first_party()
+    assert locust_side_crossings(graph) == []
+    used = {d for n, deps in graph.items() if package_of(n) in LOCUST_SIDE for d in deps}
+    assert sorted(LOCUST_CROSSINGS - used) == []  # a crossing no longer used leaves the list
+
+
+def test_the_layout_test_catches_a_reader_on_the_locust_side() -> None:
+    graph = {name: set(deps) for name, deps in first_party().items()}
+    graph["loadgen.load.live"].add("reports.analysis.build")
+    graph["loadgen.runs.lifecycle"].add("collectors.read.runfolder")
+    assert locust_side_crossings(graph) == [
+        "loadgen.load.live -> reports.analysis.build",
+        "loadgen.runs.lifecycle -> collectors.read.runfolder",
+    ]
+
+
 def test_the_installed_package_does_not_ship_ci_tooling() -> None:
     import tomllib
 

@@ -5,7 +5,7 @@ Each threshold option may repeat; its value is ``N`` (overall), ``N@LEVEL`` (one
 or ``N@each`` (every level); a value outside its range (a rate above 1, a negative count) is refused
 (exit 2). Every check also fails a run that did not finish, a planned level without completions, lost
 records, more than ``--max-error-rate`` (default 0.05) failed canaries, and a planned level whose load was not there
-(``levels[].not_measured``; ``--allow-unmeasured-levels`` lets it pass) (``reports.check.integrity``).
+(``levels[].not_measured``; ``--allow-unmeasured-levels`` lets it pass) (``reports.analysis.check.integrity``).
 ``--junit FILE`` writes JUnit XML, one test case per threshold and per integrity check.
 ``--claim-max-rate P`` (``loadgen.core.claims``) fails unless every planned level supports "divergence rate < P
 at 95%"; it may be the only option given.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loadgen.core.claims import validate_rate
 from loadgen.core.errors import RunFolderError, UsageError
-from reports.check import (
+from reports.analysis.check import (
     DEFAULT_MAX_ERROR_RATE,
     METRICS,
     CheckResult,
@@ -29,7 +29,7 @@ from reports.check import (
     junit_xml,
     limit_of,
 )
-from reports.writer import load_report, write_text
+from reports.render.writer import load_report, write_text
 
 HELP = {
     "max_unique": "most unique completions allowed",

@@ -13,8 +13,8 @@ import argparse
 from pathlib import Path
 
 from loadgen.core.errors import UsageError
-from reports.compare import coldboot_of, compare_reports, run_names, write_comparison
-from reports.writer import load_report
+from reports.compare.runs import coldboot_of, compare_reports, run_names, write_comparison
+from reports.render.writer import load_report
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from collectors.runfolder import load_run
-from reports.export import export_records
+from collectors.read.runfolder import load_run
+from reports.render.export import export_records
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -1,7 +1,7 @@
 """``loadgen report RUN_DIR``: write report.json, report.md and report.html into a run folder.
 
-A thin edge over the reports package (``collectors.runfolder.load_run``, ``reports.build.build_report``,
-``reports.writer.write_report_files``, the three steps of ``write_reports``): parse arguments, call
+A thin edge over the reports package (``collectors.read.runfolder.load_run``, ``reports.analysis.build.build_report``,
+``reports.render.writer.write_report_files``, the three steps of ``write_reports``): parse arguments, call
 the library, print where the files went and the verdict. A big folder takes a while, so each step is
 shown on standard error as it starts (``loadgen/cli/progress``: in place on a terminal, a line
 otherwise); ``--quiet`` prints nothing on success. Unusable input raises ``RunFolderError`` (the CLI
@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from collectors.runfolder import load_run
+from collectors.read.runfolder import load_run
 from loadgen.cli.progress.printer import open_display
 from loadgen.core.errors import visible
-from reports.build import build_report
-from reports.writer import write_report_files
+from reports.analysis.build import build_report
+from reports.render.writer import write_report_files
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -1,6 +1,6 @@
 """``loadgen repro RUN_DIR --canary ID [--record N] [--out DIR]``: a minimal reproducer of one canary record.
 
-A thin edge over ``reports.repro``: read the run folder, pick the record (``reports.repro_choice.select``), read
+A thin edge over ``reports.repro.folder``: read the run folder, pick the record (``reports.repro.choice.select``), read
 that record and the reference record back from their ``canaries*.jsonl`` files, stream the background
 rows that overlapped it, check that the replay scenario validates, and write the folder (default
 ``RUN_DIR/repro-<id>-<n>/``). An existing folder is reused only when it is a real folder holding nothing but
@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from collectors.jsonl import iter_objects
-from collectors.runfolder import load_run
+from collectors.read.runfolder import load_run
 from loadgen.core.errors import RunFolderError, UsageError, redact
 from loadgen.core.runfiles import output_folder, write_file
 from loadgen.core.scenario.schema import parse_scenario
-from reports.repro import FILES, build_folder
-from reports.repro_choice import select
-from reports.repro_in_flight import lifetime, overlaps
+from reports.repro.choice import select
+from reports.repro.folder import FILES, build_folder
+from reports.repro.in_flight import lifetime, overlaps
 
 CANARY_ID = re.compile(r"[A-Za-z0-9_.-]+")
 

@@ -30,7 +30,7 @@ from loadgen.core.options import (
 from loadgen.core.web_guard import is_loopback
 from loadgen.studies.events import ProgressEvent, RunEnded
 from loadgen.studies.run import run as run_scenario
-from reports.model import Report
+from reports.model.report import Report
 from scenarios import names, path_of
 
 

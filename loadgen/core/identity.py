@@ -9,7 +9,7 @@ The reference a canary's completions are compared with is the modal completion, 
 on a tie (``reference_index``).
 
 This is the per-completion form, for code that sees records one at a time (the Locust process's live
-table, cold boots); ``reports.identity`` applies the same rules over a padded matrix. Pure: no I/O,
+table, cold boots); ``reports.analysis.identity`` applies the same rules over a padded matrix. Pure: no I/O,
 no numpy, no pandas.
 """
 

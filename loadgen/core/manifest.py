@@ -41,7 +41,8 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     FINISHED = "finished"  # every planned stage met its canary quota
     FINISHED_WITH_LOSSES = "finished_with_losses"  # ... but records could not be written (disk full, size limit)
-    ENDPOINT_FAILED = "endpoint_failed"  # ... but it ended with levels of failures (reports.health): the endpoint died
+    # ... but it ended with levels of failures (reports.analysis.health): the endpoint died
+    ENDPOINT_FAILED = "endpoint_failed"
     INTERRUPTED = "interrupted"  # stopped early (signal, web UI stop, a dead worker, the tool's own failure)
     FAILED = "failed"  # a study could not go on (an engine that would not boot)
 

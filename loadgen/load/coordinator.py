@@ -37,7 +37,7 @@ from loadgen.load.runstate import Plan
 from loadgen.load.stages import FailedBackground, StageTracker, build_stages
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, prepare_run
-from reports.model import Report
+from reports.model.report import Report
 from scenarios import path_of
 
 log = logging.getLogger("loadgen")
@@ -292,7 +292,7 @@ class CoordinatorSide:
 
 def written_report(run_dir: Path) -> Report | None:
     """The run's ``report.json`` as written at its end; None (and a warning) where it cannot be read back."""
-    from reports.writer import load_report  # here: reports.writer carries the report stack (pandas)
+    from reports.render.writer import load_report  # here: reports.render.writer carries the report stack (pandas)
 
     try:
         return load_report(run_dir / "report.json")

@@ -6,7 +6,7 @@ canaries wait, and the engine runs fewer requests than the level says. ``time.pr
 system CPU of every thread of this process) is read every ``SAMPLE_S`` by a greenlet and written with the
 stage the process was in (``collectors.client_cpu``), beside the time its thread waited for a core
 (``/proc/self/schedstat`` on Linux: on a shared machine a process short of CPU may use less than a core);
-``reports.client_load`` judges the samples.
+``reports.analysis.client_load`` judges the samples.
 
 Runs inside gevent (a Locust process: the local one, or a worker); it imports no Locust and judges
 nothing. A process too busy to wake the greenlet on time still gets its interval measured whole: the

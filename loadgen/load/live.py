@@ -8,12 +8,12 @@ rules, applied per canary as the report applies them (the strongest kind every c
 carried; the modal baseline completion, the earliest first on a tie: baseline canaries come from the
 one canary user, one at a time, so they arrive in the order they were sent), so the live table and
 the report agree (``tests/loadgen/load/test_live_matches_report.py``). The divergence rate and its
-interval are ``loadgen.core.stats``'s, written as the report writes them (``reports.cells.rate_cell``);
+interval are ``loadgen.core.stats``'s, written as the report writes them (``reports.render.cells.rate_cell``);
 **held at send** is the record's ``background_held_at_send`` (this process's background slots that held a
 started request when the cell's last canary went out, of the level), as progress shows it. The columns
 only the finished report has (drift max, bitwise equal, others, **held throughout**: they need each
 canary's logprobs against the reference and the engine's measured co-residency over its life) read
-``PENDING`` until the report is written, then its own cells (``with_report``, ``reports.cells.level_cells``).
+``PENDING`` until the report is written, then its own cells (``with_report``, ``reports.render.cells.level_cells``).
 Pure: no Locust, no I/O. The final report is the authority.
 """
 
@@ -34,8 +34,8 @@ from loadgen.core.identity import (
     reference_index,
 )
 from loadgen.core.stats import ratio, wilson
-from reports.cells import level_cells, rate_cell
-from reports.model import Report
+from reports.model.report import Report
+from reports.render.cells import level_cells, rate_cell
 
 References = dict[str, dict[IdentityKind, list[Any]]]  # canary -> kind -> reference completion (msgpack-safe)
 PENDING = "at the end"  # a report-only cell while the run goes (module docstring)
@@ -196,7 +196,7 @@ class LiveTable:
 
 def with_report(rows: list[dict[str, Any]], report: Report | None) -> list[dict[str, Any]]:
     """``rows`` of a run that ended, with each sweep level's report-only cells, and its rate, as its report writes
-    them (``reports.cells.level_cells``); a row the report has no level for (the baseline), or every row where
+    them (``reports.render.cells.level_cells``); a row the report has no level for (the baseline), or every row where
     there is no report, gets no figure there."""
     canaries = report["canaries"] if report is not None else []
     levels = {(str(c["id"]), str(lv["concurrency"])): lv for c in canaries for lv in c["levels"]}

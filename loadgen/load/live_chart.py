@@ -3,7 +3,7 @@ concurrency, one line per canary, drawn from the rows of the live table (``live.
 
 Why: the "Batch invariance" tab's table says what happened per level; a chart beside it shows at a
 glance where determinism breaks as the load grows. Drawn from the very rows the table shows, so the
-two always agree. Pure: rows in, an HTML fragment out (inline SVG from ``reports.svg``, which escapes
+two always agree. Pure: rows in, an HTML fragment out (inline SVG from ``reports.render.svg``, which escapes
 every label; the attributes written here are escaped too). No Locust, no I/O; baseline rows are not
 plotted (they have no concurrency).
 """
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reports.htmltext import escape
-from reports.svg import Series, chart
+from reports.render.htmltext import escape
+from reports.render.svg import Series, chart
 
 # Scoped to the fragment: Locust's page has its own styles, and a chart without these fills its lines black.
 # The first rules put the table and the charts side by side where the page is wide enough (the box holding

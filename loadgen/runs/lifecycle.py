@@ -6,14 +6,14 @@ and summarised, the final status settled, the reports written. The load side (Lo
 coordinator) never sets a final status; it records facts (``stages_finished``, counts, workers) and
 this module decides the status from them (``settle``): ``interrupted`` when the stages did not all
 complete, ``endpoint_failed`` when the run ended with two levels' worth of failures or nearly every
-canary failed (``reports.health.endpoint_failed``), ``finished_with_losses`` when records could not be written
+canary failed (``reports.analysis.health.endpoint_failed``), ``finished_with_losses`` when records could not be written
 (the ``process-*.json`` counts, the scraper's), else ``finished``. The scraper lives in the process that
 owns the run but never in a user process: parsing must not steal time from the load. When the prepared
 scenario names the servers behind the endpoint (``endpoint.servers``: a prefill/decode router), each server
 is scraped instead of the endpoint (``collectors.server_metrics``), and their summaries go to the
 manifest's ``servers``.
 
-The report writer (``reports.writer``: the run-folder reader, pandas, pyarrow, every renderer) is
+The report writer (``reports.render.writer``: the run-folder reader, pandas, pyarrow, every renderer) is
 imported in ``end``, where the reports are written, not at the top: the Locust side imports this module
 in every process and worker (a web UI start owns its run), and a process that sends load must not
 carry the report stack (a quarter of a second to import, and pandas' memory); only the process that
@@ -43,7 +43,7 @@ from loadgen.core.manifest import (
     update_manifest,
 )
 from loadgen.core.servers import servers_of
-from reports.health import endpoint_failed, level_quota
+from reports.analysis.health import endpoint_failed, level_quota
 
 
 def settle(manifest: Manifest, failures: dict[str, int], *engine_metrics: EngineMetricsSummary | None) -> RunStatus:
@@ -136,11 +136,11 @@ class OwnedRun:
             status = _with_losses(status)
         self.status = status
         if report:
-            from reports.writer import write_reports  # here, not at the top: the module docstring says why
+            from reports.render.writer import write_reports  # here, not at the top: the module docstring says why
 
             try:
                 self.headline = list(write_reports(self.run_dir)["health"]["headline"])
-            except (OSError, RunFolderError) as exc:  # reports.writer names the file it could not write
+            except (OSError, RunFolderError) as exc:  # reports.render.writer names the file it could not write
                 unwritten.append(_unwritten(exc, self.run_dir / "report.json", "the reports"))
                 self.status = status = _with_losses(status)
                 # what could be written stays: say so in the manifest too, if it still takes a write

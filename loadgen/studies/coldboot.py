@@ -38,8 +38,8 @@ from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
 from loadgen.runs.probe import probe
 from loadgen.studies.events import BootRequest, BootStarted, EngineReady, LoadEnded, Progress, no_progress
-from reports.coldboot import ColdBootSummary, render_markdown, summarise
-from reports.writer import report_json, write_text
+from reports.analysis.coldboot import ColdBootSummary, render_markdown, summarise
+from reports.render.writer import report_json, write_text
 
 
 @dataclass

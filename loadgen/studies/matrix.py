@@ -39,9 +39,9 @@ from loadgen.studies.coldboot import cold_boot
 from loadgen.studies.decoder_direct import BEFORE, DIRECT, SWEEP, Phase, run_phases
 from loadgen.studies.events import CellEnded, CellStarted, Progress, no_progress
 from loadgen.studies.run import RunResult, run
-from reports.coldboot import ColdBootSummary, matrix_table
-from reports.compare import compare_reports, write_comparison
-from reports.writer import load_report, report_json, write_text
+from reports.analysis.coldboot import ColdBootSummary, matrix_table
+from reports.compare.runs import compare_reports, write_comparison
+from reports.render.writer import load_report, report_json, write_text
 
 
 @dataclass

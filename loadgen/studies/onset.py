@@ -23,7 +23,7 @@ not try, can hide below the onset it reports (``RISK``).
 
 The search is keyed by what was **measured** (``MEASURED_RULE``, docs/design.md "The level's band"): the level
 asked is what the background was told to hold, not what the canary ran beside. Each sweep canary of a judged run
-is placed at its measured level (``reports.measured``: the report's own co-residency, the median of the other
+is placed at its measured level (``reports.analysis.measured``: the report's own co-residency, the median of the other
 requests beside it over its life, rounded, as ``by_co_residency`` groups it); a measured level is divergent when
 any canary measured there diverged; ``onset_search.next_step`` asks for the measured level the bracket needs and
 stops undecided when that level was asked already. ``onset_level`` is a measured level.
@@ -50,9 +50,9 @@ from loadgen.core.stats import wilson
 from loadgen.studies.events import Progress, no_progress
 from loadgen.studies.onset_search import bracket, merge, next_level, next_step
 from loadgen.studies.run import check_options, endpoint_for, keep_logs_in, run
-from reports.measured import measured_records
-from reports.model import Reference, Report
-from reports.writer import load_report, report_json, write_text
+from reports.analysis.measured import measured_records
+from reports.model.report import Reference, Report
+from reports.render.writer import load_report, report_json, write_text
 
 SCHEMA = 1
 T = TypeVar("T")
@@ -116,7 +116,8 @@ def rule_block(n: int) -> dict[str, Any]:
 @dataclass
 class MeasuredCanary:
     """One sweep canary of a level asked: what it was measured to share the engine with, and whether it diverged
-    (``reports.measured``); ``measured_level`` None: not measured, ``diverged`` None: failed or not compared."""
+    (``reports.analysis.measured``); ``measured_level`` None: not measured, ``diverged`` None: failed or not
+    compared."""
 
     request_id: str
     canary_id: str
@@ -364,7 +365,8 @@ def onset(
 
 
 def measured_canaries(run_dir: Path, level: int) -> list[MeasuredCanary]:
-    """The sweep canaries a run sent at ``level``, as the report measured and compared them (``reports.measured``)."""
+    """The sweep canaries a run sent at ``level``, as the report measured and compared them
+    (``reports.analysis.measured``)."""
     df = measured_records(run_dir)
     rows = df[(df["phase"] == "sweep") & (df["level"] == level)]
     return [

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from read_speed import write_folder
 
-from collectors import sidecar_read
-from collectors.runfolder import load_run
+from collectors.read import sidecar as sidecar_read
+from collectors.read.runfolder import load_run
 from collectors.sidecar import columns_dir
 from loadgen.core.record import CanaryRecord
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.coresidency import segment_stats, window_inflight, window_running
+from collectors.read.coresidency import segment_stats, window_inflight, window_running
 
 
 def brute_window(

@@ -23,7 +23,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collectors.coresidency import window_running
 from collectors.engine_metrics import (
     ENGINE_METRICS_FILE,
     MetricsScraper,
@@ -32,6 +31,7 @@ from collectors.engine_metrics import (
     parse_metrics,
 )
 from collectors.jsonl import read_jsonl
+from collectors.read.coresidency import window_running
 from loadgen.core.errors import EndpointError, RunFolderError, UsageError
 from loadgen.launchers.process import start_embedded
 

@@ -1,4 +1,4 @@
-"""The fast reader (``collectors.fastcolumns``, ``collectors.parallel_read``) gives exactly the reference columns.
+"""The fast reader (``collectors.read.fastcolumns``, ``collectors.read.parallel``) gives exactly the reference columns.
 
 Random run folders, written as JSONL files: records with and without sequences, errors, logprobs and
 alternatives that are null, NaN or infinite (written as null, as orjson writes them), beyond
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors.fastcolumns import _TRIAL_RECORDS, FastColumnBuilder
-from collectors.runfolder import RunData, load_run
+from collectors.read.fastcolumns import _TRIAL_RECORDS, FastColumnBuilder
+from collectors.read.runfolder import RunData, load_run
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import CanaryRecord
 

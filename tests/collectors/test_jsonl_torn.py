@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.jsonl import JsonlWriter, read_jsonl
-from collectors.runfolder import _torn_tail  # the one rule every reader of the run folder applies
+from collectors.read.runfolder import _torn_tail  # the one rule every reader of the run folder applies
 
 
 class Disk:

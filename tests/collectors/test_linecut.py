@@ -1,4 +1,4 @@
-"""``collectors.linecut``: a cut line reassembles to what parsing the whole line gives, and no line that is
+"""``collectors.read.linecut``: a cut line reassembles to what parsing the whole line gives, and no line that is
 not valid JSON is ever cut into parts that all parse.
 
 Lines come from real ``CanaryRecord`` objects serialised as the writer does, with token strings of any
@@ -14,7 +14,7 @@ import orjson
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from collectors.linecut import cut
+from collectors.read.linecut import cut
 from loadgen.core.record import CanaryRecord
 
 token = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=5)

@@ -10,7 +10,7 @@ import numpy as np
 import orjson
 import pytest
 
-from collectors.runfolder import load_run, top_gap
+from collectors.read.runfolder import load_run, top_gap
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import CanaryRecord
 

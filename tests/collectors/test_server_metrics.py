@@ -16,7 +16,7 @@ import numpy as np
 import orjson
 
 from collectors.jsonl import read_jsonl
-from collectors.runfolder import load_run
+from collectors.read.runfolder import load_run
 from collectors.server_metrics import ServerScrapers, samples_file
 from loadgen.core.manifest import MANIFEST_SCHEMA, Manifest, write_manifest
 from loadgen.core.scenario.schema import Server

@@ -26,9 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collectors import sidecar_read
 from collectors.canary import CanaryCollector
-from collectors.runfolder import load_run
+from collectors.read import sidecar as sidecar_read
+from collectors.read.runfolder import load_run
 from collectors.sidecar import FILES, INDEX, columns_dir
 from loadgen.core.record import CanaryRecord
 from tests.collectors.test_fastcolumns_property import MANIFEST, assert_same
@@ -153,7 +153,7 @@ def test_a_jsonl_changed_after_the_fact_drops_the_columns_file_with_a_notice(tmp
     got, want = load_run(run_dir, workers=1), load_run(run_dir, reference=True)
     (notice,) = [f.columns_notice for f in got.files]
     assert notice is not None and "canaries.columns" in notice and "read from canaries.jsonl instead" in notice
-    from reports.build import build_report
+    from reports.analysis.build import build_report
 
     assert notice in build_report(got)["run"]["notices"]
     got.files[0].columns_notice = None
@@ -182,7 +182,7 @@ while True:
 
 
 def test_a_writer_killed_mid_run_leaves_the_report_of_its_jsonl(tmp_path: Path) -> None:
-    from reports.build import build_report
+    from reports.analysis.build import build_report
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

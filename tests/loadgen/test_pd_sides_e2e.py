@@ -28,7 +28,7 @@ from pd_processes import router_available, start_router
 
 from loadgen.core.manifest import read_manifest
 from loadgen.launchers.process import start_embedded
-from reports.mdtext import text
+from reports.render.mdtext import text
 
 pytestmark = pytest.mark.skipif(not router_available(), reason="vllm-router is not installed (the test extra has it)")
 

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from runkit import rec
 
-from collectors.runfolder import CanaryColumns, ColumnBuilder
-from reports.analysis import analyse
+from collectors.read.runfolder import CanaryColumns, ColumnBuilder
+from reports.analysis.canary import analyse
 
 REF = [1, 2, 3, 4, 5]
 REF_LP = [-0.1, -0.2, -0.3, -0.4, -0.5]

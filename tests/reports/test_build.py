@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors.runfolder import load_run
-from reports.build import build_report
-from reports.writer import report_json
+from collectors.read.runfolder import load_run
+from reports.analysis.build import build_report
+from reports.render.writer import report_json
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if p.is_dir())
@@ -70,7 +70,8 @@ def test_single_canary_shape_and_context() -> None:
         "3 unique completions over 15 canaries (1 error); earliest divergence at token 3; "
         "divergence first seen at concurrency 2; level 1 not measured (the load was not there)"
     )
-    # the fixture's one background request at level 1 failed: that level's load was not there (reports.level_load)
+    # the fixture's one background request at level 1 failed: that level's load was not there
+    # (reports.analysis.level_load)
     assert report["levels"][1]["not_measured"] == "1 of 1 background requests failed"
     assert report["health"]["levels_not_measured"] == {"c0": [1]}
     assert report["health"]["headline"][0].startswith(
@@ -80,7 +81,7 @@ def test_single_canary_shape_and_context() -> None:
     assert (fork["position"], fork["count"], fork["levels"]) == (3, 3, {"2": 1, "4": 2})
     assert fork["top1_top2_gap"] == pytest.approx(
         0.02
-    )  # a small gap at the fork (7 rounding steps: structural by reports.forks)
+    )  # a small gap at the fork (7 rounding steps: structural by reports.analysis.forks)
     assert [b["requests"] for b in report["background"]] == [1, 2, 4]
     assert report["scenario_checks"]["temperature_zero"] is True
     lv4 = report["levels"][3]

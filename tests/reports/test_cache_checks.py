@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reports.cache_checks import cache_expectations, cache_notices, counter_evidence
+from reports.analysis.cache_checks import cache_expectations, cache_notices, counter_evidence
 
 NAN = math.nan
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from runkit import rec
 
-from collectors.runfolder import ColumnBuilder
+from collectors.read.runfolder import ColumnBuilder
 from loadgen.core.errors import UsageError
-from reports.analysis import analyse
-from reports.check import Threshold, check_report, junit_xml
+from reports.analysis.canary import analyse
+from reports.analysis.check import Threshold, check_report, junit_xml
 
 
 @pytest.fixture(scope="module")

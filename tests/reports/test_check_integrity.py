@@ -11,7 +11,7 @@ import orjson
 import pytest
 from runkit import rec, write_run
 
-from reports.check import integrity
+from reports.analysis.check import integrity
 
 ROOT = Path(__file__).resolve().parents[2]
 

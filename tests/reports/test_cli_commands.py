@@ -48,7 +48,7 @@ def test_check_in_process(run_dir: Path, tmp_path: Path) -> None:
     args = parse(check, ["check", str(run_dir), "--max-divergence-rate", "0@each", "--junit", str(junit)])
     assert args.func(args) == 1
     suite = ET.parse(junit).getroot().find("testsuite")
-    # two threshold cases, and the five integrity checks every gate makes (reports.check.integrity)
+    # two threshold cases, and the five integrity checks every gate makes (reports.analysis.check.integrity)
     assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("7", "1")
     with pytest.raises(UsageError, match="at least one threshold"):
         args = parse(check, ["check", str(run_dir)])
@@ -79,7 +79,8 @@ def test_exit_codes_through_the_cli(run_dir: Path, tmp_path: Path) -> None:
 
 def test_reports_never_import_locust_or_gevent() -> None:
     code = (
-        "import sys, reports, reports.compare, reports.export; print(sorted({'locust', 'gevent'} & set(sys.modules)))"
+        "import sys, reports, reports.compare.runs, reports.render.export; "
+        "print(sorted({'locust', 'gevent'} & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,5 @@
-"""reports.client_load: per-level client CPU from samples written and read back through collectors.client_cpu."""
+"""reports.analysis.client_load: per-level client CPU from samples written and read back through
+collectors.client_cpu."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.client_cpu import ClientCpuSample, ClientCpuWriter, client_cpu_path, read_client_cpu
-from reports.client_load import BOUND_SHARE, notices, per_level, section
-from reports.render_md import render_markdown
+from reports.analysis.client_load import BOUND_SHARE, notices, per_level, section
+from reports.render.md import render_markdown
 
 
 def write(run_dir: Path, worker: str, rows: list[tuple[float, float, float | None, int | None, str | None]]) -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from loadgen.core.identity import first_divergence
 from loadgen.core.record import CanaryRecord
-from reports.coldboot import matrix_table, render_markdown, summarise
+from reports.analysis.coldboot import matrix_table, render_markdown, summarise
 
 COLD = [5, 9, 9, 1]
 WARM = [5, 9, 4, 2]

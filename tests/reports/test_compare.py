@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from runkit import rec, write_run
 
-from collectors.runfolder import ColumnBuilder, load_run
-from reports.analysis import analyse
-from reports.build import build_report
-from reports.compare import compare_reports, render_markdown, write_comparison
+from collectors.read.runfolder import ColumnBuilder, load_run
+from reports.analysis.build import build_report
+from reports.analysis.canary import analyse
+from reports.compare.runs import compare_reports, render_markdown, write_comparison
 
 
 def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:

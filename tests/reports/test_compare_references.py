@@ -1,4 +1,4 @@
-"""Reference completions run against run (``reports.compare_references``): where two references first differ."""
+"""Reference completions run against run (``reports.compare.references``): where two references first differ."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any, cast
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reports.compare_references import broke, check, reference_checks
-from reports.model import Canary, Report
+from reports.compare.references import broke, check, reference_checks
+from reports.model.report import Canary, Report
 
 WORDS = st.lists(st.sampled_from([" the", " old", " man", " sea", "\n"]), max_size=12)
 

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from runkit import rec, write_run
 
 from collectors.engine_metrics import nearest_running
-from collectors.runfolder import load_run
-from reports import coresidency
-from reports.build import build_report
-from reports.render_html import render_html
-from reports.render_md import render_markdown
+from collectors.read.runfolder import load_run
+from reports.analysis import coresidency
+from reports.analysis.build import build_report
+from reports.render.html import render_html
+from reports.render.md import render_markdown
 
 REF = [1, 2, 3, 4]
 T0 = 1_700_000_000.0

@@ -1,4 +1,4 @@
-"""Cost beside determinism (``reports.cost``): background throughput per level, batch invariance read from
+"""Cost beside determinism (``reports.analysis.cost``): background throughput per level, batch invariance read from
 the server or a label, and ``compare``'s cost rows and frontier chart."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from runkit import rec, write_run
 
-from collectors.runfolder import load_run
-from reports import cost
-from reports.build import build_report
-from reports.compare import compare_reports, render_html, render_markdown
+from collectors.read.runfolder import load_run
+from reports.analysis import cost
+from reports.analysis.build import build_report
+from reports.compare.runs import compare_reports, render_html, render_markdown
 
 
 def test_throughput_is_tokens_over_the_level_span() -> None:

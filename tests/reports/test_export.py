@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from runkit import rec, write_run
 
-from collectors.runfolder import load_run
-from reports.export import export_records
+from collectors.read.runfolder import load_run
+from reports.render.export import export_records
 
 
 def test_parquet_and_csv(tmp_path: Path) -> None:

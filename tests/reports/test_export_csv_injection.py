@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from runkit import rec, write_run
 
-from reports.export import FORMULA_START, neutralise
+from reports.render.export import FORMULA_START, neutralise
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMULAS = ['=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]

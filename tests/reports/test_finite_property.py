@@ -14,13 +14,13 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from collectors.runfolder import MAX_ABS_LOGPROB, top_gap_counted
+from collectors.read.runfolder import MAX_ABS_LOGPROB, top_gap_counted
 from loadgen.core.stats import median, quantiles
-from reports import plots
-from reports.finite import scrub
-from reports.render_html import embedded_json, render_html
-from reports.render_md import ci, pct, render_markdown
-from reports.svg import Series, chart
+from reports.model.finite import scrub
+from reports.render import plots
+from reports.render.html import embedded_json, render_html
+from reports.render.md import ci, pct, render_markdown
+from reports.render.svg import Series, chart
 
 HOSTILE = st.sampled_from([math.nan, math.inf, -math.inf, 1.7e308, -1.7e308, 1e-308, 0.0, -0.0])
 FLOATS = st.floats() | HOSTILE

@@ -1,4 +1,4 @@
-"""Fork classification (``reports.forks``) on constructed gaps, and through the report on hand-made runs:
+"""Fork classification (``reports.analysis.forks``) on constructed gaps, and through the report on hand-made runs:
 a near-tie flip versus a structural divergence, counts that add up to the divergent canaries."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from runkit import rec, write_run
 
-from collectors.runfolder import load_run
-from reports import forks
-from reports.build import build_report
-from reports.render_html import render_html
-from reports.render_md import render_markdown
+from collectors.read.runfolder import load_run
+from reports.analysis import forks
+from reports.analysis.build import build_report
+from reports.render.html import render_html
+from reports.render.md import render_markdown
 
 ANY_FLOAT = st.floats() | st.sampled_from([math.nan, math.inf, -math.inf, 1.7e308, -1.7e308, 0.0, -0.0])
 

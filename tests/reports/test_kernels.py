@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.runfolder import pad_int
-from reports import kernels
-from reports.identity import first_divergence_rows as first_divergence
-from reports.identity import text_matrix
-from reports.kernels import drift, group_rows
+from collectors.read.runfolder import pad_int
+from reports.analysis import kernels
+from reports.analysis.identity import first_divergence_rows as first_divergence
+from reports.analysis.identity import text_matrix
+from reports.analysis.kernels import drift, group_rows
 
 seqs = st.lists(st.integers(0, 4), max_size=8)
 

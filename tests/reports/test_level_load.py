@@ -15,10 +15,10 @@ from typing import Any
 
 from runkit import rec, write_run
 
-from collectors.runfolder import load_run
-from reports.build import build_report
-from reports.render_html import render_html
-from reports.render_md import render_markdown
+from collectors.read.runfolder import load_run
+from reports.analysis.build import build_report
+from reports.render.html import render_html
+from reports.render.md import render_markdown
 
 T0 = 1_700_000_000.0
 REF = [1, 2, 3]

@@ -1,4 +1,4 @@
-"""``reports.mdtext``: whatever a server sends, the Markdown it becomes is one inert line."""
+"""``reports.render.mdtext``: whatever a server sends, the Markdown it becomes is one inert line."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reports.mdtext import code, text
+from reports.render.mdtext import code, text
 
 MARKUP = "\\`*[]<>&|~"
 

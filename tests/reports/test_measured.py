@@ -1,5 +1,5 @@
-"""``reports.measured.measured_records``: each canary record's measured co-residency and divergence, by the report's
-own rules: the counts it gives per level and per measured group are those ``report.json`` writes."""
+"""``reports.analysis.measured.measured_records``: each canary record's measured co-residency and divergence, by the
+report's own rules: the counts it gives per level and per measured group are those ``report.json`` writes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 from runkit import rec, write_run
 
-from collectors.runfolder import load_run
-from reports.build import build_report
-from reports.measured import COLUMNS, measured_records
+from collectors.read.runfolder import load_run
+from reports.analysis.build import build_report
+from reports.analysis.measured import COLUMNS, measured_records
 
 REF = [1, 2, 3, 4]
 OTHER = [1, 2, 9, 4]

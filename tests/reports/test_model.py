@@ -1,4 +1,4 @@
-"""reports.model names exactly what a report holds: every key ``build_report`` writes is in the model with
+"""reports.model.report names exactly what a report holds: every key ``build_report`` writes is in the model with
 its type, every required key is written, and so for ``comparison.json``. mypy checks the code against the
 model; this checks the model against the JSON, so a key added through a plain dict cannot slip past it."""
 
@@ -12,19 +12,19 @@ import pytest
 from runkit import rec, write_run
 
 from collectors.client_cpu import ClientCpuSample, ClientCpuWriter, client_cpu_path
-from collectors.runfolder import load_run
-from reports.build import build_report
-from reports.compare import compare_reports
-from reports.conform import problems
-from reports.model import Report, is_report
-from reports.model_compare import Comparison
+from collectors.read.runfolder import load_run
+from reports.analysis.build import build_report
+from reports.compare.runs import compare_reports
+from reports.model.comparison import Comparison
+from reports.model.conform import problems
+from reports.model.report import Report, is_report
 
 GOLDEN = Path(__file__).parent / "golden"
 
 
 def conforms(value: Any, tp: Any, where: str) -> list[str]:
-    """Where ``value`` (decoded JSON) departs from the type ``tp`` of ``reports.model``, keys the model lacks
-    included (``reports.conform.problems``, strict)."""
+    """Where ``value`` (decoded JSON) departs from the type ``tp`` of ``reports.model.report``, keys the model lacks
+    included (``reports.model.conform.problems``, strict)."""
     return problems(value, tp, where, strict=True)
 
 

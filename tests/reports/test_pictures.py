@@ -1,5 +1,5 @@
-"""The drift heatmap (``reports.heatmap``: numbers; ``reports.svg_heatmap``: drawing) and the bar charts
-(``reports.svg_bars``): right on constructed inputs, and never raising on arbitrary floats, with every
+"""The drift heatmap (``reports.analysis.heatmap``: numbers; ``reports.render.svg_heatmap``: drawing) and the bar charts
+(``reports.render.svg_bars``): right on constructed inputs, and never raising on arbitrary floats, with every
 coordinate finite, every label escaped, and what was skipped counted."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reports import pictures
-from reports.finite import finite
-from reports.heatmap import drift_by_position
-from reports.svg_bars import histogram, strips
-from reports.svg_heatmap import heatmap
+from reports.analysis.heatmap import drift_by_position
+from reports.model.finite import finite
+from reports.render import pictures
+from reports.render.svg_bars import histogram, strips
+from reports.render.svg_heatmap import heatmap
 
 HOSTILE = st.sampled_from([math.nan, math.inf, -math.inf, 1.7e308, -1.7e308, 1e-308, 0.0, -0.0])
 ANY = st.none() | st.floats() | HOSTILE | st.integers(min_value=-(10**400), max_value=10**400) | st.just("x")
@@ -106,7 +106,7 @@ def test_strips_draw_one_bar_per_position() -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.lists(ANY, min_size=1, max_size=6), st.lists(st.tuples(ANY, ANY), max_size=6))
 def test_report_pictures_take_any_figure(values: list[Any], hist: list[tuple[Any, Any]]) -> None:
-    """The pictures read a finished entry (``reports.pictures``); hostile numbers in it never raise."""
+    """The pictures read a finished entry (``reports.render.pictures``); hostile numbers in it never raise."""
     entry = {
         "reference": {"unit": "token"},
         "levels": [{"concurrency": i, "first_divergence": {"histogram": hist}} for i in range(3)],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from runkit import rec, write_run
 
-from reports.writer import write_reports
+from reports.render.writer import write_reports
 
 EVIL = "<script>alert(1)</script></script><!--"
 

@@ -1,4 +1,4 @@
-"""``reports.repro``: picking one canary record, the load it ran under, the reference beside it, the replay.
+"""``reports.repro.folder``: picking one canary record, the load it ran under, the reference beside it, the replay.
 
 Run folders are written by hand (``runkit``) in the collectors' layout, so every expected number is known.
 """
@@ -13,12 +13,15 @@ import orjson
 import pytest
 from runkit import rec, write_run
 
-from collectors.runfolder import load_run
+from collectors.read.runfolder import load_run
 from loadgen.core.errors import UsageError
 from loadgen.core.scenario import parse_scenario
-from reports import repro, repro_choice, repro_in_flight, repro_replay
-from reports.analysis import analyse
-from reports.toml_writer import toml_text
+from reports.analysis.canary import analyse
+from reports.repro import choice as repro_choice
+from reports.repro import folder as repro
+from reports.repro import in_flight as repro_in_flight
+from reports.repro import replay as repro_replay
+from reports.repro.toml_writer import toml_text
 
 T0 = 1_700_000_000.0
 BODY = {"model": "tiny", "prompt": "p", "max_tokens": 3, "seed": 0, "temperature": 0, "stream": False}

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.core.servers import Side
-from reports.side_rule import MIN_GROUP, contrast, follows
+from reports.analysis.side_rule import MIN_GROUP, contrast, follows
 
 NAN = float("nan")
 

@@ -7,10 +7,10 @@ import pandas as pd  # type: ignore[import-untyped]
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from collectors.coresidency import window_running
-from collectors.runfolder import ServerSeries
-from reports import sides
-from reports.coresidency import ENGINE_OTHERS, measure
+from collectors.read.coresidency import window_running
+from collectors.read.runfolder import ServerSeries
+from reports.analysis import sides
+from reports.analysis.coresidency import ENGINE_OTHERS, measure
 
 times = st.floats(min_value=0.0, max_value=100.0, allow_nan=False)
 

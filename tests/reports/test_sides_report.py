@@ -10,12 +10,12 @@ from typing import Any
 from runkit import rec, write_run
 from test_model import conforms
 
-from collectors.runfolder import load_run
+from collectors.read.runfolder import load_run
 from loadgen.cli.progress.summary import summary_lines
-from reports.build import build_report
-from reports.model import Report
-from reports.render_html import render_html
-from reports.render_md import render_markdown
+from reports.analysis.build import build_report
+from reports.model.report import Report
+from reports.render.html import render_html
+from reports.render.md import render_markdown
 
 T0 = 1_700_000_000.0
 SERVERS = [

@@ -3,7 +3,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reports.svg import nice_ceiling
+from reports.render.svg import nice_ceiling
 
 
 def test_nice_ceiling_known_values() -> None:

@@ -5,7 +5,7 @@ Why: the CLI shows a run's progress while Locust runs in another process, withou
 it follows the records the run writes anyway (``loadgen/cli/progress/follow.py``) and folds them
 here. The stages are the load side's own plan (``loadgen.load.stages.build_stages``) and identity and
 divergence are the report's rules through the web UI's live table (``loadgen.load.live``, built on
-``reports.identity``), so these figures and the report agree; the final report is the authority.
+``reports.analysis.identity``), so these figures and the report agree; the final report is the authority.
 Pure: records in, a snapshot out; no I/O, no clock of its own.
 """
 

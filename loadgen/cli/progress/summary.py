@@ -1,7 +1,7 @@
 """The end of ``loadgen run`` on the terminal: each canary's verdict and per-level table, as report.md has them.
 
 Why: after minutes of load a user wants the answer without opening a file; the words and the table
-are report.md's own (``reports.render_md.levels_table``), so what the terminal says and what the
+are report.md's own (``reports.render.md.levels_table``), so what the terminal says and what the
 report says never differ. Read from the ``report.json`` the run just wrote; no report, no summary.
 """
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 
 from loadgen.core.errors import visible
-from reports.model import Report, is_report
-from reports.render_md import levels_table, unmeasured_lines
+from reports.model.report import Report, is_report
+from reports.render.md import levels_table, unmeasured_lines
 
 
 def summary_lines(report: Report) -> list[str]:

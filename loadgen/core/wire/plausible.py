@@ -6,7 +6,7 @@ more token ids than token strings. Neither is a reason to drop the completion: i
 sent, and the tokens are what the comparison is about (fewer ids than tokens, which loses a position, is;
 ``loadgen.load.answer_checks``). But the report must not pass over them, since cache and cost figures read
 ``usage``. ``usage_problem`` says what is impossible about one answer's usage; the run-folder reader keeps
-it per record and ``reports.health`` counts it. Pure: no I/O.
+it per record and ``reports.analysis.health`` counts it. Pure: no I/O.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 
 from collectors.jsonl import read_jsonl
 from loadgen.core.scenario import load_scenario
-from reports.repro import FILES
+from reports.repro.folder import FILES
 
 KEY_ENV = "LOADGEN_REPRO_TEST_KEY"
 KEY = f"lgrepro-{uuid.uuid4().hex}"  # distinctive: a hit can only be a leak

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from reports.repro import FILES
+from reports.repro.folder import FILES
 from tests.reports.runkit import rec, write_run
 
 ROOT = Path(__file__).resolve().parents[3]

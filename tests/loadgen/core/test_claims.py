@@ -20,7 +20,7 @@ from loadgen.core.claims import (
     validate_rate,
 )
 from loadgen.core.errors import UsageError
-from reports.check import claim_outcomes
+from reports.analysis.check import claim_outcomes
 
 rates = st.floats(min_value=1e-3, max_value=0.99, allow_nan=False)
 sizes = st.integers(min_value=1, max_value=400)

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 
 from collectors.jsonl import read_jsonl
-from collectors.runfolder import load_run
+from collectors.read.runfolder import load_run
 from loadgen.studies.run import run
-from reports.coresidency import join_engine
+from reports.analysis.coresidency import join_engine
 
 SCENARIO = """
 name = "cache-burst"

@@ -28,7 +28,7 @@ import pytest
 from serve_app import script_server
 
 from loadgen.studies.run import run
-from reports.client_load import BOUND_SHARE
+from reports.analysis.client_load import BOUND_SHARE
 
 SERVER = Path(__file__).parents[1] / "concurrency_server.py"
 LEVEL = 256  # the one-core test's level

@@ -171,7 +171,7 @@ def test_check_exit_codes_follow_the_policy(outcome: Outcome) -> None:
     failed = any(r["status"] == "error" and r["phase"] == "sweep" for r in outcome.rows)
     assert _check(run_dir, "--max-errors", "0") == (1 if failed else 0)
     # every check also fails a planned level without completions or whose load was not there (faulted background
-    # can leave its slots empty: reports.level_load) and, unless relaxed, more than 5% failed
+    # can leave its slots empty: reports.analysis.level_load) and, unless relaxed, more than 5% failed
     rows = outcome.rows
     empty = any(
         not any(r["status"] == "ok" and r["level"] == lv for r in rows if r["phase"] == "sweep") for lv in (0, 2)

@@ -1,7 +1,7 @@
 """The live table and the report agree: for the same records, the same reference, unique and diverged counts.
 
 Why: the web UI's table (``loadgen.load.live``, fed the summaries the users send) and the report
-(``reports.build`` over the run folder) are two computations of the same figures; both take the
+(``reports.analysis.build`` over the run folder) are two computations of the same figures; both take the
 reference by ``loadgen.core.identity.reference_index``. Hypothesis draws small runs with many ties
 (three token ids, short completions, some without ids or tokens, some errors): the table is fed as
 the coordinator is (baseline, then the references, then the sweep), the records are written in a
@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.canary import CanaryCollector
-from collectors.runfolder import load_run
+from collectors.read.runfolder import load_run
 from loadgen.core.identity import identities
 from loadgen.core.record import CanaryRecord
 from loadgen.load.live import LiveTable, summarise
-from reports.build import build_report
+from reports.analysis.build import build_report
 from tests.reports.runkit import manifest
 
 LEVELS = (0, 2, 4)

@@ -1,0 +1,216 @@
+"""Is the run's evidence whole? Errors, levels without completions, lost records, unusable numbers.
+
+Why: a report's figures are only as good as the records under them. An endpoint that died mid-run
+leaves levels with no completions and a sweep of errors; a full disk leaves records unwritten and a
+torn last line; a hostile endpoint sends ``NaN`` logprobs. None of that may pass silently: this
+module says it first (``headline``, shown above every figure), in plain words with counts
+(``notices``), and as facts the CI gate reads (``reports.analysis.check.integrity``). Pure: ``RunData`` and
+the per-canary analysis in, a JSON-ready dict out. ``endpoint_failed`` is the one rule, used here
+and by the run's owner when it settles the status (``loadgen/runs/lifecycle.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from collectors.losses import lost_records
+from loadgen.core.manifest import ResolvedScenario, RunStatus
+from reports.analysis import level_load
+from reports.model.report import CanaryAnalysis, Health, HealthFacts
+
+if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust's processes, which load no pandas
+    from collectors.read.runfolder import FileRead, RunData
+
+MIN_TRAILING = 3  # failures in a row at the end that say "the endpoint died", whatever the level size
+DEAD_LEVELS = 2  # ... and at least this many levels' worth: one level lost to bad luck is not a death
+NEARLY_ALL = 0.9  # or this share of every canary failed
+
+
+def endpoint_failed(errors: int, canaries: int, trailing: int, level_quota: int | None) -> bool:
+    """The endpoint failed the run: it ended with ``DEAD_LEVELS`` levels' worth of failures in a row
+    (``level_quota`` canaries each; at least ``MIN_TRAILING``), or nearly all its canaries failed, or every
+    one did (a run of one or two canaries: nothing was measured, however few). Chance alone (a fault rate
+    of 0.4 over levels of 4) almost never gets there; an endpoint that died always does."""
+    if errors <= 0 or canaries <= 0:
+        return False
+    dead_run = trailing >= max(MIN_TRAILING, DEAD_LEVELS * (level_quota or 0))
+    return dead_run or errors >= canaries or (errors >= MIN_TRAILING and errors >= NEARLY_ALL * canaries)
+
+
+def level_quota(canaries_per_level: int | None, scenario: ResolvedScenario) -> int | None:
+    """Canaries sent at one level: per level times the scenario's canaries (round-robin)."""
+    n = scenario.get("canaries")
+    return None if canaries_per_level is None else canaries_per_level * max(1, len(n) if isinstance(n, list) else 1)
+
+
+def _trailing(failed: np.ndarray[Any, Any]) -> int:
+    ok = np.flatnonzero(~failed)
+    return int(len(failed) - (ok[-1] + 1)) if ok.size else len(failed)
+
+
+def _kinds(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
+    """``report.json``'s ``health``: the facts, a ``headline`` (read first) and ``notices`` (with counts)."""
+    m = run.manifest
+    f = run.canaries.frame
+    order = np.argsort(f["sent_at"].to_numpy(), kind="stable") if len(f) else np.zeros(0, np.int64)
+    failed = (f["status"].to_numpy() != "ok")[order]
+    kinds = {str(k): int(n) for k, n in f[f["status"] != "ok"]["error_kind"].fillna("unknown").value_counts().items()}
+    errors, sent = int(failed.sum()), len(failed)
+    dead = m.status == RunStatus.ENDPOINT_FAILED or endpoint_failed(
+        errors, sent, _trailing(failed), level_quota(m.canaries_per_level, m.scenario)
+    )
+    planned = set(m.levels)
+    empty = {
+        str(e["id"]): [
+            lv["concurrency"] for lv in e["levels"] if lv["concurrency"] in planned and not lv["completions"]
+        ]
+        for e in canaries
+    }
+    empty = {k: v for k, v in empty.items() if v}
+    failures = dict(run.write_failures)
+    lost = lost_records(failures, m.engine_metrics, *(s.get("engine_metrics") for s in m.servers))
+    torn = [r.name for r in run.files + run.background_files if r.torn_tail]
+    reported = m.canaries_reported
+    # canaries the coordinator counted that neither reached the records nor are counted as write failures
+    unwritten = max(0, reported - sent - failures.get("canaries", 0)) if isinstance(reported, int) else 0
+    unusable = f["unusable_numbers"].to_numpy() if "unusable_numbers" in f else np.zeros(0, np.int64)
+    background = level_load.background_errors(run.background)
+    unmeasured = {str(e["id"]): got for e in canaries if (got := level_load.unmeasured_levels(e["levels"]))}
+    facts: HealthFacts = {
+        "status": None if m.status is None else str(m.status),
+        "completed": bool(m.run_status and m.run_status.completed),
+        "canaries": sent,
+        "errors": errors,
+        "error_kinds": dict(sorted(kinds.items())),
+        "error_rate": errors / sent if sent else None,
+        "endpoint_failed": bool(dead),
+        "levels_without_completions": empty,
+        "write_failures": failures,
+        "records_lost": lost,
+        "canaries_reported_not_read": unwritten,
+        "torn_files": torn,
+        "unusable_numbers": int(unusable.sum()),
+        "records_with_unusable_numbers": int((unusable > 0).sum()),
+        "non_finite_figures": 0,  # set by ``reports.analysis.build`` once the report is scrubbed
+        "background": background,
+        "levels_not_measured": unmeasured,
+    }
+    headline, notices = _words(facts)
+    all_unmeasured = sorted({lv for lvs in unmeasured.values() for lv in lvs})
+    load_headline = level_load.headline(background, all_unmeasured)
+    # no load, no verdict: said first, after only an endpoint that failed outright (which the background shares)
+    cut = 1 if facts["endpoint_failed"] else 0
+    headline = headline[:cut] + load_headline + headline[cut:]
+    notices += [] if load_headline else level_load.notice(background)
+    columns = [r.columns_notice for r in run.files if r.columns_notice]  # a columns file its JSONL contradicts
+    notices += implausible_notices(f) + malformed_notices(run.files) + columns
+    return {**facts, "headline": headline, "notices": notices}
+
+
+def implausible_notices(f: Any) -> list[str]:
+    """Answers kept and compared that cannot be true: more token ids than tokens, impossible ``usage``
+    (``loadgen.core.wire.plausible``); a notice each, with the count and the first record's reason."""
+    if not len(f):
+        return []
+    notices = []
+    ok = f["status"].to_numpy() == "ok"
+    n_ids, n_tokens = f["n_ids"].to_numpy(), f["n_tokens"].to_numpy()
+    more = ok & (n_tokens >= 0) & (n_ids > n_tokens)
+    if more.any():
+        first = int(np.flatnonzero(more)[0])
+        notices.append(
+            f"{_n(int(more.sum()), 'record')} answered more token ids than tokens (e.g. {int(n_ids[first])} ids for "
+            f"{int(n_tokens[first])} tokens): kept and compared as the endpoint sent them."
+        )
+    if "usage_problem" in f:
+        problems = f["usage_problem"].where(ok, None).dropna()
+        if len(problems):
+            notices.append(
+                f"{_n(len(problems), 'record')} reported impossible usage (e.g. {problems.iloc[0]}): cache and "
+                "token counts read from usage are not to be trusted for this endpoint."
+            )
+    return notices
+
+
+SHOWN_MALFORMED = 3  # records named per file in a notice; report.json's input.files holds every one
+
+
+def malformed_notices(files: Sequence[FileRead]) -> list[str]:
+    """Per canary file with records no column can hold (``collectors.read.columns.record_problem``), a notice naming
+    the file, how many were skipped and the first lines with the field and what it should have been."""
+    out = []
+    for f in files:
+        if not f.malformed:
+            continue
+        lines = sorted(f.malformed)
+        named = "; ".join(f"line {n}: {f.malformed[n]}" for n in lines[:SHOWN_MALFORMED])
+        more = len(lines) - SHOWN_MALFORMED
+        rest = f"; and {_n(more, 'more line')} (report.json: input.files)" if more > 0 else ""
+        out.append(
+            f"{f.name}: {_n(len(lines), 'record')} skipped, each with a field no analysis can read "
+            f"({named}{rest}); figures cover the other records."
+        )
+    return out
+
+
+def _failed(h: HealthFacts) -> str:
+    return f"{h['errors']} of {_n(h['canaries'], 'canary', 'canaries')} failed ({_kinds(h['error_kinds'])})"
+
+
+def _lost(h: HealthFacts) -> list[str]:
+    wf = h["write_failures"]
+    parts = [
+        f"{_n(wf.get(key, 0), what)} could not be written"
+        for key, what in (("canaries", "canary record"), ("background", "background row"))
+        if wf.get(key)
+    ]
+    metrics = h["records_lost"] - wf.get("canaries", 0) - wf.get("background", 0)
+    if metrics:
+        parts.append(f"{_n(metrics, '/metrics sample')} could not be written")
+    if h["canaries_reported_not_read"]:
+        parts.append(f"{_n(h['canaries_reported_not_read'], 'canary', 'canaries')} sent are not in the records")
+    torn = h["torn_files"]
+    if torn:
+        parts.append(f"{', '.join(torn)} end{'s' if len(torn) == 1 else ''} in a torn line (a write cut short)")
+    return parts
+
+
+def _words(h: HealthFacts) -> tuple[list[str], list[str]]:
+    headline: list[str] = []
+    notices: list[str] = []
+    levels = sorted({lv for lvs in h["levels_without_completions"].values() for lv in lvs})
+    no_comp = f"no completions at concurrency {', '.join(map(str, levels))}" if levels else ""
+    if h["endpoint_failed"]:
+        headline.append(f"Endpoint failed: {_failed(h)}" + (f"; {no_comp}" if no_comp else "") + ".")
+    elif no_comp:  # errors alone are in every verdict and table already
+        notices.append(f"Planned levels with {no_comp}: their figures cannot be computed.")
+    if lost := _lost(h):
+        headline.append("Records lost: " + "; ".join(lost) + ".")
+        notices.append(headline[-1] + " Figures cover the records that were written.")
+    if unreadable := h["write_failures"].get("unreadable"):
+        notices.append(f"{_n(unreadable, 'process file')} (process-*.json) unreadable: its write failures are unknown.")
+    if h["unusable_numbers"]:
+        notices.append(
+            f"{_n(h['unusable_numbers'], 'number')} in {_n(h['records_with_unusable_numbers'], 'record')} "
+            "(logprobs, alternatives' logprobs or times) were null, not a number, NaN, infinite or beyond "
+            "±1e6 and were left out of every figure and chart."
+        )
+    return headline, notices
+
+
+def figures_notice(count: int) -> list[str]:
+    """The notice for figures that came out NaN or infinite and are shown as missing (``reports.model.finite``)."""
+    if not count:
+        return []
+    return [f"{_n(count, 'figure')} came out NaN or infinite and {'is' if count == 1 else 'are'} shown as missing."]
