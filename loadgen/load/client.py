@@ -18,14 +18,12 @@ from __future__ import annotations
 import errno
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import gevent
 import orjson
-from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
 
 from loadgen.core.errors import redact, redact_json
 from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
@@ -44,7 +42,14 @@ from loadgen.core.wire.sse_frames import FrameReader
 from loadgen.load.answer_checks import completion_problem, redact_completion
 from loadgen.load.deadlines import DeadlineHit, Deadlines, deadlines
 from loadgen.load.holding import Progress
-from loadgen.load.post import faster_pool, post
+from loadgen.load.transport import (
+    HTTPConnectionClosed,
+    HTTPParseError,
+    PooledClient,
+    ResponseTooLarge,
+    cap_body,
+    whole_lines,
+)
 
 _MAX_ERROR_BODY = 500
 SECONDS_PER_TOKEN = 2.0  # the default deadline's allowance per token asked for: slower than any real engine
@@ -72,21 +77,13 @@ class Limits:
         return self.read_timeout_s + SECONDS_PER_TOKEN * tokens
 
 
-class EndpointClient(HTTPClient):
-    """geventhttpclient's client with the ``Limits`` every request sent through it obeys, and the sweep
-    (``loadgen.load.deadlines``) that ends a request at its total deadline."""
+class EndpointClient(PooledClient):
+    """geventhttpclient's client (through ``loadgen.load.transport``, its one seam) with the ``Limits`` every
+    request sent through it obeys, and the sweep (``loadgen.load.deadlines``) that ends a request at its total
+    deadline."""
 
     limits: Limits
     deadlines: Deadlines
-    post_heads: dict[tuple[str, bool], bytes]
-
-    def post_bytes(self, path: str, body: bytes, *, close: bool = False) -> Any:
-        """``request("POST", ...)``'s bytes and answer, without its per-call work (``loadgen.load.post``)."""
-        return post(self, self.post_heads, path, body, close=close)
-
-
-class ResponseTooLarge(Exception):
-    """More bytes arrived than ``Limits.max_response_bytes``; raised from inside the response's reads."""
 
 
 @dataclass(slots=True)
@@ -140,18 +137,11 @@ def make_client(
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    client = EndpointClient.from_url(
-        base_url,
-        concurrency=1,
-        connection_timeout=connect_timeout_s,
-        network_timeout=read_timeout_s,
-        headers=headers,
+    client = EndpointClient.connect(
+        base_url, connect_timeout_s=connect_timeout_s, read_timeout_s=read_timeout_s, headers=headers
     )
-    assert isinstance(client, EndpointClient)  # from_url builds the class it is called on
     client.limits = Limits(read_timeout_s, request_timeout_s, max_response_bytes)
     client.deadlines = deadlines()
-    client.post_heads = {}
-    faster_pool(client)
     return client
 
 
@@ -239,7 +229,7 @@ def send_payload(
         resp = client.post_bytes(path, payload, close=stream)
         headers_seen = True
         out.http_status = resp.status_code
-        _cap_body(resp, limits.max_response_bytes)
+        cap_body(resp, limits.max_response_bytes)
         if not 200 <= resp.status_code < 300:
             raw = resp.read()
             out.response_bytes = len(raw)
@@ -329,33 +319,6 @@ def _redact_outcome(out: Outcome, secret: str) -> None:
         redact_completion(out.completion, secret)
 
 
-class CappedResponse(HTTPSocketPoolResponse):
-    """geventhttpclient's pooled response whose every block received counts towards ``cap`` (``_cap_body``)."""
-
-    cap: int
-    received: int
-
-    def feed(self, data: str | bytes) -> None:
-        self.received += len(data)
-        if self.received > self.cap:
-            raise ResponseTooLarge
-        HTTPSocketPoolResponse.feed(self, data)
-
-
-def _cap_body(resp: Any, limit: int) -> None:
-    """Make every later read of ``resp`` raise ``ResponseTooLarge`` once more than ``limit`` bytes came.
-
-    geventhttpclient's ``read`` keeps receiving until the message is whole, so a server sending without
-    end would fill memory; it, and ``_whole_lines``, hand each received block to the response's ``feed``,
-    which ``CappedResponse`` counts from here on (the socket is then released, never reused). The class is
-    changed, not the method wrapped on the instance: a closure holding the response's own bound method made
-    every response a reference cycle, left to the garbage collector (about a tenth of the load process's
-    CPU at 10,000 requests a second, ``benchmarks/generator_ceiling.py``)."""
-    resp.received = 0
-    resp.cap = limit
-    resp.__class__ = CappedResponse
-
-
 @dataclass(frozen=True)
 class ResetAnswer:
     """How the engine answered a prefix-cache reset. ``status`` None: no answer (unreachable, too slow, too big)."""
@@ -381,7 +344,7 @@ def reset_cache(client: EndpointClient, path: str) -> ResetAnswer:
     try:
         client.deadlines.arm(client.limits.deadline_s(0))
         resp = client.request("POST", path, body=b"")
-        _cap_body(resp, client.limits.max_response_bytes)
+        cap_body(resp, client.limits.max_response_bytes)
         body = resp.read()
         status = int(resp.status_code)
         return ResetAnswer(status, reset_dropped(status, body))
@@ -398,7 +361,7 @@ def _read_stream(
     acc = StreamAccumulator(kind, tokens_as_ids=tokens_as_ids)
     tokens = 0
     try:
-        for lines in _whole_lines(resp, out):
+        for lines in whole_lines(resp, out):
             for event in decoder.feed(lines):
                 carried = acc.add(event.data)
                 if carried and out.ttft_s is None:
@@ -427,9 +390,10 @@ def _read_frames(resp: Any, kind: Kind, out: Outcome, t0: float, progress: Calla
     as their size needs, where reading each as it comes costs both per event (most of a generator core at
     256 streams of a fast engine). What is given up is the hand-over's and the end's resolution, at most
     that interval; ``ttft_s`` and ``[DONE]`` are exact. A read that fills its block is followed at once by
-    the next (``_whole_lines``): an engine whose events are large (SGLang's ``/generate`` repeats the whole
-    output so far in each) writes more than a block per interval, and one block per interval put such a
-    stream's end seconds behind the engine's, its slot counted held for a request the engine had finished
+    the next (``loadgen.load.transport.whole_lines``): an engine whose events are large (SGLang's
+    ``/generate`` repeats the whole output so far in each) writes more than a block per interval, and one
+    block per interval put such a stream's end seconds behind the engine's, its slot counted held for a
+    request the engine had finished
     (docs/results/sglang-h200/README.md)."""
     reader = FrameReader(kind)
 
@@ -441,7 +405,7 @@ def _read_frames(resp: Any, kind: Kind, out: Outcome, t0: float, progress: Calla
         return BACKGROUND_READ_EVERY_S
 
     try:
-        for lines in _whole_lines(resp, out, pause):
+        for lines in whole_lines(resp, out, pause):
             if reader.feed(lines):
                 if out.ttft_s is None:
                     out.ttft_s = time.perf_counter() - t0
@@ -455,48 +419,3 @@ def _read_frames(resp: Any, kind: Kind, out: Outcome, t0: float, progress: Calla
     out.usage = summary.usage
     if not summary.done:
         out.error_kind, out.error_message = "truncated_stream", "stream ended without data: [DONE]"
-
-
-def _whole_lines(resp: Any, out: Outcome, pause: Callable[[], float] | None = None) -> Iterator[bytes]:
-    """The body as it arrives, cut after its last line break (the rest waits for the next one), then the
-    unterminated rest at the end. Counts ``out.response_bytes``. ``pause``: seconds to let pass before a
-    read from the socket (what arrives meanwhile comes in that read and, where it filled its block, the
-    reads straight after it), never after a read that filled its block.
-
-    Why not ``resp.readline``: geventhttpclient rescans its whole buffer for the separator after every
-    block received, and the SSE decoder re-joins an unterminated line on every feed: both cost time
-    quadratic in a line's length, so one endless line (a hostile server) would hold this process, and
-    every request in it, for most of a minute before the size cap. Here a line's pieces are kept apart
-    and joined once. Reading what has arrived uses the response's own buffer, socket and parser, as
-    its ``readline`` does (geventhttpclient 2.x)."""
-    pending: list[bytes] = []  # pieces of the line not ended yet
-    full = False  # the last read filled its block: more may be waiting, so the next one does not pause
-    while True:
-        buffered = resp._body_buffer
-        if buffered:
-            piece = bytes(buffered)
-            del buffered[:]
-            out.response_bytes += len(piece)
-            cut = max(piece.rfind(b"\n"), piece.rfind(b"\r")) + 1
-            if cut:
-                pending.append(piece[:cut])
-                yield b"".join(pending)
-                pending = [piece[cut:]]
-            else:
-                pending.append(piece)
-        elif resp.message_complete:
-            break
-        elif resp._sock is None:
-            raise HTTPConnectionClosed("connection closed.")
-        else:
-            if pause is not None and not full and (wait_s := pause()):
-                gevent.sleep(wait_s)
-            try:
-                data = resp._sock.recv(resp.block_size)
-                resp.feed(data)
-            except BaseException:
-                resp.release()
-                raise
-            full = len(data) == resp.block_size
-    if rest := b"".join(pending):
-        yield rest
