@@ -153,7 +153,9 @@ def test_window_inflight_matches_counting_by_hand(reqs: list[tuple[int, int]], w
     want_lo, want_med, want_hi = _brute_inflight(s, e, starts_all, ends_all)
     assert (lo[0], hi[0]) == (want_lo, want_hi)
     assert want_lo <= med[0] <= want_hi
-    assert med[0] == want_med  # one window: the same 5 ms grid from its start
+    # one window: the same 5 ms grid from its start; a point that falls on a start or an end may round to either
+    # side of it, which moves a median between two counts by half a request at most
+    assert abs(med[0] - want_med) <= 0.5
 
 
 def test_window_inflight_without_a_length_or_requests_is_nan() -> None:
