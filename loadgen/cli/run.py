@@ -11,13 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loadgen.cli.progress.printer import progress_shown
-from loadgen.cli.progress.summary import headline_of, read_report, summary_lines
 from loadgen.core.claims import validate_rate
 from loadgen.core.errors import UsageError, visible
-from loadgen.core.manifest import RunStatus
 from loadgen.core.options import (
     WEB_PASSWORD_ENV,
     WEB_USER_ENV,
@@ -28,10 +25,11 @@ from loadgen.core.options import (
     web_credentials,
 )
 from loadgen.core.web_guard import is_loopback
-from loadgen.studies.events import ProgressEvent, RunEnded
-from loadgen.studies.run import run as run_scenario
-from reports.model.report import Report
 from scenarios import names, path_of
+
+if TYPE_CHECKING:
+    from loadgen.core.manifest import RunStatus
+    from reports.model.report import Report
 
 
 def add_parser(subparsers: Any) -> None:
@@ -93,6 +91,13 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here, not at the top: ``loadgen --help`` builds every parser and must not load the run's stack
+    from loadgen.cli.progress.printer import progress_shown
+    from loadgen.cli.progress.summary import headline_of, read_report
+    from loadgen.core.manifest import RunStatus
+    from loadgen.studies.events import ProgressEvent, RunEnded
+    from loadgen.studies.run import run as run_scenario
+
     if not args.ui and (args.web_login or args.ui_allow_changes):
         raise UsageError("--web-login and --ui-allow-changes go with --ui")
     claim = None if args.claim_max_rate is None else validate_rate(args.claim_max_rate)
@@ -122,24 +127,23 @@ def run(args: argparse.Namespace) -> int:
                 report = read_report(event.run_dir)
                 progress.out(end_lines(event.run_dir, event.status, headline_of(report), report, args.quiet))
 
-        result = run_scenario(
+        from loadgen.core.request import RunRequest, WebUi
+
+        ui = WebUi(args.web_host, args.web_port, args.web_login, args.ui_allow_changes) if args.ui else None
+        request = RunRequest(
             path_of(args.scenario),
             host=args.host,
             out_dir=args.out,
-            levels=levels,
+            levels=None if levels is None else tuple(levels),
             canaries_per_level=args.canaries_per_level,
             labels=parse_labels(args.label),
-            engine_args=args.engine_arg,
-            ui=args.ui,
-            web_host=args.web_host,
-            web_port=args.web_port,
-            web_login=args.web_login,
-            ui_allow_changes=args.ui_allow_changes,
+            claim_max_rate=claim,
+            engine_args=tuple(args.engine_arg),
             processes=parse_processes(args.processes),
             report=not args.no_report,
-            claim_max_rate=claim,
-            progress=shown,
+            ui=ui,
         )
+        result = run_scenario(request, progress=shown)
     if args.ui:  # each run's end is printed as it came; nothing more: the last line is the last run's folder
         return result.locust_exit
     report = read_report(result.run_dir)
@@ -153,6 +157,9 @@ def end_lines(
 ) -> list[str]:
     """What ends a run on standard output: a status that is not 'finished', what the report says first (the
     endpoint failed, records were lost), the summary (not with ``--quiet``), and the run folder, last."""
+    from loadgen.cli.progress.summary import summary_lines
+    from loadgen.core.manifest import RunStatus
+
     lines = [f"run {status}"] if status is not None and status != RunStatus.FINISHED else []
     lines += [visible(line) for line in headline]
     if not quiet and report is not None:
