@@ -4,12 +4,14 @@ Why: a run can hold a million canary records; building a million dataclasses and
 be slow and would not fit in memory, so each record is poured straight into numpy columns (padded
 token matrices, chunk by chunk). ``CanaryRecord`` stays the one definition of the fields: required
 keys and the schema number come from it. ``ColumnBuilder`` here is the reference definition of every
-column; ``collectors.read.fastcolumns`` builds the same columns faster and is checked against it.
+column; ``collectors.read.fastcolumns`` builds the same columns faster and is checked against it. The
+padded matrices are made by ``collectors.read.matrices``; which records a column can hold, by
+``collectors.read.recordcheck``.
 
 Numbers no analysis can use: a logprob or an alternative's logprob that is null, not a number, NaN,
 infinite or beyond ``MAX_ABS_LOGPROB`` (``±1.7e308`` would overflow every difference), and a time
 that is not finite, become NaN (missing) and are counted per record in ``unusable_numbers``. A record
-whose value no column can hold (``record_problem``: token ids that are not a list of integers 0 or
+whose value no column can hold (``recordcheck.record_problem``: token ids that are not a list of integers 0 or
 more, a canary id that is not a string, a level that is not a count, ...) is skipped, and its line and
 the reason are kept in ``FileRead.malformed``: one odd record among thousands does not lose the run.
 Raises ``RunFolderError`` (naming the file) for an unknown schema or a missing required field. Must
@@ -18,10 +20,7 @@ not print, and must not import Locust or anything under ``loadgen`` but errors.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import mmap
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -34,17 +33,22 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.jsonl import iter_numbered
 from collectors.read.coresidency import segment_stats
-from loadgen.core.errors import RunFolderError
-from loadgen.core.record import SCHEMA, CanaryRecord
+from collectors.read.matrices import (
+    FloatMatrix,
+    IntMatrix,
+    _lengths,
+    _num,
+    _widen,
+    flat_ints,
+    pad_flat,
+    pad_float,
+    pad_ids,
+)
+from collectors.read.recordcheck import check_schema, record_problem
 from loadgen.core.runfiles import open_regular
 from loadgen.core.wire.plausible import usage_problem
 
 _CHUNK_ROWS = 8192
-_REQUIRED = frozenset(
-    f.name
-    for f in dataclasses.fields(CanaryRecord)
-    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-)
 # Scalar record fields kept as frame columns (token sequences go to matrices instead).
 SCALARS = (
     "canary_id",
@@ -90,9 +94,6 @@ _INT_COLS = ("level", "inflight_at_send")
 # a larger magnitude is a broken number, left out rather than allowed to swamp a drift or a chart.
 MAX_ABS_LOGPROB = 1e6
 
-IntMatrix = npt.NDArray[np.integer[Any]]
-FloatMatrix = npt.NDArray[np.float64]
-
 
 @dataclass
 class CanaryColumns:
@@ -132,68 +133,6 @@ class FileRead:
     columns_notice: str | None = None
 
 
-_INT64_MAX = 2**63 - 1
-_INTS = frozenset((int,))
-_STRS = frozenset((str,))
-
-
-def _ids_ok(v: Any) -> bool:
-    return v is None or (
-        type(v) is list and (not v or (set(map(type, v)) <= _INTS and min(v) >= 0 and max(v) <= _INT64_MAX))
-    )
-
-
-def _strings_ok(v: Any) -> bool:
-    return v is None or (type(v) is list and set(map(type, v)) <= _STRS)
-
-
-def _count_ok(v: Any) -> bool:
-    return v is None or (type(v) is int and 0 <= v <= _INT64_MAX)
-
-
-Check = tuple[Callable[[Any], bool], str]
-# the sequences first, then the scalars: both builders check in this order, so they name the same field
-SEQUENCE_CHECKS: dict[str, Check] = {
-    "token_ids": (_ids_ok, "null or a list of token ids (integers 0 or more)"),
-    "tokens": (_strings_ok, "null or a list of strings"),
-}
-SCALAR_CHECKS: dict[str, Check] = {
-    "canary_id": (lambda v: type(v) is str, "a string"),
-    "level": (_count_ok, "null or an integer 0 or more"),
-    "inflight_at_send": (_count_ok, "null or an integer 0 or more"),
-    "text": (lambda v: v is None or type(v) is str, "null or a string"),
-}
-
-
-def shown(value: Any, limit: int = 40) -> str:
-    """``value`` as JSON, cut to about ``limit`` characters: what a message quotes of a field."""
-    try:
-        text = orjson.dumps(value).decode()
-    except TypeError:
-        text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def field_problem(name: str, value: Any, check: Check) -> str | None:
-    ok, expected = check
-    return None if ok(value) else f"{name} is {shown(value)}, expected {expected}"
-
-
-def record_problem(raw: Mapping[str, Any], checks: Mapping[str, Check] | None = None) -> str | None:
-    """Why a decoded canary record cannot become a row of the columns (the field, what it holds and what
-    was expected), or None. Only the keys present are checked; by default every field of
-    ``SEQUENCE_CHECKS`` and ``SCALAR_CHECKS``. The other fields have rules of their own: a logprob, an
-    alternative or a time that is no usable number becomes NaN and is counted (``unusable_numbers``); a
-    request, usage or batch-size list of another shape counts as absent."""
-    for name, check in (checks if checks is not None else _ALL_CHECKS).items():
-        if name in raw and (problem := field_problem(name, raw[name], check)):
-            return problem
-    return None
-
-
-_ALL_CHECKS = {**SEQUENCE_CHECKS, **SCALAR_CHECKS}
-
-
 def _torn_tail(path: Path, skipped: list[int]) -> bool:
     """The file's last line was skipped and lacks its newline: a write cut short, not corruption."""
     if not skipped:
@@ -231,82 +170,6 @@ def top_gap_counted(top: Any) -> tuple[float, int]:
     good = sorted((v for v in values if v is not None), reverse=True)
     bad = len(values) - len(good)
     return (good[0] - good[1] if len(good) >= 2 else float("nan")), bad
-
-
-def _lengths(seqs: list[Any]) -> npt.NDArray[np.int64]:
-    return np.fromiter((-1 if s is None else len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-
-
-def pad_flat(flat: npt.NDArray[Any], lengths: npt.NDArray[np.int64], fill: float, dtype: Any) -> Any:
-    """Scatter a flat array of concatenated sequences into a padded matrix, one row per length."""
-    mat = np.full((len(lengths), int(lengths.max(initial=0))), fill, dtype=dtype)
-    mat[np.arange(mat.shape[1]) < lengths[:, None]] = flat
-    return mat
-
-
-def pad_int(seqs: list[list[int] | None]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
-    """Padded int matrix (-1 past each length) and lengths (-1 for a missing sequence)."""
-    lengths = _lengths(seqs)
-    return pad_ids(flat_ints(seqs, lengths), lengths), lengths
-
-
-def flat_ints(seqs: list[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """The sequences' values concatenated (``lengths``: theirs, -1 for a missing one)."""
-    return np.fromiter(chain.from_iterable(s for s in seqs if s), dtype=np.int64, count=int(lengths.clip(0).sum()))
-
-
-def pad_ids(flat: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> IntMatrix:
-    """``flat`` scattered into a matrix padded with -1: int32 unless a value needs int64."""
-    dtype = np.int32 if (flat.size == 0 or int(flat.max()) < 2**31 - 1) else np.int64
-    mat: IntMatrix = pad_flat(flat, lengths, -1, dtype)
-    return mat
-
-
-def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
-    """Padded float matrix (NaN past each length and for a null value or a non-number) and lengths."""
-    lengths = _lengths(seqs)
-    flat = np.fromiter(
-        (_num(v) for v in chain.from_iterable(s for s in seqs if s)),
-        dtype=np.float64,
-        count=int(lengths.clip(0).sum()),
-    )
-    return pad_flat(flat, lengths, np.nan, np.float64), lengths
-
-
-def filled(shape: tuple[int, int], fill: float, dtype: Any) -> Any:
-    """``np.full(shape, fill, dtype)``, a big matrix in memory mapped here rather than by numpy: numpy asks Linux
-    for transparent huge pages for a big array (``madvise``), and on the 2-core development machine (a VM) first
-    touching those was 3 to 6 times slower than plain pages: 3 GB took 3.9-6.9 s against 1.1-1.7 s, a quarter
-    of reading a million records (docs/performance.md)."""
-    size = shape[0] * shape[1] * np.dtype(dtype).itemsize
-    if size < _MAPPED_FROM:
-        return np.full(shape, fill, dtype)
-    mat = np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(shape)
-    mat.fill(fill)
-    return mat
-
-
-_MAPPED_FROM = 1 << 24
-
-
-def _widen(mats: list[Any], fill: float) -> Any:
-    """The matrices stacked, padded with ``fill`` to the widest. Consumes ``mats``: each entry is let go
-    once it is copied, so stacking needs the pieces plus the result, not twice the whole."""
-    if len(mats) == 1:  # one part is already the whole: no copy
-        only, mats[0] = mats[0], _GONE
-        return only
-    w = max((m.shape[1] for m in mats), default=0)
-    dtype = np.result_type(*mats) if mats else np.int32
-    out = filled((sum(m.shape[0] for m in mats), w), fill, dtype)
-    r = 0
-    for k in range(len(mats)):
-        m, mats[k] = mats[k], _GONE
-        out[r : r + m.shape[0], : m.shape[1]] = m
-        r += m.shape[0]
-    return out
-
-
-_GONE = np.zeros((0, 0), np.int32)  # stands for a matrix already copied into a stacked one
 
 
 def cached_tokens(usage: Any) -> int | None:
@@ -494,17 +357,6 @@ class ColumnBuilder:
         )
 
 
-def check_schema(raw: Mapping[str, Any], *, where: str) -> None:
-    """A ``RunFolderError`` for a record of an unknown schema or without a required field."""
-    if raw.get("schema") != SCHEMA:
-        raise RunFolderError(
-            f"{where}: canary record schema {shown(raw.get('schema'))} is not supported (expected {SCHEMA})"
-        )
-    missing = _REQUIRED - raw.keys()
-    if missing:
-        raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
-
-
 def file_read(path: Path, records: int, skipped: list[int], malformed: dict[int, str]) -> FileRead:
     """What was read from one canary file; its tail is torn when its last line is unreadable and lacks
     its newline (a malformed record is a whole line)."""
@@ -525,10 +377,6 @@ def batch_others(sizes: list[Any]) -> tuple[FloatMatrix, FloatMatrix, FloatMatri
         flat = np.fromiter((_num(v) for v in chain.from_iterable(s for s in seqs if s)), dtype=np.float64, count=total)
     lo, med, hi = segment_stats(flat, lengths)
     return lo - 1.0, med - 1.0, hi - 1.0
-
-
-def _num(v: Any) -> float:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else float("nan")
 
 
 def _list_or_none(v: Any) -> list[Any] | None:

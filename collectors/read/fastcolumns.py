@@ -33,21 +33,15 @@ import orjson
 
 from collectors.read.columns import (
     MAX_ABS_LOGPROB,
-    SCALAR_CHECKS,
-    SEQUENCE_CHECKS,
     ColumnBuilder,
     FileRead,
-    FloatMatrix,
     _list_or_none,
-    check_schema,
-    field_problem,
     file_read,
-    pad_flat,
-    pad_float,
-    record_problem,
     top_gap_counted,
 )
 from collectors.read.linecut import Cut, cut
+from collectors.read.matrices import FloatMatrix, pad_flat, pad_float
+from collectors.read.recordcheck import SCALAR_CHECKS, SEQUENCE_CHECKS, check_schema, field_problem, record_problem
 from loadgen.core.errors import RunFolderError
 from loadgen.core.runfiles import open_regular
 
@@ -210,7 +204,7 @@ def _top(value: bytes) -> _Alternatives | None:
 
 
 def logprob_matrix(seqs: list[list[Any] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
-    """``columns.pad_float`` in one numpy conversion when every value is a number or null; else it."""
+    """``matrices.pad_float`` in one numpy conversion when every value is a number or null; else it."""
     flat = list(chain.from_iterable(s for s in seqs if s))
     if not set(map(type, flat)) <= _NUMBERS_OR_NULL:
         return pad_float(seqs)

@@ -29,8 +29,9 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.read.columns import _GONE, CanaryColumns, ColumnBuilder, FileRead, _widen, file_read
+from collectors.read.columns import CanaryColumns, ColumnBuilder, FileRead, file_read
 from collectors.read.fastcolumns import READ_BUFFER, FastColumnBuilder
+from collectors.read.matrices import _GONE, _widen
 from collectors.read.sidecar import ColumnsFileBuilder, has_columns, read_file
 from loadgen.core.errors import RunFolderError
 from loadgen.core.runfiles import open_regular, regular_size
@@ -181,7 +182,7 @@ def merge_columns(parts: list[CanaryColumns]) -> CanaryColumns:
 
 
 def _join(parts: list[CanaryColumns], name: str, fill: float) -> Any:
-    """The parts' ``name`` matrices stacked by ``columns._widen``, which lets each go as it is copied
+    """The parts' ``name`` matrices stacked by ``matrices._widen``, which lets each go as it is copied
     (the parts let go of theirs first)."""
     mats = [getattr(p, name) for p in parts]
     for p in parts:

@@ -37,16 +37,13 @@ from collectors.read.columns import (
     CanaryColumns,
     ColumnBuilder,
     FileRead,
-    FloatMatrix,
-    IntMatrix,
-    _num,
     _torn_tail,
     cached_tokens,
-    pad_int,
     top_gap,
     top_gap_counted,
     usable_logprob,
 )
+from collectors.read.matrices import FloatMatrix, IntMatrix, _num, pad_int
 from collectors.read.parallel import read_canaries
 from collectors.server_metrics import samples_file
 from loadgen.core.errors import RunFolderError

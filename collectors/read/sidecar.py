@@ -8,7 +8,7 @@ the truth; the columns file is trusted only as far as it provably matches it:
   of a killed writer is ignored);
 - its rows must be lines 1, 2, ... of the JSONL in order, ending where the JSONL says (a line's end
   offset and CRC-32 checked at the first row, the last and a spread of others between);
-- each head must be a record the columns can hold (``collectors.read.columns.record_problem``); the first
+- each head must be a record the columns can hold (``collectors.read.recordcheck.record_problem``); the first
   that is not ends the coverage there.
 
 Lines past the covered ones are read from the JSONL by ``collectors.read.fastcolumns`` in the same builder,
@@ -32,25 +32,23 @@ import numpy.typing as npt
 import orjson
 
 from collectors.read.columns import (
-    _REQUIRED as REQUIRED,
-)
-from collectors.read.columns import (
     BATCH_OTHERS,
     MAX_ABS_LOGPROB,
     REQUEST_VALUES,
-    SCALAR_CHECKS,
     SCALARS,
     USAGE_VALUES,
     FileRead,
     batch_others,
-    check_schema,
     file_read,
-    filled,
-    record_problem,
     request_values,
     usage_values,
 )
 from collectors.read.fastcolumns import READ_BUFFER, FastColumnBuilder, _segment_gaps
+from collectors.read.matrices import filled
+from collectors.read.recordcheck import (
+    _REQUIRED as REQUIRED,
+)
+from collectors.read.recordcheck import SCALAR_CHECKS, check_schema, record_problem
 from collectors.sidecar import FILES, INDEX, columns_dir
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import SCHEMA

@@ -147,7 +147,7 @@ SHOWN_MALFORMED = 3  # records named per file in a notice; report.json's input.f
 
 
 def malformed_notices(files: Sequence[FileRead]) -> list[str]:
-    """Per canary file with records no column can hold (``collectors.read.columns.record_problem``), a notice naming
+    """Per canary file with records no column can hold (``collectors.read.recordcheck.record_problem``), a notice naming
     the file, how many were skipped and the first lines with the field and what it should have been."""
     out = []
     for f in files:

@@ -2,7 +2,7 @@
 
 A run folder or a report travels as an attachment and may be hand-edited: one canary record with token
 ids that are a string, a level that is not a count or a canary id that is a list is skipped, and the
-report names the file, the line and the field (``collectors.read.columns.record_problem``); a ``report.json``
+report names the file, the line and the field (``collectors.read.recordcheck.record_problem``); a ``report.json``
 with ``levels: "x"``, a level without ``concurrency`` or a canary entry that is a list is refused with
 one line naming the file and the place (``reports.model.conform``), exit 2. Each case drives the real CLI on a
 folder made by hand (``tests/reports/runkit``); the property tests put any JSON value in any field and

@@ -1,0 +1,99 @@
+"""Sequences as padded matrices: one row per record, ``-1`` or NaN past each row's length.
+
+Why apart: every reader (the reference and fast column builders, the columns-file reader, the parallel
+reader that stacks its parts) turns per-record sequences into the same padded numpy matrices and stacks
+chunks the same way; this is that arithmetic alone. A row whose sequence is missing has length ``-1``.
+Pure numpy: must not read files or know what a canary record holds.
+"""
+
+from __future__ import annotations
+
+import mmap
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+IntMatrix = npt.NDArray[np.integer[Any]]
+FloatMatrix = npt.NDArray[np.float64]
+
+
+def _lengths(seqs: list[Any]) -> npt.NDArray[np.int64]:
+    return np.fromiter((-1 if s is None else len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+
+
+def pad_flat(flat: npt.NDArray[Any], lengths: npt.NDArray[np.int64], fill: float, dtype: Any) -> Any:
+    """Scatter a flat array of concatenated sequences into a padded matrix, one row per length."""
+    mat = np.full((len(lengths), int(lengths.max(initial=0))), fill, dtype=dtype)
+    mat[np.arange(mat.shape[1]) < lengths[:, None]] = flat
+    return mat
+
+
+def pad_int(seqs: list[list[int] | None]) -> tuple[IntMatrix, npt.NDArray[np.int64]]:
+    """Padded int matrix (-1 past each length) and lengths (-1 for a missing sequence)."""
+    lengths = _lengths(seqs)
+    return pad_ids(flat_ints(seqs, lengths), lengths), lengths
+
+
+def flat_ints(seqs: list[Any], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The sequences' values concatenated (``lengths``: theirs, -1 for a missing one)."""
+    return np.fromiter(chain.from_iterable(s for s in seqs if s), dtype=np.int64, count=int(lengths.clip(0).sum()))
+
+
+def pad_ids(flat: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> IntMatrix:
+    """``flat`` scattered into a matrix padded with -1: int32 unless a value needs int64."""
+    dtype = np.int32 if (flat.size == 0 or int(flat.max()) < 2**31 - 1) else np.int64
+    mat: IntMatrix = pad_flat(flat, lengths, -1, dtype)
+    return mat
+
+
+def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.NDArray[np.int64]]:
+    """Padded float matrix (NaN past each length and for a null value or a non-number) and lengths."""
+    lengths = _lengths(seqs)
+    flat = np.fromiter(
+        (_num(v) for v in chain.from_iterable(s for s in seqs if s)),
+        dtype=np.float64,
+        count=int(lengths.clip(0).sum()),
+    )
+    return pad_flat(flat, lengths, np.nan, np.float64), lengths
+
+
+def filled(shape: tuple[int, int], fill: float, dtype: Any) -> Any:
+    """``np.full(shape, fill, dtype)``, a big matrix in memory mapped here rather than by numpy: numpy asks Linux
+    for transparent huge pages for a big array (``madvise``), and on the 2-core development machine (a VM) first
+    touching those was 3 to 6 times slower than plain pages: 3 GB took 3.9-6.9 s against 1.1-1.7 s, a quarter
+    of reading a million records (docs/performance.md)."""
+    size = shape[0] * shape[1] * np.dtype(dtype).itemsize
+    if size < _MAPPED_FROM:
+        return np.full(shape, fill, dtype)
+    mat = np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(shape)
+    mat.fill(fill)
+    return mat
+
+
+_MAPPED_FROM = 1 << 24
+
+
+def _widen(mats: list[Any], fill: float) -> Any:
+    """The matrices stacked, padded with ``fill`` to the widest. Consumes ``mats``: each entry is let go
+    once it is copied, so stacking needs the pieces plus the result, not twice the whole."""
+    if len(mats) == 1:  # one part is already the whole: no copy
+        only, mats[0] = mats[0], _GONE
+        return only
+    w = max((m.shape[1] for m in mats), default=0)
+    dtype = np.result_type(*mats) if mats else np.int32
+    out = filled((sum(m.shape[0] for m in mats), w), fill, dtype)
+    r = 0
+    for k in range(len(mats)):
+        m, mats[k] = mats[k], _GONE
+        out[r : r + m.shape[0], : m.shape[1]] = m
+        r += m.shape[0]
+    return out
+
+
+_GONE = np.zeros((0, 0), np.int32)  # stands for a matrix already copied into a stacked one
+
+
+def _num(v: Any) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else float("nan")
