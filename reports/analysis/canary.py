@@ -23,10 +23,10 @@ from loadgen.core.stats import histogram, median, num, quantiles, ratio, wilson
 from reports.analysis import coresidency, forks, heatmap, side_rule, sides
 from reports.analysis import identity as ident
 from reports.analysis.kernels import Rows, drift, group_rows
+from reports.model.coresidency import CoResidencyGroup, Sides
 from reports.model.report import (
     CanaryAnalysis,
     CanaryFigures,
-    CoResidencyGroup,
     DriftHeatmap,
     Figures,
     FirstDivergence,
@@ -36,7 +36,6 @@ from reports.model.report import (
     Level,
     Overall,
     Reference,
-    Sides,
 )
 
 

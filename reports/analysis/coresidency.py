@@ -26,7 +26,7 @@ from collectors.read.runfolder import BATCH_OTHERS
 from loadgen.core.band import level_band
 from loadgen.core.manifest import EngineMetricsSummary
 from loadgen.core.stats import median, num
-from reports.model.report import ClientVsEngine, CoResidency, CoResidencySource, LevelBoundName, Spread, Witness
+from reports.model.coresidency import ClientVsEngine, CoResidency, CoResidencySource, LevelBoundName, Spread, Witness
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]

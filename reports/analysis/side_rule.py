@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from loadgen.core.servers import SIDES, Side
 from loadgen.core.stats import wilson
-from reports.model.report import SideContrast, SideFollows, SideGroup, SidesOutcome
+from reports.model.coresidency import SideContrast, SideFollows, SideGroup, SidesOutcome
 
 MIN_GROUP = 3
 

@@ -26,7 +26,7 @@ from collectors.read.coresidency import window_running
 from collectors.read.runfolder import BATCH_OTHERS, ServerSeries
 from loadgen.core.servers import SIDES, Side
 from reports.analysis.coresidency import ENGINE_OTHERS
-from reports.model.report import SidesHeatmap
+from reports.model.coresidency import SidesHeatmap
 
 Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from reports.model.coresidency import CoResidency
 from reports.model.finite import finite
-from reports.model.report import CoResidency, Figures, Level
+from reports.model.report import Figures, Level
 
 
 def fmt(v: Any, digits: int = 3) -> str:

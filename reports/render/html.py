@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reports.model.coresidency import CoResidencyGroup
 from reports.model.finite import scrub
-from reports.model.report import Canary, CoResidencyGroup, Fork, Level, Reference, Report
+from reports.model.report import Canary, Fork, Level, Reference, Report
 from reports.render import pictures, plots
 from reports.render.cells import at_level, others_cell
 from reports.render.htmltext import escape

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from reports.model.report import Canary, CoResidencyGroup, Figures, Fork, ForkClass, ForkMethod, Level, Report
+from reports.model.coresidency import CoResidencyGroup
+from reports.model.report import Canary, Figures, Fork, ForkClass, ForkMethod, Level, Report
 from reports.render.cells import ci, fmt, held, level_cells, others, pct, rate_cell
 from reports.render.mdtext import code, text
 from reports.render.sides import sides_md

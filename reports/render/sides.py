@@ -1,13 +1,13 @@
 """The prefill/decode part of the rendered reports: divergence by each side's load, the heatmap, the rule's sentence.
 
-Consumes the report only (a canary's ``sides``, ``reports.model.report.Sides``); Markdown for ``report.md`` and the
+Consumes the report only (a canary's ``sides``, ``reports.model.coresidency.Sides``); Markdown for ``report.md`` and the
 terminal, HTML for ``report.html``, the same tables in both. Every string that came from outside went through
 the report's own builders (numbers and fixed words only here), but the HTML escapes every cell anyway.
 """
 
 from __future__ import annotations
 
-from reports.model.report import CoResidencyGroup, Sides, SidesHeatmap
+from reports.model.coresidency import CoResidencyGroup, Sides, SidesHeatmap
 from reports.render.htmltext import escape
 from reports.render.svg_heatmap import heatmap
 
