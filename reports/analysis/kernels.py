@@ -91,3 +91,21 @@ def drift(
         dmean[sl] = np.where(has, d.sum(axis=1) / np.maximum(count, 1), np.nan)
         bitwise[sl] = np.where(has, (d == 0.0).all(axis=1), np.nan)
     return dmax, dmean, bitwise
+
+
+def first_drift(
+    lp: npt.NDArray[np.float64], rows: Rows, ref_lp: npt.NDArray[np.float64], compare_len: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Per row, the first position before ``compare_len`` where its chosen-token logprob and the reference's
+    both exist and are not bitwise equal; -1 where there is none (every compared position equal)."""
+    n, w = len(rows), lp.shape[1]
+    out = np.full(n, -1, np.int64)
+    if w == 0 or n == 0:
+        return out
+    cols = np.arange(w)
+    for sl in chunks(rows, w):
+        moved = (lp[rows[sl]] != ref_lp) & (cols < compare_len[sl, None])
+        moved &= ~np.isnan(lp[rows[sl]]) & ~np.isnan(ref_lp)
+        any_moved = moved.any(axis=1)
+        out[sl] = np.where(any_moved, moved.argmax(axis=1), -1)
+    return out

@@ -1,0 +1,119 @@
+"""Each canary joined to the engine steps that computed it: per output position, the step, its kind and size.
+
+Why this module exists: on real engines the variable that decides whether a canary's logprobs move can be
+the kind of step that computed a position (decode-only, or mixed with others' prefills), which no request
+count shows (docs/design.md, "The engine step trace"). This module turns a ``collectors.read.steps.StepTable``
+into per-step shapes and per-record step matrices; ``reports.analysis.attribution`` asks what they explain.
+
+The rules, in one place: a row is a prefill row while ``computed < prompt``; a step with no prefill row is
+decode-only, one of only prefill rows prefill-only, else mixed; the row whose ``computed + scheduled`` equals
+``prompt + j`` computed output position ``j``, the last such row where a preemption computed it again.
+Pure: arrays in, arrays out; it never reads a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from collectors.read.steps import StepTable
+
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+DECODE_ONLY, MIXED, PREFILL_ONLY = 0, 1, 2
+KIND_NAMES: Final = ("decode-only", "mixed", "prefill-only")
+
+
+@dataclass(frozen=True)
+class StepShapes:
+    """Per step (indexed by ``StepTable.step``): requests in it, tokens it computed, its kind, its time."""
+
+    requests: Ints
+    tokens: Ints
+    kind: npt.NDArray[np.int8]
+    t: npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class RecordSteps:
+    """Per canary record (``records``: indices into the canary rows that any step names) and output position:
+    the global step that computed it (-1: no step in the trace did). Per record: prefill steps of its prompt
+    (more than one: the prompt was split into chunks), whether its first prefill found computed tokens (a
+    prefix-cache hit), whether the engine preempted it."""
+
+    records: Ints
+    step: Ints  # (len(records), width)
+    chunks: Ints
+    cache_hit: Bools
+    preempted: Bools
+
+    def of(self, n_records: int) -> Ints:
+        """``records`` inverted: for each of ``n_records`` canary rows, its row here or -1."""
+        out = np.full(n_records, -1, np.int64)
+        out[self.records] = np.arange(len(self.records), dtype=np.int64)
+        return out
+
+
+def step_shapes(table: StepTable) -> StepShapes:
+    n = int(table.step.max()) + 1 if table.rows else 0
+    requests = np.bincount(table.step, minlength=n).astype(np.int64)
+    tokens = np.bincount(table.step, weights=table.scheduled, minlength=n).astype(np.int64)
+    prefill = np.bincount(table.step, weights=table.computed < table.prompt, minlength=n).astype(np.int64)
+    kind = np.where(prefill == 0, DECODE_ONLY, np.where(prefill == requests, PREFILL_ONLY, MIXED)).astype(np.int8)
+    t = np.zeros(n, np.float64)
+    t[table.step] = table.t
+    return StepShapes(requests, tokens, kind, t)
+
+
+def join(table: StepTable, request_ids: npt.NDArray[np.object_], width: int) -> RecordSteps:
+    """The steps of each canary record in ``request_ids`` (the canary rows' ``request_id``), positions below
+    ``width``. A trace row whose key names no record (background, another run) is left out."""
+    index = {rid: i for i, rid in enumerate(request_ids.tolist())}
+    rec = np.fromiter((index.get(k, -1) for k in table.key.tolist()), np.int64, count=table.rows)
+    named = rec >= 0
+    records = np.unique(rec[named])
+    local = np.full(len(request_ids), -1, np.int64)
+    local[records] = np.arange(len(records), dtype=np.int64)
+    n = len(records)
+    r = local[rec[named]]
+    st = table.step[named]
+    sched, comp, prompt = table.scheduled[named], table.computed[named], table.prompt[named]
+    j = comp + sched - prompt
+    out = np.full(n * width, -1, np.int64)
+    keep = (j >= 0) & (j < width)
+    flat = r[keep] * width + j[keep]
+    order = np.lexsort((st[keep], flat))  # by position, then step: the last step of a position wins
+    flat_s, st_s = flat[order], st[keep][order]
+    last = np.r_[flat_s[1:] != flat_s[:-1], True] if len(flat_s) else np.zeros(0, bool)
+    out[flat_s[last]] = st_s[last]
+    is_prefill = comp < prompt
+    chunks = np.bincount(r[is_prefill], minlength=n).astype(np.int64)
+    first = np.lexsort((st, r))  # each record's rows in step order
+    head = first[np.r_[True, r[first][1:] != r[first][:-1]]] if len(first) else first
+    cache_hit = np.zeros(n, bool)
+    cache_hit[r[head]] = (comp[head] > 0) & is_prefill[head]
+    preempted = np.isin(request_ids[records], np.asarray(sorted(table.preempted), dtype=object))
+    return RecordSteps(records, out.reshape(n, width), chunks, cache_hit, preempted)
+
+
+def others_per_record(rs: RecordSteps, shapes: StepShapes) -> tuple[Ints, npt.NDArray[np.float64], Ints]:
+    """Per joined record, the other requests in the steps that computed its outputs: min, median, max (-1 /
+    NaN where none is known). The engine trace's co-residency: what each canary shared, step by step."""
+    n = len(rs.records)
+    lo = np.full(n, -1, np.int64)
+    hi = np.full(n, -1, np.int64)
+    med = np.full(n, np.nan)
+    if n == 0 or len(shapes.requests) == 0:
+        return lo, med, hi
+    known = rs.step >= 0
+    others = np.where(known, shapes.requests[np.where(known, rs.step, 0)] - 1, -1).astype(np.float64)
+    masked = np.where(known, others, np.nan)
+    has = known.any(axis=1)
+    if has.any():
+        lo[has] = np.nanmin(masked[has], axis=1).astype(np.int64)
+        hi[has] = np.nanmax(masked[has], axis=1).astype(np.int64)
+        med[has] = np.nanmedian(masked[has], axis=1)
+    return lo, med, hi
