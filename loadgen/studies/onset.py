@@ -45,7 +45,7 @@ from collectors.jsonl import read_jsonl
 from loadgen.core.errors import ScenarioError, UsageError
 from loadgen.core.manifest import EngineFacts, RunStatus, create_run_dir, now_iso
 from loadgen.core.scenario import load_scenario, with_overrides
-from loadgen.core.scenario.schema import MAX_LEVEL
+from loadgen.core.scenario.limits import MAX_LEVEL
 from loadgen.core.stats import wilson
 from loadgen.studies.events import Progress, no_progress
 from loadgen.studies.onset_search import bracket, merge, next_level, next_step

@@ -1,6 +1,7 @@
 """The scenario schema, all of it: what one run, study or engine matrix is, validated before any traffic.
 
-``schema`` holds the run itself (endpoint, canaries, background, sweep) and reads TOML files;
+``schema`` holds the run itself (endpoint, canaries, background, sweep) and reads TOML files (a failure
+worded by ``messages``; the sweep's bounds in ``limits``);
 ``engines`` holds the sections that say how engines are started and compared (``[launcher]``,
 ``[cold_boot]``, ``[matrix]``); ``topology`` the endpoint as prefill and decode engines behind a router
 (``[topology]``). Pydantic only: nothing here sends a request or starts a process.

@@ -2,7 +2,13 @@
 
 Why: a typo in a scenario must fail at once with the file and the field named, not after an hour of
 load. This module reads TOML and validates; it sends nothing and imports nothing from Locust.
-Its messages never echo a value that may be a secret (``api_key_env``, credentials in a URL).
+Its messages (``loadgen.core.scenario.messages``) never echo a value that may be a secret
+(``api_key_env``, credentials in a URL).
+
+Why this length: the run's sections (endpoint, canaries, background, sweep) are one tree that
+``Scenario``'s checks read across (a burst against the sweep's levels and each canary's kind and
+sampling, a topology against ``[launcher]``); split further, those checks would reach into several
+modules for the types they compare, and the shared field types would need a module of their own.
 """
 
 from __future__ import annotations
@@ -18,22 +24,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from loadgen.core.claims import MAX_CLAIM_CANARIES, canaries_needed
 from loadgen.core.errors import ScenarioError, control_character
 from loadgen.core.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
+from loadgen.core.scenario.limits import MAX_LEVEL, MAX_LEVELS
+from loadgen.core.scenario.messages import describe
 from loadgen.core.scenario.topology import TopologySpec, check_topology
 
 EndpointKind = Literal["completions", "chat", "generate"]  # "generate": SGLang's native /generate
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEY_PREFIXES = ("sk-", "sk_", "hf_", "gsk_", "xai-", "nvapi-", "ghp_", "gho_", "github_pat_", "glpat-", "AIza")
 _KEY_RUN = re.compile(r"[A-Za-z0-9]{16,}")  # a long unbroken run with digits: a token, not a variable name
-_SECRET_FIELDS = {"api_key", "apikey", "key", "token", "api_token", "authorization", "bearer", "password", "secret"}
 PositiveInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 MAX_PROMPT_WORDS = 100_000  # about 130k tokens: beyond any served context; bounds the background word corpus
 PromptWords = Annotated[int, Field(ge=1, le=MAX_PROMPT_WORDS)]
-# A level is that many background users, each a greenlet with two connections: far beyond any engine's
-# batch (vLLM and SGLang run at most a few thousand requests at once; the rest only queue) and near what
-# a generator host can hold open. More than this is a typo (--levels 1000000000), refused before any traffic.
-MAX_LEVEL = 10_000
-MAX_LEVELS = 100  # levels in one sweep: each is a stage of its own
 Level = Annotated[int, Field(ge=0, le=MAX_LEVEL)]
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # default cap on one response: a 128k-token answer with logprobs fits
 
@@ -418,71 +420,11 @@ def _kind_of(canary: Canary, endpoint_kind: EndpointKind) -> EndpointKind:
     return "chat" if canary.messages is not None else endpoint_kind
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-# where each command-line override lands: an error there names the option, not only the field
-_OPTION_OF = {
-    ("endpoint", "base_url"): "--host",
-    ("sweep", "levels"): "--levels",
-    ("sweep", "canaries_per_level"): "--canaries-per-level",
-    ("sweep", "claim_max_rate"): "--claim-max-rate",
-    ("labels",): "--label",
-    ("sweep",): "--levels",  # only where nothing longer matches: a burst that now fires as many requests as a level
-}
-
-
-def _describe(exc: ValidationError, source: str, *, options: bool = False) -> str:
-    """One line per problem; with ``options`` (command-line overrides) each line also names its option."""
-    lines = [f"{source}: invalid scenario"]
-    for err in exc.errors():
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        matches = [prefix for prefix in _OPTION_OF if loc[: len(prefix)] == prefix]
-        option = _OPTION_OF[max(matches, key=len)] if matches else None
-        named = f"{option}: " if options and option else ""
-        lines.append(f"  {named}field {_field_path(loc)}: {_message(err['type'], loc, err['msg'])}")
-    return "\n".join(lines)
-
-
-def _message(kind: str, loc: tuple[int | str, ...], msg: str) -> str:
-    """Pydantic's message, with a hint where a common mistake is likely; never the input value."""
-    msg = msg.removeprefix("Value error, ")
-    if kind == "extra_forbidden":
-        if str(loc[-1]).lower() in _SECRET_FIELDS:
-            return (
-                "unknown field; keys are never read from a scenario file: put the key in an environment "
-                "variable and name that variable in endpoint.api_key_env"
-            )
-        return "unknown field (check the spelling)"
-    if loc == ("canaries",) and kind == "missing":
-        return "required: add at least one [[canaries]] table"
-    if loc == ("canaries",) and kind == "list_type":
-        return f"{msg}: write each canary as an array of tables, [[canaries]], with double brackets"
-    if kind == "string_pattern_mismatch" and loc[-1] == "id":
-        return "expected letters, digits, '_', '.' or '-' only (the id names the canary in records and reports)"
-    if kind == "less_than_equal" and loc[:2] == ("sweep", "levels"):
-        return (
-            f"expected at most {MAX_LEVEL} background users: no engine batches more requests than that, "
-            "and each user holds two connections open"
-        )
-    if kind == "less_than_equal" and loc[:2] == ("sweep", "burst"):
-        return f"expected at most {MAX_LEVEL} copies at once: no engine batches more requests than that"
-    if kind == "too_long" and loc == ("sweep", "levels"):
-        return f"expected at most {MAX_LEVELS} levels (each is a stage of the run)"
-    if kind == "string_pattern_mismatch" and loc == ("name",):
-        return "expected a name usable as a folder name (no '/', '\\', control characters or leading '.')"
-    return msg
-
-
 def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_describe(exc, source)) from None
+        raise ScenarioError(describe(exc, source)) from None
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -532,4 +474,4 @@ def with_overrides(
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(_describe(exc, "command line", options=True)) from None
+        raise ScenarioError(describe(exc, "command line", options=True)) from None
