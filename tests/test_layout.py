@@ -109,7 +109,7 @@ def test_the_import_graph_has_no_cycles() -> None:
 # package and any package on a lower floor; never a package beside it or above it.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("loadgen.core",),  # the shared vocabulary: imports nothing else of the project
-    ("collectors", "loadgen.engine", "scenarios"),
+    ("collectors", "loadgen.engine", "loadgen.plugins", "scenarios"),  # plugins: inside a foreign engine
     ("reports",),
     ("loadgen.launchers",),
     ("loadgen.runs",),  # a run folder's birth and end: below both the Locust side and the studies
@@ -327,3 +327,42 @@ def test_serve_starts_the_engine_without_pandas_or_the_load_stack() -> None:
     assert "loadgen.engine.server" in imported
     heavy = {m for m in imported if m.split(".")[0] in ("pandas", "pyarrow", "gevent", "locust", "reports")}
     assert heavy == set()
+
+
+# Code that runs inside someone else's engine process (loadgen/plugins/): the standard library, orjson, the ground
+# floor and the engine it plugs into (imported inside the function the engine calls), nothing heavier.
+PLUGIN_MAY_IMPORT = ("orjson", "vllm", "loadgen.core", "loadgen.plugins")
+
+
+def plugin_import_offenders(modules: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Per plugin module, what it imports beyond the standard library and ``PLUGIN_MAY_IMPORT``."""
+    found: dict[str, list[str]] = {}
+    for name, deps in modules.items():
+        bad = [
+            d
+            for d in sorted(deps)
+            if d.split(".")[0] not in sys.stdlib_module_names
+            and not any(d == ok or d.startswith(ok + ".") for ok in PLUGIN_MAY_IMPORT)
+        ]
+        if bad:
+            found[name] = bad
+    return found
+
+
+def test_the_plugins_import_only_the_standard_library_orjson_and_the_ground_floor() -> None:
+    plugins = {module_name(p): imports_of(p) for p in (ROOT / "loadgen" / "plugins").rglob("*.py")}
+    assert "loadgen.plugins.vllm_steps" in plugins
+    assert plugin_import_offenders(plugins) == {}
+    assert plugin_import_offenders({"loadgen.plugins.x": {"numpy", "loadgen.engine.model", "json"}}) == {
+        "loadgen.plugins.x": ["loadgen.engine.model", "numpy"]
+    }
+
+
+def test_importing_the_vllm_plugin_loads_nothing_heavier() -> None:
+    """A real interpreter's modules before and after ``import loadgen.plugins.vllm_steps``, ground floor included."""
+    code = "import sys; s = set(sys.modules); import loadgen.plugins.vllm_steps; print(*sorted(set(sys.modules) - s))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    loaded = proc.stdout.split()
+    assert "loadgen.core.steptrace" in loaded
+    assert plugin_import_offenders({"loaded": {m for m in loaded if m != "loadgen"}}) == {}
