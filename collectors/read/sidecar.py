@@ -15,6 +15,10 @@ Lines past the covered ones are read from the JSONL by ``collectors.read.fastcol
 so the result equals reading the JSONL alone: same rows, codes, skipped line numbers (``tests/collectors/
 test_sidecar.py``). A columns file that does not match its JSONL is not used at all: the whole file is
 read from the JSONL and ``FileRead.columns_notice`` says why. Must not print.
+
+Why this length: the trust checks (the index cut, line offsets and CRC-32s, the heads) and the builder that
+maps the covered rows read one mapping of the columns file; split, the builder would take on faith, in another
+module, what the checks proved.
 """
 
 from __future__ import annotations

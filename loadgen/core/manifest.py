@@ -5,6 +5,10 @@ still say what it was. ``Manifest`` is the one typed view of the file: every mod
 it through ``read_manifest`` / ``write_manifest`` / ``update_manifest`` here, and ``RunStatus`` is
 the one list of the states a run can be in. Keys this version does not know (older or newer tools)
 are kept as they are. Writes are atomic (temporary file, then rename). No Locust imports.
+
+Why this length: the sections are the one typed view of ``manifest.json`` and sit beside its only reader and
+writers, which keep unknown keys and validate the whole; split apart, a section's type and the code that reads
+it back would drift in two modules.
 """
 
 from __future__ import annotations

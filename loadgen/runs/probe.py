@@ -13,6 +13,10 @@ key is redacted from every error and from what is kept (``/v1/models``, ``/versi
 echo request headers back. What is kept of its JSON answers is normalised where it is decoded
 (``loadgen.core.jsonsafe``: finite numbers, valid Unicode, 64-bit integers, bounded depth), said in
 ``ServerInfo.notices``; a model id the run would send but cannot (a lone surrogate) is refused.
+
+Why this length: its guarded HTTP (no redirect, a deadline from connect to last byte, a bounded body, the key
+redacted) serves the probe alone and is what makes the guarantees above true; apart, a reader would have to
+hold two modules to check one promise.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ stops undecided when that level was asked already. ``onset_level`` is a measured
 
 Raises ``LoadgenError`` subclasses for unusable input; prints nothing (``on_level`` is called after
 each level, for the CLI's progress lines).
+
+Why this length: the rule that judges a level (its reference check, each canary's measured level) and
+``onset.json``, which records every judgement, are one rule stated once; split, the file's fields and the rule
+that fills them would be read in two places.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ Options are checked before the probe (``--out`` must be a writable folder, ``--p
 bad ones fail before any traffic. Every child (the engine, Locust and its workers) runs under
 ``loadgen.launchers.guard`` and dies with this process, even when it is killed with SIGKILL; the
 engine's log is kept in the run folder from the moment the folder exists, so a killed run keeps it.
+
+Why this length: the headless and web-UI paths share the engine start, the option checks and the signal
+forwarding that make every child die with this process; split, that guarantee would be spread over modules
+that each hold part of it.
 """
 
 from __future__ import annotations

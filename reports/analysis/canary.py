@@ -4,6 +4,10 @@ Pure: columns in, the typed pieces of ``reports.model.report`` out (a ``CanaryAn
 no printing. Rows are first put in a canonical order (send time, then request id) so that the order
 records were written in changes no figure, including tie-breaks ("earliest first") and floating-point
 sums.
+
+Why this length: every figure of a canary (levels, overall, forks, reference, co-residency groups, sides)
+comes from one canonical row order and one ``CanaryView``; split, each part would rebuild or pass that view,
+and the order that keeps figures independent of write order would live in several places.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ expected; unknown (NaN) where nothing was measured.
 
 Pure: frames and arrays in, arrays and JSON-ready dicts out. Columns a run folder predates are
 treated as missing (NaN, null), never as 0.
+
+Why this length: the joins, the per-canary measure, the level's band and the notices apply one definition of
+the others beside a canary; split, the report's words about co-residency and the figures they describe would
+live apart.
 """
 
 from __future__ import annotations
