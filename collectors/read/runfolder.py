@@ -20,6 +20,7 @@ sorted series per server (``ServerSeries``). A folder without servers reads exac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from collectors.read.columns import (
 )
 from collectors.read.matrices import FloatMatrix, IntMatrix, _num, pad_int
 from collectors.read.parallel import read_canaries
+from collectors.read.steps import StepTable, read_traces, trace_paths
 from collectors.server_metrics import samples_file
 from loadgen.core.errors import RunFolderError
 from loadgen.core.manifest import Manifest, read_manifest
@@ -99,16 +101,20 @@ class RunData:
     engine_prefix_hits: FloatMatrix | None = None  # prefix-cache hit counter (tokens) at those times
     client_cpu: list[ClientCpuSample] = field(default_factory=list)  # the load processes' CPU (client_cpu*.jsonl)
     servers: list[ServerSeries] = field(default_factory=list)  # the servers behind the endpoint; none for one engine
+    steps: StepTable | None = None  # the engine step trace (engine_steps*.jsonl and any brought); None: none
 
     @property
     def skipped_lines(self) -> int:
         return sum(f.skipped for f in self.files) + sum(f.skipped for f in self.background_files)
 
 
-def load_run(run_dir: Path, *, workers: int | None = None, reference: bool = False) -> RunData:
+def load_run(
+    run_dir: Path, *, workers: int | None = None, reference: bool = False, engine_traces: Sequence[Path] = ()
+) -> RunData:
     """Read ``manifest.json``, every ``canaries*.jsonl`` and, where present, background and engine files.
 
-    ``workers`` and ``reference``: see ``collectors.read.parallel.read_canaries``."""
+    ``workers`` and ``reference``: see ``collectors.read.parallel.read_canaries``. ``engine_traces``: step trace
+    files brought from elsewhere (an engine the tool did not start), read after the folder's own."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: not a directory (expected a run folder with manifest.json)")
@@ -119,6 +125,7 @@ def load_run(run_dir: Path, *, workers: int | None = None, reference: bool = Fal
     canaries, files = read_canaries(canary_paths, workers=workers, reference=reference)
     background, bg_files = _read_background(sorted(run_dir.glob("background*.jsonl")))
     engine_t, engine_running, prefix_queries, prefix_hits = _read_engine(run_dir / "engine_metrics.jsonl")
+    traces = trace_paths(run_dir, engine_traces)
     return RunData(
         run_dir=run_dir,
         manifest=manifest,
@@ -133,6 +140,7 @@ def load_run(run_dir: Path, *, workers: int | None = None, reference: bool = Fal
         write_failures=write_failures(run_dir),
         client_cpu=read_client_cpu(run_dir),
         servers=[_read_server(run_dir, s.name, s.role) for s in servers_of(manifest.scenario)],
+        steps=read_traces(traces) if traces else None,
     )
 
 

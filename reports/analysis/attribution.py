@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loadgen.core.stats import wilson
-from reports.analysis.steps import KIND_NAMES, RecordSteps, StepShapes
+from reports.analysis.steps import KIND_NAMES, MIXED, ROW_KIND_NAMES, RecordSteps, StepShapes
 from reports.model.engine_steps import EngineSteps, Factor, FactorRow, RecordDrift, StepAt
 
 Ints = npt.NDArray[np.int64]
@@ -97,7 +97,12 @@ def _pct(x: float | None) -> str:
 
 
 _PHRASES: Final[dict[str, Callable[[str], str]]] = {
-    "step kind": lambda v: f"{v} steps",
+    "step kind": lambda v: {
+        "decode-only": "decode-only steps",
+        "decode beside prefills": "steps that mixed its decode with others' prefills",
+        "prefill-only": "prefill-only steps",
+        "prefill beside decodes": "steps that mixed its prefill with others' decodes",
+    }.get(v, v),
     "others in the step": lambda v: f"steps with {v} other requests",
     "tokens in the step": lambda v: f"steps of {v} tokens",
     "prompt split into chunks": lambda v: "records whose prompt was split" if v == "yes" else "unsplit prompts",
@@ -143,10 +148,11 @@ def _sentence(factors: list[Factor], drifted: int, joined: int) -> str:
     return f"No single factor separates drifted from undrifted positions{detail}."
 
 
-def _step_at(step: int, shapes: StepShapes) -> StepAt | None:
+def _step_at(step: int, prefill: bool, shapes: StepShapes) -> StepAt | None:
     if step < 0:
         return None
     return {
+        "row": "prefill" if prefill else "decode",
         "kind": KIND_NAMES[int(shapes.kind[step])],
         "requests": int(shapes.requests[step]),
         "tokens": int(shapes.tokens[step]),
@@ -165,6 +171,8 @@ def attribute(c: Compared, rs: RecordSteps, shapes: StepShapes, n_rows: int, sou
     at_risk = (cols < end[:, None]) & (mat >= 0)
     events = at_risk & (cols == drift[:, None])
     steps = mat[at_risk]
+    own_prefill = rs.prefill[loc[joined]][at_risk] if joined.any() else np.zeros(0, bool)
+    row_kind = 2 * own_prefill.astype(np.int64) + (shapes.kind[steps] == MIXED).astype(np.int64)
     ev = events[at_risk]
     rec_of_cell = np.broadcast_to(np.arange(len(mat))[:, None], mat.shape)[at_risk]
     rec_rows = loc[joined]
@@ -174,7 +182,7 @@ def attribute(c: Compared, rs: RecordSteps, shapes: StepShapes, n_rows: int, sou
 
     factors: list[Factor] = []
     for name, codes, names in (
-        ("step kind", shapes.kind[steps].astype(np.int64), list(KIND_NAMES)),
+        ("step kind", row_kind, list(ROW_KIND_NAMES)),
         ("others in the step", _bucket(shapes.requests[steps] - 1, OTHERS_EDGES), _bucket_names(OTHERS_EDGES)),
         ("tokens in the step", _bucket(shapes.tokens[steps], TOKENS_EDGES), _bucket_names(TOKENS_EDGES)),
         ("prompt split into chunks", flag(rs.chunks > 1), ["no", "yes"]),
@@ -187,6 +195,7 @@ def attribute(c: Compared, rs: RecordSteps, shapes: StepShapes, n_rows: int, sou
     listed: list[RecordDrift] = []
     for i in np.flatnonzero(c.first_drift >= 0)[:LISTED_MAX].tolist():
         own = rs.step[loc[i]] if loc[i] >= 0 else None
+        pre = rs.prefill[loc[i]] if loc[i] >= 0 else None
         d, f = int(c.first_drift[i]), int(c.first_flip[i])
         listed.append(
             {
@@ -194,8 +203,12 @@ def attribute(c: Compared, rs: RecordSteps, shapes: StepShapes, n_rows: int, sou
                 "level": int(c.level[i]),
                 "first_drift": d,
                 "first_flip": f if f >= 0 else None,
-                "drift_step": _step_at(int(own[d]), shapes) if own is not None and d < len(own) else None,
-                "flip_step": _step_at(int(own[f]), shapes) if own is not None and 0 <= f < len(own) else None,
+                "drift_step": _step_at(int(own[d]), bool(pre[d]), shapes)
+                if own is not None and pre is not None and d < len(own)
+                else None,
+                "flip_step": _step_at(int(own[f]), bool(pre[f]), shapes)
+                if own is not None and pre is not None and 0 <= f < len(own)
+                else None,
             }
         )
     return {

@@ -23,6 +23,8 @@ from reports.analysis import client_load, coresidency, cost, level_load, sides, 
 from reports.analysis.cache_checks import cache_expectations, cache_notices
 from reports.analysis.canary import ClaimRule, analyse, latency
 from reports.analysis.health import figures_notice, run_health
+from reports.analysis.steps import TraceJoin, trace_join
+from reports.model.engine_steps import EngineTrace
 from reports.model.finite import scrub
 from reports.model.report import (
     REPORT_SCHEMA,
@@ -41,11 +43,12 @@ ACTIVE = (RunStatus.PREPARED, RunStatus.RUNNING)  # a manifest still saying so w
 
 
 def build_report(run: RunData) -> Report:
-    cols = with_engine_join(run)
+    trace = trace_of(run)
+    cols = with_engine_join(run, trace)
     joined = _has_samples(run) and cols.n > 0
     m = run.manifest
     loaded = _loaded(m) if run.servers else None
-    analysed = analyse(cols, list(m.levels), claim_rule(m), loaded) if cols.n else []
+    analysed = analyse(cols, list(m.levels), claim_rule(m), loaded, trace) if cols.n else []
     background = background_section(run.background)
     for entry in analysed:
         mark_unmeasured(entry, background, m)
@@ -103,6 +106,9 @@ def build_report(run: RunData) -> Report:
                 scrape_interval_s=float(interval) if isinstance(interval, int | float) and interval > 0 else None,
                 refresh_steps=settings.get("metrics_refresh_steps"),
             )
+    if trace is not None:
+        report["run"]["engine_trace"] = engine_trace_section(trace, cols.frame)
+        report["run"]["notices"] += engine_trace_notices(report["run"]["engine_trace"])
     # the load processes' own CPU per level; absent for runs from before the samples
     if run.client_cpu:
         report["client_load"] = client_load.section(run.client_cpu)
@@ -249,7 +255,56 @@ def _loaded(m: Manifest) -> Side:
     return loaded_side(side if side in ("prefill", "decode") else None)
 
 
-def with_engine_join(run: RunData) -> CanaryColumns:
+def trace_of(run: RunData) -> TraceJoin | None:
+    """The run's engine step trace met with its canary records (``reports.analysis.steps``), or None without one."""
+    if run.steps is None:
+        return None
+    cols = run.canaries
+    width = max(cols.token_ids.shape[1], cols.logprobs.shape[1])
+    return trace_join(run.steps, cols.frame["request_id"].to_numpy(dtype=object), width)
+
+
+def engine_trace_section(trace: TraceJoin, frame: Any) -> EngineTrace:
+    return {
+        "files": [
+            {
+                "name": f.name,
+                "source": f.source,
+                "steps": f.steps,
+                "skipped": f.skipped,
+                "malformed": {str(k): v for k, v in f.malformed.items()},
+            }
+            for f in trace.table.files
+        ],
+        "steps": trace.table.steps,
+        "records_joined": len(trace.records.records),
+        "gauge_vs_trace": coresidency.gauge_vs_trace(frame),
+    }
+
+
+def engine_trace_notices(section: EngineTrace) -> list[str]:
+    """What a reader of the trace must know: steps it could not use, no record it could join, the gauge's error."""
+    out = [
+        f"engine trace {f['name']}: {_n(f['skipped'], 'line')} skipped"
+        + (f" (line {next(iter(f['malformed']))}: {next(iter(f['malformed'].values()))})" if f["malformed"] else "")
+        for f in section["files"]
+        if f["skipped"]
+    ]
+    if section["steps"] and not section["records_joined"]:
+        out.append(
+            "engine trace: no step names a canary record's request id (was X-Request-Id passed to the engine, "
+            "and is the trace from this run?)"
+        )
+    gap = section["gauge_vs_trace"]
+    if gap is not None and gap["max_abs_difference"]:
+        out.append(
+            f"the /metrics running gauge read {gap['median_difference']:+g} others (median; at most "
+            f"{gap['max_abs_difference']:g}) against the engine trace over {_n(gap['canaries'], 'canary', 'canaries')}"
+        )
+    return out
+
+
+def with_engine_join(run: RunData, trace: TraceJoin | None = None) -> CanaryColumns:
     """The canary columns plus the engine's running gauge joined over each canary's lifetime
     (``reports.analysis.coresidency.join_engine``), or, for a run with servers behind its endpoint, each side's over
     its part of the life (``reports.analysis.sides.join_sides``), and the client's own count of its requests in flight
@@ -263,6 +318,8 @@ def with_engine_join(run: RunData) -> CanaryColumns:
     else:
         frame = coresidency.join_engine(cols.frame, run.engine_t, run.engine_running, edge_s=edge)
     frame = coresidency.join_client(frame, run.background)
+    if trace is not None:
+        frame = frame.assign(**dict(zip(coresidency.TRACE_OTHERS, trace.others(len(frame)), strict=True)))
     return CanaryColumns(frame, cols.token_ids, cols.token_codes, cols.vocab, cols.logprobs, cols.top_gap)
 
 

@@ -26,8 +26,11 @@ from loadgen.core.servers import SIDES, Side
 from loadgen.core.stats import histogram, median, num, quantiles, ratio, wilson
 from reports.analysis import coresidency, forks, heatmap, side_rule, sides
 from reports.analysis import identity as ident
-from reports.analysis.kernels import Rows, drift, group_rows
+from reports.analysis.attribution import Compared, attribute
+from reports.analysis.kernels import Rows, drift, first_drift, group_rows
+from reports.analysis.steps import TraceJoin
 from reports.model.coresidency import CoResidencyGroup, Sides
+from reports.model.engine_steps import EngineSteps
 from reports.model.report import (
     CanaryAnalysis,
     CanaryFigures,
@@ -117,6 +120,7 @@ class CanaryView:
         nanf = np.full(n, np.nan)
         self.dmax, self.dmean, self.dbit = nanf, nanf.copy(), nanf.copy()
         self.cmp_len = np.full(n, -1, np.int64)  # positions compared for drift (before the first divergence)
+        self.fdrift = np.full(n, -1, np.int64)  # first position whose logprob was not bitwise the reference's
         self.fclass = np.full(n, -1, np.int8)  # fork class of a divergent completion (reports.analysis.forks)
         self.fstep, self.fsteps = nanf.copy(), nanf.copy()  # its estimated rounding step, its gap in steps
         if self.ref is not None:
@@ -146,6 +150,7 @@ class CanaryView:
         cmp_len = np.where(self.fd[comp] >= 0, self.fd[comp], ref_len)
         self.cmp_len[comp] = cmp_len
         self.dmax[comp], self.dmean[comp], self.dbit[comp] = drift(lp, self.rows[comp], ref_lp, cmp_len)
+        self.fdrift[comp] = first_drift(lp, self.rows[comp], ref_lp, cmp_len)
 
     def _classify(self) -> None:
         """Each divergent completion's fork class, from the reference's top-1 − top-2 gap and chosen-token
@@ -324,6 +329,7 @@ def analyse_canary(
     levels: list[int] | None = None,
     rule: ClaimRule = ClaimRule(),
     loaded: Side | None = None,
+    trace: TraceJoin | None = None,
 ) -> CanaryFigures:
     """Everything ``report.json`` says about one canary (its rows of ``cols``, any order); ``loaded``: the side a
     prefill/decode run's background loads (its frame joined by ``reports.analysis.sides.join_sides``)."""
@@ -347,7 +353,28 @@ def analyse_canary(
     }
     if c.sides:
         out["sides"] = sides_section(c, sweep)
+    if trace is not None:
+        out["engine_steps"] = engine_steps(c, trace)
     return out
+
+
+def engine_steps(c: CanaryView, trace: TraceJoin) -> EngineSteps:
+    """The attribution of this canary's drift to its engine steps (``reports.analysis.attribution``). A greedy
+    flip with no earlier bitwise move is its own first drift: the logits moved there."""
+    comp = np.flatnonzero(c.comp) if c.ref is not None else np.zeros(0, np.int64)
+    fd = c.fd[comp]
+    moved = np.where((c.fdrift[comp] < 0) & (fd >= 0), fd, c.fdrift[comp])
+    compared = np.where(c.cmp_len[comp] >= 0, c.cmp_len[comp], np.where(fd >= 0, fd, c.length[comp]))
+    rows = c.rows[comp]
+    compared_records = Compared(
+        rows=rows,
+        request_id=c.cols.frame["request_id"].to_numpy(dtype=object)[rows],
+        level=c.level[comp].astype(np.int64),
+        first_drift=moved,
+        first_flip=fd,
+        compared=compared,
+    )
+    return attribute(compared_records, trace.records, trace.shapes, c.cols.n, trace.source)
 
 
 def fork_gaps(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> ForkGaps:
@@ -422,19 +449,23 @@ def sides_section(c: CanaryView, sweep: npt.NDArray[np.bool_]) -> Sides:
 
 
 def analyse(
-    cols: CanaryColumns, levels: list[int] | None = None, rule: ClaimRule = ClaimRule(), loaded: Side | None = None
+    cols: CanaryColumns,
+    levels: list[int] | None = None,
+    rule: ClaimRule = ClaimRule(),
+    loaded: Side | None = None,
+    trace: TraceJoin | None = None,
 ) -> list[CanaryAnalysis]:
     """One entry per canary id, sorted by id: ``{"id", "reference", "overall", "levels", "forks", ...}``."""
     codes, uniq = pd.factorize(cols.frame["canary_id"].astype(str), sort=True)
     if len(uniq) == 1:
         every = np.arange(len(codes), dtype=np.int64)
-        return [{"id": str(uniq[0]), **analyse_canary(cols, every, levels, rule, loaded)}]
+        return [{"id": str(uniq[0]), **analyse_canary(cols, every, levels, rule, loaded, trace)}]
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
     return [
         {
             "id": str(cid),
-            **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels, rule, loaded),
+            **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels, rule, loaded, trace),
         }
         for i, cid in enumerate(uniq)
     ]

@@ -36,8 +36,15 @@ Floats = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
 ENGINE_OTHERS = ("engine_others_min", "engine_others_median", "engine_others_max")
 CLIENT_OTHERS = ("client_others_min", "client_others_median", "client_others_max")
-NONE, TRUTH, METRICS, CLIENT = 0, 1, 2, 3  # where a canary's measured co-residency came from
-SOURCE_NAMES: dict[int, CoResidencySource] = {TRUTH: "engine_batch_sizes", METRICS: "metrics", CLIENT: "client"}
+TRACE_OTHERS = ("trace_others_min", "trace_others_median", "trace_others_max")
+NONE, TRUTH, METRICS, CLIENT, TRACE = 0, 1, 2, 3, 4  # where a canary's measured co-residency came from
+SOURCE_NAMES: dict[int, CoResidencySource] = {
+    TRUTH: "engine_batch_sizes",
+    TRACE: "engine_trace",
+    METRICS: "metrics",
+    CLIENT: "client",
+}
+EXACT = (TRUTH, TRACE)  # the engine's own steps: what the canary shared, step by step
 
 
 def _floats(frame: Any, name: str, rows: npt.NDArray[np.int64] | None = None) -> Floats:
@@ -145,6 +152,7 @@ def measure(
     nan = np.full(len(idx), np.nan)
     whole_engine = scraped_columns == ENGINE_OTHERS  # a prefill/decode side has neither batch sizes nor a client
     truth = [_floats(frame, k, idx) if whole_engine else nan for k in BATCH_OTHERS]
+    trace = [_floats(frame, k, idx) if whole_engine else nan for k in TRACE_OTHERS]
     scraped = [_floats(frame, k, idx) for k in scraped_columns]
     client = (
         _floats(frame, CLIENT_OTHERS[0], idx),
@@ -153,12 +161,16 @@ def measure(
     )
     fallback = client if whole_engine else (nan, nan, nan)
     has_truth = ~np.isnan(truth[0])
+    has_trace = ~np.isnan(trace[0])
     has_scraped = ~np.isnan(scraped[0])
     lo, med, hi = (
-        np.where(has_truth, t, np.where(has_scraped, s, c)) for t, s, c in zip(truth, scraped, fallback, strict=True)
+        np.where(has_truth, t, np.where(has_trace, x, np.where(has_scraped, s, c)))
+        for t, x, s, c in zip(truth, trace, scraped, fallback, strict=True)
     )
     source = np.where(
-        has_truth, TRUTH, np.where(has_scraped, METRICS, np.where(np.isnan(fallback[0]), NONE, CLIENT))
+        has_truth,
+        TRUTH,
+        np.where(has_trace, TRACE, np.where(has_scraped, METRICS, np.where(np.isnan(fallback[0]), NONE, CLIENT))),
     ).astype(np.int8)
     burst = frame["burst"].to_numpy(dtype=bool)[idx] if "burst" in frame else np.zeros(len(idx), bool)
     expected = expected_others(frame["level"].to_numpy()[idx], frame["phase"].to_numpy()[idx], burst)
@@ -189,7 +201,7 @@ def level_block(m: Measured, sel: Mask) -> CoResidency:
     """``co_residency`` of one level (or any set of canaries): what they were measured to share."""
     known = sel & m.known
     src = m.source[known]
-    source = next((SOURCE_NAMES[k] for k in (TRUTH, METRICS, CLIENT) if (src == k).any()), None)
+    source = next((SOURCE_NAMES[k] for k in (TRUTH, TRACE, METRICS, CLIENT) if (src == k).any()), None)
     promise = int(m.expected[sel].max()) if sel.any() else 0
     return {
         "source": source,
@@ -223,7 +235,7 @@ def _spread(figures: tuple[Floats, Floats, Floats], sel: Mask) -> Spread | None:
 
 
 def _client_vs_engine(m: Measured, sel: Mask) -> ClientVsEngine | None:
-    both = sel & ((m.source == TRUTH) | (m.source == METRICS)) & ~np.isnan(m.client[1])
+    both = sel & np.isin(m.source, (TRUTH, TRACE, METRICS)) & ~np.isnan(m.client[1])
     if not both.any():
         return None
     diff = m.client[1][both] - m.med[both]
@@ -358,7 +370,19 @@ def witness(
     was seen to move while canaries ran says the same from the samples themselves."""
     sweep = frame["phase"].to_numpy() == "sweep"
     truth = int((sweep & (m.source == TRUTH)).sum())
+    traced = int((sweep & (m.source == TRACE)).sum())
     scraped = int((sweep & (m.source == METRICS)).sum())
+    if traced > truth and traced >= scraped:
+        return {
+            "source": SOURCE_NAMES[TRACE],
+            "canaries": traced,
+            "scrape_interval_s": None,
+            "gauge_changes": None,
+            "gauge_change_median_s": None,
+            "refresh_steps": None,
+            "summary": f"co-residency from the engine's step trace: the requests in every step that computed each of "
+            f"{traced} sweep canaries (exact)",
+        }
     if truth >= scraped and truth:
         return {
             "source": SOURCE_NAMES[TRUTH],
@@ -411,4 +435,21 @@ def witness(
         "gauge_change_median_s": gap,
         "refresh_steps": refresh_steps,
         "summary": said + moved + fresh,
+    }
+
+
+def gauge_vs_trace(frame: Any) -> ClientVsEngine | None:
+    """How far the ``/metrics`` running gauge's median over each canary's life was from the engine trace's (gauge
+    minus trace, over the canaries that have both), or None where no canary has both."""
+    if TRACE_OTHERS[1] not in frame or ENGINE_OTHERS[1] not in frame:
+        return None
+    gauge, trace = _floats(frame, ENGINE_OTHERS[1]), _floats(frame, TRACE_OTHERS[1])
+    both = ~np.isnan(gauge) & ~np.isnan(trace)
+    if not both.any():
+        return None
+    diff = gauge[both] - trace[both]
+    return {
+        "canaries": int(both.sum()),
+        "median_difference": median(diff),
+        "max_abs_difference": num(float(np.abs(diff).max())),
     }

@@ -25,6 +25,9 @@ Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 DECODE_ONLY, MIXED, PREFILL_ONLY = 0, 1, 2
 KIND_NAMES: Final = ("decode-only", "mixed", "prefill-only")
+# what one request's row met in its step: its own kind (decode or prefill) and whether the step mixed kinds;
+# GPU kernels pick their path by the batch, so a decode row beside others' prefills is computed another way
+ROW_KIND_NAMES: Final = ("decode-only", "decode beside prefills", "prefill-only", "prefill beside decodes")
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class RecordSteps:
 
     records: Ints
     step: Ints  # (len(records), width)
+    prefill: Bools  # (len(records), width): the row that computed the position was a prefill row
     chunks: Ints
     cache_hit: Bools
     preempted: Bools
@@ -83,20 +87,22 @@ def join(table: StepTable, request_ids: npt.NDArray[np.object_], width: int) -> 
     sched, comp, prompt = table.scheduled[named], table.computed[named], table.prompt[named]
     j = comp + sched - prompt
     out = np.full(n * width, -1, np.int64)
+    row_prefill = np.zeros(n * width, bool)
+    is_prefill = comp < prompt
     keep = (j >= 0) & (j < width)
     flat = r[keep] * width + j[keep]
     order = np.lexsort((st[keep], flat))  # by position, then step: the last step of a position wins
     flat_s, st_s = flat[order], st[keep][order]
     last = np.r_[flat_s[1:] != flat_s[:-1], True] if len(flat_s) else np.zeros(0, bool)
     out[flat_s[last]] = st_s[last]
-    is_prefill = comp < prompt
+    row_prefill[flat_s[last]] = is_prefill[keep][order][last]
     chunks = np.bincount(r[is_prefill], minlength=n).astype(np.int64)
     first = np.lexsort((st, r))  # each record's rows in step order
     head = first[np.r_[True, r[first][1:] != r[first][:-1]]] if len(first) else first
     cache_hit = np.zeros(n, bool)
     cache_hit[r[head]] = (comp[head] > 0) & is_prefill[head]
     preempted = np.isin(request_ids[records], np.asarray(sorted(table.preempted), dtype=object))
-    return RecordSteps(records, out.reshape(n, width), chunks, cache_hit, preempted)
+    return RecordSteps(records, out.reshape(n, width), row_prefill.reshape(n, width), chunks, cache_hit, preempted)
 
 
 def others_per_record(rs: RecordSteps, shapes: StepShapes) -> tuple[Ints, npt.NDArray[np.float64], Ints]:
@@ -117,3 +123,31 @@ def others_per_record(rs: RecordSteps, shapes: StepShapes) -> tuple[Ints, npt.ND
         hi[has] = np.nanmax(masked[has], axis=1).astype(np.int64)
         med[has] = np.nanmedian(masked[has], axis=1)
     return lo, med, hi
+
+
+@dataclass(frozen=True)
+class TraceJoin:
+    """A run's step trace met with its canary records once: what the co-residency and the attribution share."""
+
+    table: StepTable
+    records: RecordSteps
+    shapes: StepShapes
+
+    @property
+    def source(self) -> str:
+        return ", ".join(sorted({f.source for f in self.table.files if f.source})) or "unknown"
+
+    def others(self, n_rows: int) -> tuple[npt.NDArray[np.float64], ...]:
+        """Per canary row (``n_rows``), the others in the steps that computed it: min, median, max; NaN where the
+        trace names no step of the row."""
+        lo, med, hi = others_per_record(self.records, self.shapes)
+        out = []
+        for values in (lo.astype(np.float64), med, hi.astype(np.float64)):
+            full = np.full(n_rows, np.nan)
+            full[self.records.records] = np.where(np.isnan(med), np.nan, values)
+            out.append(full)
+        return tuple(out)
+
+
+def trace_join(table: StepTable, request_ids: npt.NDArray[np.object_], width: int) -> TraceJoin:
+    return TraceJoin(table, join(table, request_ids, width), step_shapes(table))

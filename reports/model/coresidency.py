@@ -11,7 +11,7 @@ evaluated (no ``from __future__ import annotations``) so ``tests/reports/test_mo
 from typing import Literal, TypedDict
 
 # the engine's own batch sizes, else its /metrics running gauge, else the client's own requests in flight
-CoResidencySource = Literal["engine_batch_sizes", "metrics", "client"]
+CoResidencySource = Literal["engine_batch_sizes", "engine_trace", "metrics", "client"]
 LevelBoundName = Literal["floor", "ceiling", "mixed"]  # loadgen.core.band; "mixed": canaries of both
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from reports.model.coresidency import ClientVsEngine
+
 
 class StepAt(TypedDict):
     """The step that computed one output position of one canary record."""
 
+    row: str  # the record's own row in it: "prefill" (its prompt, the last chunk) or "decode"
     kind: str  # "decode-only", "mixed" or "prefill-only"
     requests: int  # requests scheduled in the step, the canary included
     tokens: int  # tokens the step computed
@@ -59,3 +62,20 @@ class EngineSteps(TypedDict):
     sentence: str  # the factor that separates drifted from undrifted positions, or that none does
     drifts: list[RecordDrift]  # the moved records, at most ``listed_max``, in send order
     listed_max: int
+
+
+class TraceFileRead(TypedDict):
+    name: str
+    source: str  # its writer, from its records
+    steps: int
+    skipped: int  # lines that were not steps: a torn tail, or malformed (the first few described)
+    malformed: dict[str, str]  # line number -> why
+
+
+class EngineTrace(TypedDict):
+    """``run.engine_trace``: the step trace files read and how they met the canary records."""
+
+    files: list[TraceFileRead]
+    steps: int
+    records_joined: int  # canary records whose request id some step named
+    gauge_vs_trace: ClientVsEngine | None  # the /metrics gauge's median over each life minus the trace's

@@ -22,13 +22,8 @@ from typing import Literal, NotRequired, TypedDict, TypeGuard
 from loadgen.core.claims import Claim
 from loadgen.core.identity import IdentityKind
 from loadgen.core.manifest import EndedByClaim, ServerSettings
-from reports.model.coresidency import (
-    CoResidency,
-    CoResidencyGroup,
-    Sides,
-    SidesCoResidency,
-    Witness,
-)
+from reports.model.coresidency import CoResidency, CoResidencyGroup, Sides, SidesCoResidency, Witness
+from reports.model.engine_steps import EngineSteps, EngineTrace
 
 # -- one canary's figures ------------------------------------------------------------------------
 
@@ -190,6 +185,7 @@ class CanaryFigures(TypedDict):
     drift_heatmap: NotRequired[DriftHeatmap | None]
     by_co_residency: NotRequired[list[CoResidencyGroup] | None]
     sides: NotRequired[Sides]  # prefill/decode runs only
+    engine_steps: NotRequired[EngineSteps]  # runs with an engine step trace only
 
 
 class CanaryAnalysis(CanaryFigures):
@@ -245,6 +241,7 @@ class RunSection(TypedDict):
     servers: NotRequired[list[RunServer]]  # prefill/decode runs only: the servers behind the endpoint
     x_axis_unmeasured: NotRequired[str | None]  # why no canary's co-residency was scraped (also in notices)
     witness: NotRequired[Witness]  # the record the sweep's co-residency came from, and how fresh it was
+    engine_trace: NotRequired[EngineTrace]  # runs with an engine step trace only
 
 
 class InputFile(TypedDict):

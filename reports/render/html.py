@@ -31,6 +31,7 @@ from reports.render.md import (
     unmeasured_lines,
 )
 from reports.render.sides import sides_html
+from reports.render.steps import steps_html
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px auto;max-width:1180px;color:#111;
@@ -247,7 +248,7 @@ def canary_html(entry: Canary) -> str:
     return (
         f"<h2>Canary <code>{escape(entry['id'])}</code></h2>"
         f"{verdict_box(entry)}{reference_html(entry['reference'])}"
-        f"{levels_table(entry['levels'])}{_sides_or_groups(entry)}"
+        f"{levels_table(entry['levels'])}{_sides_or_groups(entry)}{steps_html(entry.get('engine_steps'))}"
         f"<div class='charts'>{''.join(charts)}</div>"
         f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{fork_classes_html(entry)}"
         f"{forks_table(entry['forks'])}{claim_html(entry)}"

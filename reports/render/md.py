@@ -15,6 +15,7 @@ from reports.model.report import Canary, Figures, Fork, ForkClass, ForkMethod, L
 from reports.render.cells import ci, fmt, held, level_cells, others, pct, rate_cell
 from reports.render.mdtext import code, text
 from reports.render.sides import sides_md
+from reports.render.steps import steps_md
 
 __all__ = [
     "FORK_CLASSES",
@@ -96,6 +97,7 @@ def canary_section(entry: Canary, heading: str) -> list[str]:
     lines += _fork_classes(entry)
     sides = entry.get("sides")
     lines += sides_md(sides) if sides else _co_residency_table(entry.get("by_co_residency"))
+    lines += steps_md(entry.get("engine_steps"))
     lines += claim_lines(entry)
     return lines
 

@@ -6,7 +6,6 @@ back through ``collectors.read.steps``: the reader, the join and the attribution
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -14,40 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collectors.read.steps import read_traces
-from loadgen.core.steptrace import StepRecord, StepWriter
 from reports.analysis.attribution import Compared, attribute
 from reports.analysis.steps import DECODE_ONLY, MIXED, PREFILL_ONLY, join, others_per_record, step_shapes
-
-
-def _ids(n: int) -> list[str]:
-    return [uuid.UUID(int=i + 1).hex for i in range(n)]
-
-
-class Engine:
-    """A scripted engine: each step lists (record key or None for background, computed, scheduled, prompt)."""
-
-    def __init__(self, path: Path) -> None:
-        self.writer = StepWriter(path)
-        self.n = 0
-
-    def step(self, rows: list[tuple[str, int, int, int]], preempted: tuple[str, ...] = ()) -> None:
-        self.writer.write(
-            StepRecord(
-                step=self.n,
-                t=1000.0 + self.n,
-                ids=[f"cmpl-{k}-0-abcd1234" for k, _, _, _ in rows],
-                computed=[c for _, c, _, _ in rows],
-                scheduled=[s for _, _, s, _ in rows],
-                prompt=[p for _, _, _, p in rows],
-                source="embedded",
-                preempted=[f"cmpl-{k}" for k in preempted],
-            )
-        )
-        self.n += 1
+from tests.reports.tracekit import Engine, ids_of
 
 
 def test_each_output_position_is_joined_to_the_step_that_computed_it(tmp_path: Path) -> None:
-    a, b, bg = _ids(3)
+    a, b, bg = ids_of(3)
     eng = Engine(tmp_path / "engine_steps-embedded-h-1.jsonl")
     eng.step([(a, 0, 8, 8)])  # a's prefill: position 0 (prefill-only)
     eng.step([(a, 8, 1, 8), (bg, 0, 20, 20)])  # a's position 1, beside a prefill: mixed
@@ -61,13 +33,14 @@ def test_each_output_position_is_joined_to_the_step_that_computed_it(tmp_path: P
     rs = join(table, np.asarray([a, b, "f" * 32], dtype=object), width=5)
     assert rs.records.tolist() == [0, 1]
     assert rs.step.tolist() == [[0, 1, 2, 3, -1], [2, 3, -1, -1, -1]]
+    assert rs.prefill.tolist() == [[True, False, False, False, False], [True, False, False, False, False]]
     assert rs.cache_hit.tolist() == [False, True] and rs.chunks.tolist() == [1, 1]
     lo, med, hi = others_per_record(rs, shapes)
     assert lo.tolist() == [0, 1] and hi.tolist() == [2, 2] and med.tolist() == [1.0, 1.5]
 
 
 def test_a_chunked_and_preempted_prompt_counts_its_chunks_and_the_last_computation_wins(tmp_path: Path) -> None:
-    (a,) = _ids(1)
+    (a,) = ids_of(1)
     eng = Engine(tmp_path / "t.jsonl")
     eng.step([(a, 0, 10, 24)])  # chunk 1 of 2
     eng.step([(a, 10, 14, 24)])  # chunk 2: position 0
@@ -107,7 +80,7 @@ def traces(draw: st.DrawFn) -> tuple[list[str], list[list[tuple[str, int, int, i
     """Requests with random prompts, scheduled in random steps with chunked prefills and decodes; some
     background requests whose ids are not records."""
     n = draw(st.integers(1, 6))
-    keys = _ids(n + 3)
+    keys = ids_of(n + 3)
     state = {k: [draw(st.integers(1, 40)), 0, draw(st.integers(1, 6))] for k in keys}  # prompt, computed, outputs
     steps: list[list[tuple[str, int, int, int]]] = []
     while any(c < p + o - 1 for p, c, o in state.values()) and len(steps) < 60:
@@ -149,7 +122,7 @@ def test_the_join_never_gives_a_position_a_step_that_did_not_compute_it_for_that
 def test_attribution_names_the_step_kind_when_only_mixed_steps_moved_the_logprobs(tmp_path: Path) -> None:
     """Known truth: 8 records decode 6 positions each; records 0-3 meet a background prefill in the step of
     position 3 (a mixed step) and drift there; records 4-7 decode beside other decodes only and never drift."""
-    ids = _ids(9)
+    ids = ids_of(9)
     records, bg = ids[:8], ids[8]
     eng = Engine(tmp_path / "t.jsonl")
     for r, key in enumerate(records):
@@ -178,19 +151,20 @@ def test_attribution_names_the_step_kind_when_only_mixed_steps_moved_the_logprob
     assert block["joined"] == 8 and block["drifted"] == 4
     kind = next(f for f in block["factors"] if f["factor"] == "step kind")
     by_value = {r["value"]: (r["positions"], r["drifts"]) for r in kind["rows"]}
-    assert by_value == {"mixed": (4, 4), "decode-only": (4 * 2 + 4 * 5, 0), "prefill-only": (8, 0)}
+    assert by_value == {"decode beside prefills": (4, 4), "decode-only": (4 * 2 + 4 * 5, 0), "prefill-only": (8, 0)}
     assert kind["separates"]
     assert block["sentence"].startswith(
-        "Drift followed the step kind: all 4 first drifts were at positions computed in mixed steps"
+        "Drift followed the step kind: all 4 first drifts were at positions computed in steps that mixed its decode "
+        "with others' prefills"
     )
     first = block["drifts"][0]
     assert first["first_drift"] == 3 and first["first_flip"] == 5
-    assert first["drift_step"] == {"kind": "mixed", "requests": 2, "tokens": 31}
-    assert first["flip_step"] == {"kind": "decode-only", "requests": 2, "tokens": 2}
+    assert first["drift_step"] == {"row": "decode", "kind": "mixed", "requests": 2, "tokens": 31}
+    assert first["flip_step"] == {"row": "decode", "kind": "decode-only", "requests": 2, "tokens": 2}
 
 
 def test_attribution_says_when_no_factor_separates(tmp_path: Path) -> None:
-    ids = _ids(5)
+    ids = ids_of(5)
     records, bg = ids[:4], ids[4]
     eng = Engine(tmp_path / "t.jsonl")
     for key in records:

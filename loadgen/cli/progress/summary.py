@@ -18,7 +18,8 @@ from reports.render.md import levels_table, unmeasured_lines
 
 def summary_lines(report: Report) -> list[str]:
     """Verdict, blank line, per-level table, blank line, per canary (the id first when there are several); a
-    prefill/decode run's sentence on which side's load the divergence follows; why the x-axis is unmeasured."""
+    prefill/decode run's sentence on which side's load the divergence follows; with an engine step trace, the
+    factor the drift followed; why the x-axis is unmeasured."""
     entries = report.get("canaries") or []
     lines: list[str] = []
     for entry in entries:
@@ -29,6 +30,8 @@ def summary_lines(report: Report) -> list[str]:
         sides = entry.get("sides")
         if sides and (follows := sides.get("follows")):
             lines += [follows["sentence"], ""]
+        if steps := entry.get("engine_steps"):
+            lines += [f"Why: {steps['sentence']}", ""]
     if unmeasured := report["run"].get("x_axis_unmeasured"):
         lines += [f"Notice: {unmeasured}", ""]
     return [visible(line) for line in lines]
