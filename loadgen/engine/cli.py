@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -18,9 +19,11 @@ from typing import cast
 
 from aiohttp import web
 
-from loadgen.core.errors import EngineError, UsageError
+from loadgen.core.errors import EngineError, RunFolderError, UsageError
+from loadgen.core.steptrace import ENV as STEP_TRACE_ENV
 from loadgen.engine.faults import FaultPlan, add_fault_arguments
 from loadgen.engine.pd import ROLES, PDConfig
+from loadgen.engine.plan import InvariantPaths
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
 from loadgen.engine.scheduler import Scheduler
 from loadgen.engine.server import Served, build_app
@@ -54,6 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-invariant",
         action="store_true",
         help="one fixed reduction order for every shape: logits independent of batch and cache",
+    )
+    p.add_argument(
+        "--invariant-paths",
+        default=None,
+        metavar="PATHS",
+        help="fix only these reduction paths, comma-separated, of matmul, attention, norm, step_kind "
+        "(e.g. matmul,attention,norm: only the kind of step moves a decode row, as vLLM with VLLM_BATCH_INVARIANT=1)",
+    )
+    p.add_argument(
+        "--step-trace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"write one line per engine step into DIR (default: the folder ${STEP_TRACE_ENV} names; unset: none)",
     )
     p.add_argument(
         "--enable-prefix-caching",
@@ -128,6 +145,19 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
         raise SystemExit("loadgen serve: --max-num-seqs, --max-model-len and --max-num-batched-tokens must be positive")
     if args.logit_scale <= 0:
         raise SystemExit("loadgen serve: --logit-scale must be > 0")
+    paths: InvariantPaths | None = None
+    if args.invariant_paths is not None:
+        if args.batch_invariant:
+            raise SystemExit(
+                "loadgen serve: --batch-invariant fixes every path; give it or --invariant-paths, not both"
+            )
+        if args.backend != "cpu":
+            raise SystemExit("loadgen serve: --invariant-paths needs --backend cpu (the GPU backend has no such paths)")
+        try:
+            paths = InvariantPaths.named(args.invariant_paths)
+        except UsageError as exc:
+            raise SystemExit(f"loadgen serve: {exc}") from None
+    trace = args.step_trace or (Path(os.environ[STEP_TRACE_ENV]) if os.environ.get(STEP_TRACE_ENV) else None)
     return EngineOptions(
         batch_invariant=args.batch_invariant,
         enable_prefix_caching=args.enable_prefix_caching,
@@ -138,6 +168,8 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
         logit_scale=args.logit_scale,
         prefix_cache_blocks=args.prefix_cache_blocks,
         recompute_last=args.recompute_last_prompt_token,
+        paths=paths,
+        step_trace=trace,
     )
 
 
@@ -150,6 +182,13 @@ def faults_from_args(args: argparse.Namespace) -> FaultPlan:
 
 def make_scheduler(opts: EngineOptions, backend: str = "cpu", checkpoint: Path | None = None) -> Scheduler:
     """The CPU scheduler, or the GPU one (imported only here, so CPU installs never import torch)."""
+    try:
+        return _make_scheduler(opts, backend, checkpoint)
+    except (OSError, RunFolderError) as exc:
+        raise SystemExit(f"loadgen serve: cannot write the step trace into {opts.step_trace}: {exc}") from None
+
+
+def _make_scheduler(opts: EngineOptions, backend: str, checkpoint: Path | None) -> Scheduler:
     if backend == "cpu":
         return build_scheduler(opts)
     try:

@@ -123,11 +123,13 @@ def attention(
     kv_len: npt.NDArray[np.int64],
     splits: int,
     scale: np.float32,
+    kv_tile: int = KV_TILE,
+    reverse: bool = False,
 ) -> F32:
     """Causal attention with FlashAttention tiling and flash-decoding split-KV; output fp32.
 
-    Shapes: ``q`` (B, H, Lq, Dh); ``k``/``v`` (B, H, Lk, Dh), float64 holding bf16 values, with Lk a multiple of KV_TILE
-    (rows past a sequence's length are padding); ``q_pos`` (B, Lq) absolute positions of the
+    Shapes: ``q`` (B, H, Lq, Dh); ``k``/``v`` (B, H, Lk, Dh), float64 holding bf16 values, with Lk a multiple of
+    ``kv_tile`` (rows past a sequence's length are padding); ``q_pos`` (B, Lq) absolute positions of the
     queries (-1 for padding rows); ``kv_len`` (B,) valid keys. Key j is visible to a query at
     position p when j <= p and j < kv_len.
 
@@ -136,11 +138,13 @@ def attention(
     split the tiles are walked in order with online-softmax rescaling; P is rounded to bf16
     before the PV product, as the kernel does. The splits are then merged in fp32 with their
     log-sum-exp weights. Masked tiles contribute exact zeros, so padding never changes a row;
-    the split count does.
+    the split count does. ``kv_tile`` (keys per tile) and ``reverse`` (walk a split's tiles from the last to
+    the first, as FlashAttention-2's forward kernel walks key blocks back from the diagonal) pick another
+    kernel's order: the running maximum, against which P is rounded, then grows in another sequence.
     """
     b, h, lq, dh = q.shape
     lk = k.shape[2]
-    tiles = lk // KV_TILE
+    tiles = lk // kv_tile
     per_split = -(-tiles // splits)
     key_idx = np.arange(lk, dtype=np.int64)
     visible = (key_idx[None, None, :] <= q_pos[:, :, None]) & (key_idx[None, None, :] < kv_len[:, None, None])
@@ -154,8 +158,9 @@ def attention(
     o_s = np.zeros((splits, *shape, dh), dtype=np.float32)
     for s in range(splits):
         first = s * per_split
-        for t in range(first, min(first + per_split, tiles)):
-            lo, hi = t * KV_TILE, (t + 1) * KV_TILE
+        walk = range(first, min(first + per_split, tiles))
+        for t in reversed(walk) if reverse else walk:
+            lo, hi = t * kv_tile, (t + 1) * kv_tile
             tile = scores[..., lo:hi]
             tile_max = tile.max(axis=-1)
             m_new = np.maximum(m_s[s], tile_max)

@@ -4,7 +4,9 @@ Why this module exists: a step is a flat batch of token rows from many sequences
 one row each, prefills of many), pushed through the linear layers together as vLLM does, so
 the GEMM row count, and with it the split-K order, is the whole step's. Attention runs per
 group: all decode rows in one flash-decoding launch (split-KV count from batch size and longest
-context), each prefill on its own (one split, tiles from the first key). Layers: RMSNorm ->
+context), each prefill on its own (one split, tiles from the first key). In a mixed step (a prefill of
+more than one token beside them) the decode rows go through the varlen kernel instead, unless the
+step-kind path is fixed: one split, tiles of 16 keys walked back from the diagonal. Layers: RMSNorm ->
 QKV -> RoPE -> attention -> O proj -> residual; RMSNorm -> gated SiLU MLP -> residual.
 
 It writes K/V into the slots it is given and returns logits for the rows that sample; it never
@@ -20,7 +22,15 @@ import numpy.typing as npt
 
 from loadgen.engine.kernels import F32, F64, KV_TILE, attention, rms_norm, silu_mul, split_k_matmul, to_bf16
 from loadgen.engine.kvcache import SlotKV
-from loadgen.engine.plan import InvariantPaths, StepPlan, kv_split_count, plan_step, split_k_count
+from loadgen.engine.plan import (
+    VARLEN_KV_TILE,
+    InvariantPaths,
+    StepPlan,
+    kv_split_count,
+    plan_step,
+    split_k_count,
+    varlen_decodes,
+)
 from loadgen.engine.weights import LayerWeights, Weights
 
 
@@ -107,6 +117,7 @@ class TinyModel:
         decode_rows: list[int] = []
         decode_segs: list[Segment] = []
         row = 0
+        mixed = False
         for seg in segments:
             n = len(seg.token_ids)
             kc[seg.slot, :, seg.start : seg.start + n, :] = k[row : row + n].reshape(n, heads, hd).transpose(1, 0, 2)
@@ -115,9 +126,12 @@ class TinyModel:
                 decode_rows.append(row)
                 decode_segs.append(seg)
             else:
+                mixed = True
                 out[row : row + n] = self._prefill_attention(q[row : row + n], seg, kc, vc)
             row += n
-        if decode_segs:
+        if decode_segs and varlen_decodes(mixed, self.paths):
+            out[decode_rows] = self._decode_attention(q[decode_rows], decode_segs, kc, vc, varlen=True)
+        elif decode_segs:
             out[decode_rows] = self._decode_attention(q[decode_rows], decode_segs, kc, vc)
         return to_bf16(out)
 
@@ -140,20 +154,23 @@ class TinyModel:
         rows: F32 = o[0].transpose(1, 0, 2).reshape(n, heads * hd)
         return rows
 
-    def _decode_attention(self, q: F32, segs: list[Segment], kc: F64, vc: F64) -> F32:
+    def _decode_attention(self, q: F32, segs: list[Segment], kc: F64, vc: F64, varlen: bool = False) -> F32:
+        """One-token rows: the decode kernel (split-KV from the batch's shape), or with ``varlen`` the varlen
+        kernel a mixed step runs them through (one split, 16-key tiles walked back from the diagonal)."""
         heads, hd = self.w.config.n_heads, self.w.config.head_dim
         b = len(segs)
         slots = np.array([s.slot for s in segs], dtype=np.int64)
         order = np.argsort(slots)
         lens = np.array([segs[i].start + 1 for i in order], dtype=np.int64)
-        tiles = -(-int(lens.max()) // KV_TILE)
-        lk = tiles * KV_TILE
+        tile = VARLEN_KV_TILE if varlen else KV_TILE
+        tiles = -(-int(lens.max()) // tile)
+        lk = tiles * tile
         sorted_slots = slots[order]
         if sorted_slots[0] == 0 and sorted_slots[-1] == b - 1:
             k_view, v_view = kc[:b, :, :lk], vc[:b, :, :lk]
         else:
             k_view, v_view = kc[sorted_slots, :, :lk], vc[sorted_slots, :, :lk]
-        splits = kv_split_count(b, heads, tiles, self.paths.attention)
+        splits = 1 if varlen else kv_split_count(b, heads, tiles, self.paths.attention)
         o = attention(
             q[order].reshape(b, heads, 1, hd),
             k_view,
@@ -162,6 +179,8 @@ class TinyModel:
             lens,
             splits,
             self.scale,
+            kv_tile=tile,
+            reverse=varlen,
         )
         out = np.empty((b, heads * hd), dtype=np.float32)
         out[order] = o.reshape(b, heads * hd)

@@ -20,6 +20,7 @@ import queue
 import sys
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from loadgen.engine.kvcache import PrefixCache, SlotKV
 from loadgen.engine.kvwire import HandedKV
@@ -27,6 +28,7 @@ from loadgen.engine.metrics import EngineGauges
 from loadgen.engine.model import TinyModel
 from loadgen.engine.plan import InvariantPaths
 from loadgen.engine.scheduler import Delivery, EngineRequest, Scheduler, TokenEvent
+from loadgen.engine.steplog import open_step_trace
 from loadgen.engine.tokenizer import Tokenizer, load_tokenizer
 from loadgen.engine.weights import ModelConfig, generate_weights
 
@@ -45,6 +47,7 @@ class EngineOptions:
     prefix_cache_blocks: int = 1024
     paths: InvariantPaths | None = None
     recompute_last: bool = False  # a decode leg recomputes its last prompt token, as vLLM's decode server does
+    step_trace: Path | None = None  # the folder this process writes its step trace into (``LOADGEN_STEP_TRACE``)
 
     @property
     def invariant_paths(self) -> InvariantPaths:
@@ -66,6 +69,7 @@ def build_scheduler(opts: EngineOptions, tokenizer: Tokenizer | None = None) -> 
         max_num_seqs=opts.max_num_seqs,
         max_num_batched_tokens=opts.max_num_batched_tokens,
         recompute_last=opts.recompute_last,
+        trace=open_step_trace(opts.step_trace),
     )
 
 
@@ -123,6 +127,8 @@ class EngineRunner:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
+        if self.scheduler.trace is not None:
+            self.scheduler.trace.close()
 
     def submit_all(self, reqs: list[EngineRequest]) -> list[RequestStream]:
         """Several requests that enter the scheduler together: one inbox item, added in one drain."""

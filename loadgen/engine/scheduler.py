@@ -11,7 +11,8 @@ gained, with the step's batch size (the sequences in that forward pass: a reques
 (``handed``): it is loaded into the slot, never recomputed, the prefill step's first token is taken
 as sampled there, and the sequence decodes from the next step on; or, with ``recompute_last`` (vLLM's
 decode server), every position but the last prompt token's is loaded, that token is prefilled here as
-a one-row prefill and the first token is sampled here. It is synchronous and single-threaded
+a one-row prefill and the first token is sampled here. With ``trace`` set, each forward step's rows are
+written to the step trace before the step runs (loadgen/engine/steplog.py). It is synchronous and single-threaded
 on purpose: :mod:`loadgen.engine.runner` drives it from a thread; tests call ``step`` directly. It
 knows nothing of HTTP.
 """
@@ -24,12 +25,14 @@ from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
+from loadgen.core.steptrace import StepWriter
 from loadgen.engine.detok import TextState
 from loadgen.engine.kernels import F32
 from loadgen.engine.kvcache import PrefixCache, SlotKV, block_hashes
 from loadgen.engine.kvwire import HandedKV
 from loadgen.engine.model import Segment, TinyModel
 from loadgen.engine.sampling import Sampled, SamplingParams, sample_row
+from loadgen.engine.steplog import step_record
 from loadgen.engine.tokenizer import EOS_ID, Tokenizer
 
 
@@ -159,6 +162,7 @@ class Scheduler(RequestQueue[_Seq]):
     stats: SchedulerStats = field(default_factory=SchedulerStats)
     # a decode leg recomputes its last prompt token and samples its first token itself, as vLLM's does
     recompute_last: bool = False
+    trace: StepWriter | None = None  # the step trace's writer (``LOADGEN_STEP_TRACE``), if any
 
     @property
     def kv(self) -> SlotKV:
@@ -246,6 +250,9 @@ class Scheduler(RequestQueue[_Seq]):
         segments = [Segment(s.slot, [s.tokens[-1]], len(s.tokens) - 1, True) for s in decoding]
         segments += [Segment(s.slot, s.tokens[s.cached_tokens :], s.cached_tokens, True) for s in admitted]
         order = decoding + admitted
+        if self.trace is not None:
+            prefills = [(s, s.cached_tokens) for s in admitted]
+            self.trace.write(step_record(self.stats.steps_total, decoding, prefills))
         logits = self.model.forward(segments)
         self.stats.steps_total += 1
         self.stats.batch_rows_last = sum(len(seg.token_ids) for seg in segments)

@@ -15,6 +15,7 @@ from loadgen.core.errors import EngineError
 from loadgen.engine.gpu.model import GpuModel, GpuModelConfig, build_model
 from loadgen.engine.gpu.scheduler import GpuScheduler
 from loadgen.engine.runner import EngineOptions
+from loadgen.engine.steplog import open_step_trace
 from loadgen.engine.tokenizer import load_tokenizer
 
 
@@ -39,4 +40,5 @@ def build_gpu_scheduler(opts: EngineOptions, checkpoint: Path | None = None) -> 
         max_num_seqs=opts.max_num_seqs,
         max_num_batched_tokens=opts.max_num_batched_tokens,
         invariant=opts.batch_invariant,
+        trace=open_step_trace(opts.step_trace),
     )

@@ -14,7 +14,8 @@ prefilled in full, ``cached_tokens`` is 0, and a cache reset has nothing to drop
 answer). A step's ``Delivery.batch_size`` (what ``x_batch_sizes`` reports) is every sequence the step
 advanced, decoding and admitted together, as on the CPU engine: the concurrency the request ran at,
 even where that step is split into several forwards (decode then prefill, or one per sequence when
-``invariant``). It knows nothing of HTTP.
+``invariant``). With ``trace`` set, each step's rows (decodes, then whole-prompt prefills) are written to the
+step trace before it runs, as on the CPU engine (loadgen/engine/steplog.py). It knows nothing of HTTP.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loadgen.core.steptrace import StepWriter
 from loadgen.engine.detok import TextState
 from loadgen.engine.gpu.model import F32, GpuModel, to_host
 from loadgen.engine.kvcache import PrefixCache
 from loadgen.engine.scheduler import Delivery, EngineRequest, RequestQueue, SchedulerStats, TokenEvent, advance
+from loadgen.engine.steplog import step_record
 from loadgen.engine.tokenizer import Tokenizer
 from loadgen.engine.weights import ModelConfig
 
@@ -68,6 +71,7 @@ class GpuScheduler(RequestQueue[_Seq]):
     stats: SchedulerStats = field(default_factory=SchedulerStats)
     prefix_cache: PrefixCache = field(default_factory=lambda: PrefixCache(0, False))
     free: list[int] = field(default_factory=list)
+    trace: StepWriter | None = None  # the step trace's writer (``LOADGEN_STEP_TRACE``), if any
 
     def __post_init__(self) -> None:
         self.free = list(range(self.max_num_seqs - 1, -1, -1))
@@ -119,6 +123,8 @@ class GpuScheduler(RequestQueue[_Seq]):
         admitted = self._admit(self.max_num_batched_tokens - len(decoding))
         if not decoding and not admitted:
             return []
+        if self.trace is not None:
+            self.trace.write(step_record(self.stats.steps_total, decoding, [(s, 0) for s in admitted]))
         pairs: list[tuple[_Seq, F32]] = []
         if decoding:
             pairs += list(zip(decoding, self._decode(decoding), strict=True))
