@@ -284,3 +284,15 @@ def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) 
         request_id=request_id if isinstance(request_id, str) and request_id else None,
         x_batch_sizes=_bool(body, "x_batch_sizes"),
     )
+
+
+REQUEST_ID_HEADER = "X-Request-Id"
+MAX_REQUEST_ID_CHARS = 128
+
+
+def header_request_id(value: str | None) -> str | None:
+    """The ``X-Request-Id`` header as the request's base id (vLLM takes it so), or None where it is absent,
+    empty, longer than 128 characters or not printable ASCII: then the id is made as without it."""
+    if not value or len(value) > MAX_REQUEST_ID_CHARS:
+        return None
+    return value if all(" " <= c <= "~" for c in value) else None

@@ -27,6 +27,11 @@ one hand-over before any is awaited, so they enter the scheduler together and sh
 client sends a list for: N requests arriving at one instant). One choice per prompt, ``index`` its place;
 usage summed; streamed, each prompt's chunks go out as its tokens come, under its index, then one usage
 chunk and one ``[DONE]``. One fault is drawn for the whole request; a client gone aborts every prompt.
+
+Request ids, as vLLM's: the base id is the ``X-Request-Id`` header (printable ASCII, at most 128 characters;
+otherwise ignored), else the body's ``request_id``, else a fresh one; the answer's ``id`` is ``cmpl-<base>``
+(chat: ``chatcmpl-<base>``) and each prompt's engine request id that plus ``-`` and 8 random hex digits, so two
+requests in flight under one header never share an engine id. The step trace names requests by engine id.
 """
 
 from __future__ import annotations
@@ -50,7 +55,14 @@ from loadgen.engine.faults import REFUSED, Fault, FaultCounters, FaultPlan, malf
 from loadgen.engine.kvcache import BLOCK_TOKENS
 from loadgen.engine.kvwire import HandedKV, ModelShape
 from loadgen.engine.metrics import cache_config_info, render
-from loadgen.engine.protocol import MODEL_ID, ApiError, ParsedRequest, parse_request
+from loadgen.engine.protocol import (
+    MODEL_ID,
+    REQUEST_ID_HEADER,
+    ApiError,
+    ParsedRequest,
+    header_request_id,
+    parse_request,
+)
 from loadgen.engine.responses import Renderer, merged_body, summed_usage
 from loadgen.engine.runner import EngineRunner, RequestStream
 from loadgen.engine.scheduler import EngineRequest, TokenEvent
@@ -152,8 +164,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         except ApiError as err:
             return _error(err)
     hand_over = transfer is not None and transfer.hand_over
-    prefix = "chatcmpl-" if chat else "cmpl-"
-    response_id = prefix + (parsed.request_id or uuid.uuid4().hex)
+    response_id = _response_id(request, parsed)
     parts = [parsed.one(i) for i in range(len(parsed.prompts))]
     reqs = [
         EngineRequest(f"{response_id}-{uuid.uuid4().hex[:8]}", p.prompt_ids, p.params, p.cache_salt, hand_over, handed)
@@ -181,6 +192,12 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         for req, stream in zip(reqs, streams, strict=True):
             if not stream.finished:
                 runner.abort(req.request_id)
+
+
+def _response_id(request: web.Request, parsed: ParsedRequest) -> str:
+    """``cmpl-<base>`` or ``chatcmpl-<base>``: the header's id, else the body's, else a fresh one (as vLLM)."""
+    base = header_request_id(request.headers.get(REQUEST_ID_HEADER)) or parsed.request_id or uuid.uuid4().hex
+    return ("chatcmpl-" if parsed.chat else "cmpl-") + base
 
 
 def _put_batch_sizes(target: dict[str, Any], sizes: list[int], several: bool) -> None:
@@ -324,7 +341,7 @@ async def _render(request: web.Request, chat: bool) -> web.Response:
         "ignore_eos": p.ignore_eos,
         "logprobs": p.logprobs,
     }
-    request_id = ("chatcmpl-" if chat else "cmpl-") + (parsed.request_id or uuid.uuid4().hex)
+    request_id = _response_id(request, parsed)
     several = len(parsed.prompts) > 1
     rendered = [
         {
