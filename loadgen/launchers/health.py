@@ -24,6 +24,7 @@ from loadgen.core.runfiles import open_append
 from loadgen.launchers.commands import LaunchPlan
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.process import RunningEngine, log_tail
+from loadgen.launchers.step_trace import trace_folder
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -66,7 +67,7 @@ def start_health_checked(
             )
         except OSError as exc:  # the program is not installed, or not executable
             raise EngineError(f"cannot start the engine ({exc.strerror or exc})\ncommand: {plan.shown()}") from None
-    engine = RunningEngine(plan.base_url, proc, plan.argv, log_path, group=True)
+    engine = RunningEngine(plan.base_url, proc, plan.argv, log_path, group=True, trace_dir=trace_folder(plan.env))
     deadline = time.monotonic() + ready_timeout_s
     last = "no answer yet"
     while True:

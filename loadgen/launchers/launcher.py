@@ -3,11 +3,14 @@
 Why: a cold-boot study restarts the engine between trials and a matrix starts one configuration
 per cell; both should not care whether the engine is the embedded one, vLLM, SGLang, llama.cpp or
 a user's shell command. Each start appends a header line and the engine's output to the log file
-it is given (the run folder's ``engine.log``). Raises ``EngineError``; prints nothing.
+it is given (the run folder's ``engine.log``). ``env`` is added to every start's environment without
+entering the command the manifest records (the step trace's folder: a temporary one, not a setting of
+the engine). Raises ``EngineError``; prints nothing.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
@@ -23,8 +26,9 @@ from loadgen.launchers.process import RunningEngine, start_process
 class Launcher:
     """One engine configuration; at most one process of it runs at a time."""
 
-    def __init__(self, spec: LauncherSpec) -> None:
+    def __init__(self, spec: LauncherSpec, env: dict[str, str] | None = None) -> None:
         self.spec = spec
+        self.env = dict(env or {})
         self.engine: RunningEngine | None = None
         self.plan: LaunchPlan | None = None
         self.starts = 0
@@ -46,10 +50,11 @@ class Launcher:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open_append(log_path) as fh:
             fh.write(f"--- loadgen: start {self.starts + 1} at {now_iso()}: {plan.shown()}\n".encode())
-        if plan.ready_by == "line":
-            engine = start_process(plan.argv, log_path=log_path, ready_timeout_s=spec.ready_timeout_s, env=plan.env)
+        run = replace(plan, env={**plan.env, **self.env})
+        if run.ready_by == "line":
+            engine = start_process(run.argv, log_path=log_path, ready_timeout_s=spec.ready_timeout_s, env=run.env)
         else:
-            engine = start_health_checked(plan, log_path=log_path, ready_timeout_s=spec.ready_timeout_s)
+            engine = start_health_checked(run, log_path=log_path, ready_timeout_s=spec.ready_timeout_s)
         self.engine, self.plan, self._log_path = engine, plan, log_path
         self.starts += 1
         return engine

@@ -7,11 +7,13 @@ ready is an ``EngineError`` carrying the command and the log tail. Engines that 
 and are polled on a health URL instead (vLLM, SGLang, llama.cpp) are started by
 ``loadgen.launchers``, which returns the same ``RunningEngine``. Every engine runs under
 ``loadgen.launchers.guard``, leading a process group of its own: it dies with the process that
-started it, even one killed with SIGKILL. No Locust imports.
+started it, even one killed with SIGKILL. An engine told to write its step trace
+(``loadgen.launchers.step_trace``) has its trace files moved with its log. No Locust imports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -26,6 +28,7 @@ from types import TracebackType
 from loadgen.core.errors import EngineError
 from loadgen.core.runfiles import copy_file, open_append, write_file
 from loadgen.launchers.guard import spawn
+from loadgen.launchers.step_trace import move_traces, trace_folder
 
 _TAIL_LINES = 30
 
@@ -37,12 +40,23 @@ class RunningEngine:
     command: list[str]  # the engine's own command line
     log_path: Path
     group: bool = True  # the process leads its own process group (the guard, a shell, workers): signal it all
+    trace_dir: Path | None = None  # where it was told to write its step trace (``LOADGEN_STEP_TRACE``)
+    trace_to: Path | None = None  # where its trace files go: the log's folder, once the log has moved
 
     def move_log(self, path: Path) -> None:
         """Rename the log to ``path`` (on the same file system), where the engine goes on writing: open files
-        follow a rename. A run keeps its engine log in its folder from the start, so a killed run keeps it."""
+        follow a rename. A run keeps its engine log in its folder from the start, so a killed run keeps it.
+        The step trace's files follow into the same folder, now and when the engine stops."""
         os.replace(self.log_path, path)
         self.log_path = path
+        self.trace_to = path.parent
+        self.collect_trace()
+
+    def collect_trace(self) -> None:
+        """Move the trace files written so far to ``trace_to``; a file that cannot move stays (the run goes on)."""
+        if self.trace_dir is not None and self.trace_to is not None:
+            with contextlib.suppress(OSError):
+                move_traces(self.trace_dir, self.trace_to)
 
     def stop(self, timeout_s: float = 10.0) -> int:
         if self.process.poll() is None:
@@ -54,6 +68,7 @@ class RunningEngine:
                 self.process.wait()
         if self.group:
             self._signal(signal.SIGKILL)  # workers that outlived their parent would hold the GPU and the port
+        self.collect_trace()  # a file opened after the log moved (a later process of the engine)
         return int(self.process.returncode)
 
     def _signal(self, signum: int) -> None:
@@ -120,7 +135,7 @@ def start_process(
             proc.wait()
             break
         if line.startswith(b"READY "):
-            return RunningEngine(line.split()[1].decode(), proc, command, log_path)
+            return RunningEngine(line.split()[1].decode(), proc, command, log_path, trace_dir=trace_folder(env))
     exited = proc.poll() is not None
     RunningEngine("", proc, command, log_path).stop(timeout_s=0)
     why = (

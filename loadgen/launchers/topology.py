@@ -9,13 +9,14 @@ into the run folder once it exists. A server or router that exits early or never
 URL is an ``EngineError`` that starts with its name and role and carries its command and log tail;
 whatever had started is stopped first. After a run, ``exited`` names any process that died during it.
 Engines start one after another (the guard's parent-death signal is tied to the thread that starts
-it); an ExampleConnector topology without ``kv_path`` gets a fresh folder in ``log_dir`` per start.
+it); an ExampleConnector topology without ``kv_path`` gets a fresh folder in ``log_dir`` per start. ``env``
+goes into every engine's environment (not the router's), unrecorded: the step trace's folder.
 """
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 
@@ -146,7 +147,11 @@ def _kv_folder(topology: TopologySpec, log_dir: Path) -> TopologySpec:
 
 
 def start_topology(
-    launcher: LauncherSpec | None, topology: TopologySpec, mode: TopologyMode, log_dir: Path
+    launcher: LauncherSpec | None,
+    topology: TopologySpec,
+    mode: TopologyMode,
+    log_dir: Path,
+    env: dict[str, str] | None = None,
 ) -> RunningTopology:
     """Start the engines of ``mode``, then the router in front of them; return once the router answers its
     health URL (it binds only once every engine answered its own). Raises ``EngineError`` naming the part."""
@@ -157,7 +162,8 @@ def start_topology(
         plans = plan_servers(spec, _kv_folder(topology, log_dir), mode, lambda: free_port(spec.host))
         for plan in plans:
             try:
-                engine = _start(plan.plan, log_dir / plan.log_name, spec.ready_timeout_s)
+                run = replace(plan.plan, env={**plan.plan.env, **(env or {})})
+                engine = _start(run, log_dir / plan.log_name, spec.ready_timeout_s)
             except EngineError as exc:
                 raise EngineError(f"the {plan.name} server (role {plan.role}) did not start: {exc}") from None
             started.servers.append(StartedServer(plan, engine))
