@@ -28,6 +28,7 @@ from locust.runners import MasterRunner
 
 from loadgen.core.errors import LoadgenError, RunFolderError, UsageError
 from loadgen.core.manifest import read_manifest, update_manifest
+from loadgen.core.request import RunRequest
 from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Scenario, Server, load_scenario, parse_scenario, with_overrides
 from loadgen.load.coordination import Coordinator, claim_stop
@@ -116,14 +117,15 @@ class CoordinatorSide:
                 raise UsageError(f"{run_dir}: --run-dir must be a run folder that is not over yet (status {status})")
             return run_dir, None, None
         base_url = opts.host or self.environment.host or None
-        source, scenario = self._start_scenario(opts, base_url)
+        request, scenario = self._start_scenario(opts, base_url)
         started = self._started_engine(scenario)
         extra: dict[str, Any] = {}
         if started is not None:  # as a headless run records the engine it started (``loadgen.studies.run``)
             extra = {"engine": started.facts}
             if started.servers:
                 scenario = with_overrides(scenario, servers=[Server.model_validate(s) for s in started.servers])
-        run_dir = prepare_run(scenario, source=source, out_dir=Path(opts.out_dir), extra=extra)
+        source = request.source
+        run_dir = prepare_run(scenario, source=source, out_dir=request.out_dir, extra=extra)
         keep_engine_logs(started, run_dir)
         return run_dir, OwnedRun.begin(run_dir, base_url=base_url, api_key=api_key_of(scenario, source)), started
 
@@ -135,25 +137,26 @@ class CoordinatorSide:
             return None
         return started
 
-    def _start_scenario(self, opts: RunOptions, base_url: str | None) -> tuple[str, Scenario]:
-        """The scenario a start runs. Its API key goes only to the host the process was started with, whatever
-        a web UI start asked for (with ``--ui-allow-changes`` the host may change; then the scenario may not
-        name a key)."""
-        source = str(path_of(opts.scenario))
-        scenario = with_overrides(
-            load_scenario(Path(source)),
-            base_url=base_url,
-            levels=opts.levels,
+    def _start_scenario(self, opts: RunOptions, base_url: str | None) -> tuple[RunRequest, Scenario]:
+        """The run a start asks for, and its scenario. Its API key goes only to the host the process was started
+        with, whatever a web UI start asked for (with ``--ui-allow-changes`` the host may change; then the
+        scenario may not name a key)."""
+        request = RunRequest(
+            path_of(opts.scenario),
+            host=base_url,
+            out_dir=Path(opts.out_dir),
+            levels=None if opts.levels is None else tuple(opts.levels),
             canaries_per_level=opts.canaries_per_level,
             labels=opts.labels,
         )
+        scenario = request.scenario()
         key, target = scenario.endpoint.api_key_env, scenario.endpoint.base_url
         if key is not None and target != (home := self._launch_target()):
             raise UsageError(
-                f"{source}: its API key ({key}) is sent only to the host this process was started with ({home}), "
-                f"not to {target}"
+                f"{request.source}: its API key ({key}) is sent only to the host this process was started with "
+                f"({home}), not to {target}"
             )
-        return source, scenario
+        return request, scenario
 
     def _launch_target(self) -> str | None:
         launched = normalise(self.launch.options_namespace())

@@ -18,12 +18,12 @@ prints nothing.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from loadgen.core.errors import EndpointError, EngineError, ScenarioError, UsageError
 from loadgen.core.manifest import MANIFEST, EngineFacts, RunStatus, read_manifest
+from loadgen.core.request import RunRequest
 from loadgen.core.scenario import (
     LauncherSpec,
     MatrixCell,
@@ -162,45 +162,36 @@ def check_matrix(scenario: Scenario, source: str, only: list[str] | None = None)
 
 
 def _run_cell(
-    scenario_path: Path,
+    matrix: RunRequest,
     scenario: Scenario,
     cell: MatrixCell,
-    out_dir: Path,
-    opts: dict[str, Any],
+    *,
+    boots: int | None,
+    requests: int | None,
     progress: Progress = no_progress,
 ) -> CellResult:
-    labels = {**opts.get("labels", {}), "cell": cell.name, **cell.labels}
+    """One cell of ``matrix`` (the request every cell shares) into ``<out_dir>/cells/<cell>/``."""
+    labels = {**matrix.labels, "cell": cell.name, **cell.labels}
     launcher = cell_launcher(scenario.launcher, cell)
     topology = cell_topology(scenario, cell)
-    cell_out = out_dir / "cells" / cell.name
+    request = replace(matrix, out_dir=matrix.out_dir / "cells" / cell.name, labels=labels)
     t0 = time.monotonic()
     try:
         if cell.decoder_direct:
             assert topology is not None  # check_matrix: decoder_direct needs mode pd
-            return _run_phased(scenario_path, scenario, cell, launcher, topology, opts, labels, progress)
+            return _run_phased(request, scenario, cell, launcher, topology, progress)
         if scenario.cold_boot is not None:
             cb = cold_boot(
-                scenario_path,
-                out_dir=cell_out,
-                boots=opts.get("boots"),
-                requests=opts.get("requests"),
+                request.scenario_path,
+                out_dir=request.out_dir,
+                boots=boots,
+                requests=requests,
                 labels=labels,
                 launcher=launcher,
                 progress=progress,
             )
             return CellResult(cell.name, labels, cb.run_dir, cb.status, time.monotonic() - t0, coldboot=cb.summary)
-        res = run(
-            scenario_path,
-            host=cell.base_url,
-            out_dir=cell_out,
-            levels=opts.get("levels"),
-            canaries_per_level=opts.get("canaries_per_level"),
-            labels=labels,
-            launcher=launcher,
-            topology=topology,
-            processes=opts.get("processes", 0),
-            progress=progress,
-        )
+        res = run(replace(request, host=cell.base_url, launcher=launcher, topology=topology), progress=progress)
         assert res.status is not None  # a headless run always ends with a status
         return CellResult(cell.name, labels, res.run_dir, res.status, time.monotonic() - t0, compare_to=cell.compare_to)
     except (EngineError, EndpointError) as exc:  # this cell's engine; the other cells may still run
@@ -209,16 +200,15 @@ def _run_cell(
 
 
 def _run_phased(
-    scenario_path: Path,
+    request: RunRequest,
     scenario: Scenario,
     cell: MatrixCell,
     launcher: LauncherSpec | None,
     topology: TopologySpec,
-    opts: dict[str, Any],
-    labels: dict[str, str],
     progress: Progress,
 ) -> CellResult:
-    """A ``decoder_direct`` cell: its topology once, the decoder's phases around the sweep."""
+    """A ``decoder_direct`` cell (``request``: the cell's): its topology once, the decoder's phases around the
+    sweep."""
     t0 = time.monotonic()
 
     def run_phase(
@@ -230,21 +220,18 @@ def _run_phased(
         facts: EngineFacts | None,
         levels: list[int] | None = None,
     ) -> RunResult:
-        return run(
-            scenario_path,
+        phased = replace(
+            request,
             host=host,
-            servers=servers,
+            servers=tuple(servers),
             engine_facts=facts,
             out_dir=out_dir,
-            levels=levels or opts.get("levels"),
-            canaries_per_level=opts.get("canaries_per_level"),
-            labels={**labels, "phase": phase},
-            processes=opts.get("processes", 0),
-            progress=progress,
+            levels=request.levels if levels is None else tuple(levels),
+            labels={**request.labels, "phase": phase},
         )
+        return run(phased, progress=progress)
 
-    cell_out = Path(opts["out_dir"]) / "cells" / cell.name
-    phases = run_phases(scenario, str(scenario_path), launcher, topology, cell_out, run_phase, progress)
+    phases = run_phases(scenario, request.source, launcher, topology, request.out_dir, run_phase, progress)
     sweep = next(p for p in phases if p.name == SWEEP)
     # the cell finished when every phase did; else the first phase's that did not
     status = next(
@@ -252,6 +239,7 @@ def _run_phased(
     )
     others = [p for p in phases if p.name != SWEEP]
     wall = time.monotonic() - t0
+    labels = dict(request.labels)
     return CellResult(cell.name, labels, sweep.run_dir, status, wall, compare_to=cell.compare_to, phases=others)
 
 
@@ -310,22 +298,21 @@ def run_matrix(
     cells = check_matrix(scenario, source, only)
     if reuse and scenario.cold_boot is not None:
         raise UsageError(f"{source}: --reuse compares sweep cells; a cold-boot matrix runs its boots again")
-    opts = {
-        "out_dir": out_dir,
-        "boots": boots,
-        "requests": requests,
-        "levels": levels,
-        "canaries_per_level": canaries_per_level,
-        "labels": labels or {},
-        "processes": processes,
-    }
+    matrix = RunRequest(
+        scenario_path,
+        out_dir=out_dir,
+        levels=None if levels is None else tuple(levels),
+        canaries_per_level=canaries_per_level,
+        labels=labels or {},
+        processes=processes,
+    )
     results = []
     for index, cell in enumerate(cells, start=1):
         if reuse and (kept := reused_cell(cell, out_dir, labels or {})) is not None:
             results.append(kept)
             continue
         progress(CellStarted(index, len(cells), cell.name))
-        done = _run_cell(scenario_path, scenario, cell, out_dir, opts, progress)
+        done = _run_cell(matrix, scenario, cell, boots=boots, requests=requests, progress=progress)
         progress(CellEnded(index, len(cells), cell.name, done.status, done.wall_s))
         results.append(done)
     result = MatrixResult(out_dir, "cold_boot" if scenario.cold_boot else "sweep", results)

@@ -5,12 +5,12 @@ canaries only on levels that narrow the answer. ``loadgen.studies.onset_search``
 (doubling from 1 up to ``max_level``, then bisection between the highest clean and the lowest
 divergent level); this module makes each step a real run and writes ``onset.json``.
 
-One real run per visited level (``loadgen.studies.run.run`` with ``levels=[L]``), all against one
-endpoint: the engine is started once, here, when the scenario has no base URL, and every run reuses
-it. Each run sends the scenario's warm-up and baseline before its level, so each level's report has
-its own reference; the search accepts a level's verdict only when that reference (the modal baseline
-completion, per canary) is self-consistent and identical, in the same identity, to the first run's:
-every level is then judged against the same baseline completion. A run per level costs a baseline
+One real run per visited level (``loadgen.studies.run.run`` of a ``RunRequest`` with ``levels=(L,)``),
+all against one endpoint: the engine is started once, here, when the scenario has no base URL, and every
+run reuses it. Each run sends the scenario's warm-up and baseline before its level, so each level's
+report has its own reference; the search accepts a level's verdict only when that reference (the modal
+baseline completion, per canary) is self-consistent and identical, in the same identity, to the first
+run's: every level is then judged against the same baseline completion. A run per level costs a baseline
 per level, but keeps each level's evidence a complete, ordinary run folder (report, ``loadgen check``)
 and makes a reference that moved between runs visible instead of silently mixing two baselines.
 
@@ -48,7 +48,7 @@ import pandas as pd  # type: ignore[import-untyped]
 from collectors.jsonl import read_jsonl
 from loadgen.core.errors import ScenarioError, UsageError
 from loadgen.core.manifest import EngineFacts, RunStatus, create_run_dir, now_iso
-from loadgen.core.scenario import load_scenario, with_overrides
+from loadgen.core.request import RunRequest
 from loadgen.core.scenario.limits import MAX_LEVEL
 from loadgen.core.stats import wilson
 from loadgen.studies.events import Progress, no_progress
@@ -317,9 +317,9 @@ def onset(
     check_onset_options(max_level)
     check_options(out_dir, 0)
     source = str(scenario_path)
-    scenario = with_overrides(
-        load_scenario(scenario_path), base_url=host, canaries_per_level=canaries_per_level, labels=labels
-    )
+    scenario = RunRequest(
+        scenario_path, host=host, canaries_per_level=canaries_per_level, labels=labels or {}
+    ).scenario()
     if scenario.sweep.baseline < 1:
         raise ScenarioError(f"{source}: field sweep.baseline: the onset search needs a baseline (>= 1) as reference")
     if scenario.sweep.burst:
@@ -335,16 +335,16 @@ def onset(
         first: dict[str, tuple[str, Any] | None] | None = None
         while (step := next_step(max_level, result.results, result.asked)).level is not None:
             level = step.level
-            ran = run(
+            at_level = RunRequest(
                 scenario_path,
                 host=scenario.endpoint.base_url,
                 out_dir=study / f"level-{level}",
-                levels=[level],
+                levels=(level,),
                 canaries_per_level=n,
                 labels={**scenario.labels, "onset_study": study.name},
-                servers=scenario.endpoint.servers or None,
-                progress=progress,
+                servers=tuple(scenario.endpoint.servers) or None,
             )
+            ran = run(at_level, progress=progress)
             report = load_report(ran.run_dir / "report.json")
             refs = {str(c.get("id")): _reference(ran.run_dir, c["reference"]) for c in report["canaries"]}
             status = str(ran.status) if ran.status is not None else "unknown"

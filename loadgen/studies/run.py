@@ -5,7 +5,7 @@ by hand. Headless, this module validates and probes in this process (clean error
 traffic), starts an engine when no endpoint is given (the scenario's ``[launcher]``, else the
 embedded engine), runs Locust in a child process (gevent's patching stays out of this one), then
 finishes the manifest and writes the reports.
-With ``ui=True`` it hands the validated options to Locust's web UI, where each start prepares and
+With ``RunRequest.ui`` it hands the validated options to Locust's web UI, where each start prepares and
 reports its own run folder. Library first: the CLI only parses arguments and renders errors.
 
 Options are checked before the probe (``--out`` must be a writable folder, ``--processes`` sane), so
@@ -35,8 +35,9 @@ from pathlib import Path
 
 from loadgen.core.errors import EngineError, UsageError
 from loadgen.core.manifest import EngineFacts, RunStatus
+from loadgen.core.request import RunRequest, WebUi
 from loadgen.core.runfiles import open_append
-from loadgen.core.scenario import LauncherSpec, Scenario, Server, TopologySpec, load_scenario, with_overrides
+from loadgen.core.scenario import LauncherSpec, Scenario, TopologySpec, with_overrides
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
@@ -130,23 +131,15 @@ def free_port() -> int:
 
 
 def ui_command(
-    scenario: Scenario,
-    scenario_path: str,
-    out_dir: Path,
-    *,
-    web_host: str,
-    web_port: int,
-    web_login: bool = False,
-    allow_changes: bool = False,
-    started: StartedEngine | None = None,
+    scenario: Scenario, scenario_path: str, out_dir: Path, ui: WebUi, *, started: StartedEngine | None = None
 ) -> list[str]:
     """Locust's web UI on the scenario. A start from its form runs against this host and scenario, into this
-    folder, unless ``allow_changes``; ``web_login``: Locust asks for the user and password from the environment
+    folder, unless ``ui.allow_changes``; ``ui.login``: Locust asks for the user and password from the environment
     (``loadgen.load.options.web_credentials``); ``started``: the engine started here for it, which every run
     folder records as a headless run's does."""
     assert scenario.endpoint.base_url is not None
     labels = ",".join(f"{k}={v}" for k, v in scenario.labels.items())
-    ui_flags = [*(["--web-login"] if web_login else []), *(["--ui-allow-changes"] if allow_changes else [])]
+    ui_flags = [*(["--web-login"] if ui.login else []), *(["--ui-allow-changes"] if ui.allow_changes else [])]
     return [
         *_locust_base(scenario.endpoint.base_url, scenario_path, out_dir),
         "--levels",
@@ -156,9 +149,9 @@ def ui_command(
         "--labels",
         labels,
         "--web-host",
-        web_host,
+        ui.host,
         "--web-port",
-        str(web_port),
+        str(ui.port),
         *ui_flags,
         *(["--started-engine", started.to_option()] if started is not None else []),
     ]
@@ -359,62 +352,28 @@ def endpoint_for(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(
-    scenario_path: Path,
-    *,
-    host: str | None = None,
-    out_dir: Path = Path("runs"),
-    levels: list[int] | None = None,
-    canaries_per_level: int | None = None,
-    labels: dict[str, str] | None = None,
-    engine_args: list[str] | None = None,
-    ui: bool = False,
-    web_host: str = "127.0.0.1",
-    web_port: int = 8089,
-    web_login: bool = False,
-    ui_allow_changes: bool = False,
-    processes: int = 0,
-    report: bool = True,
-    launcher: LauncherSpec | None = None,
-    topology: TopologySpec | None = None,
-    servers: list[Server] | None = None,
-    engine_facts: EngineFacts | None = None,
-    claim_max_rate: float | None = None,
-    progress: Progress = no_progress,
-) -> RunResult:
-    """Run ``scenario_path`` headless (or open the web UI); ``progress`` hears the engine start, the probe, the
-    load's start and end (``loadgen.studies.events``), and must not raise. ``launcher`` and ``topology``
-    replace the scenario's (a matrix cell's); ``servers``: the engines behind ``host``, recorded as
-    ``endpoint.servers`` (a topology started by the caller), ``engine_facts`` what started them (the manifest's
-    ``engine``)."""
-    source = str(scenario_path)
-    check_options(out_dir, processes)
-    scenario = with_overrides(
-        load_scenario(scenario_path),
-        base_url=host,
-        levels=levels,
-        canaries_per_level=canaries_per_level,
-        labels=labels,
-        claim_max_rate=claim_max_rate,
-        servers=servers,
+def run(request: RunRequest, *, progress: Progress = no_progress) -> RunResult:
+    """Run ``request`` headless (or open the web UI, ``request.ui``); ``progress`` hears the engine start, the
+    probe, the load's start and end (``loadgen.studies.events``), and must not raise."""
+    source = request.source
+    out_dir = request.out_dir
+    check_options(out_dir, request.processes)
+    scenario = request.scenario()
+    started = endpoint_for(
+        scenario,
+        list(request.engine_args),
+        request.launcher,
+        topology=request.topology,
+        log_dir=out_dir,
+        progress=progress,
     )
-    started = endpoint_for(scenario, engine_args or [], launcher, topology=topology, log_dir=out_dir, progress=progress)
     with started as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
-        if ui:
+        if (ui := request.ui) is not None:
             with_engine = started_engine(scenario, engine, engine_info) if engine and engine_info else None
-            cmd = ui_command(
-                scenario,
-                source,
-                out_dir,
-                web_host=web_host,
-                web_port=web_port,
-                web_login=web_login,
-                allow_changes=ui_allow_changes,
-                started=with_engine,
-            )
-            return _run_ui(cmd, out_dir, _web_url(web_host, web_port), progress)
-        engine_info = engine_info or engine_facts
+            cmd = ui_command(scenario, source, out_dir, ui, started=with_engine)
+            return _run_ui(cmd, out_dir, _web_url(ui.host, ui.port), progress)
+        engine_info = engine_info or request.engine_facts
         extra = {"engine": engine_info} if engine_info else {}
         progress(Probing(scenario.endpoint.base_url))
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
@@ -423,12 +382,12 @@ def run(
         owned = OwnedRun.begin(run_dir, base_url=scenario.endpoint.base_url, api_key=api_key_of(scenario, source))
         try:
             with open_append(run_dir / "locust.log") as log:
-                cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=processes)
+                cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=request.processes)
                 progress(LoadStarted(run_dir, scenario))
                 code = _wait_forwarding_signals(spawn(cmd, stdout=log, stderr=subprocess.STDOUT))
         finally:
-            progress(LoadEnded(run_dir, reporting=report))
+            progress(LoadEnded(run_dir, reporting=request.report))
             gone = engine.exited() if isinstance(engine, RunningTopology) else []
             # which part of the endpoint failed: into the manifest by the end's own write, before the reports
-            status = owned.end(report=report, notices_from_caller=gone)
+            status = owned.end(report=request.report, notices_from_caller=gone)
     return RunResult(run_dir, status, code, [*gone, *owned.headline])

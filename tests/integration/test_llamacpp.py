@@ -30,6 +30,7 @@ import pytest
 from collectors.jsonl import read_jsonl
 from loadgen.core.manifest import read_manifest
 from loadgen.core.record import CanaryRecord
+from loadgen.core.request import RunRequest
 from loadgen.core.scenario import LauncherSpec
 from loadgen.studies.run import run
 from tools.llamacpp.build import built_server, cache_for, cache_home
@@ -129,7 +130,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
             args=["-np", str(slots), "-c", str(512 * slots), "--threads", "2"],
             ready_timeout_s=120,
         )
-        result = run(scenario, out_dir=out / name, labels={"engine": "llama.cpp", "slots": str(slots)}, launcher=spec)
+        result = run(
+            RunRequest(scenario, out_dir=out / name, labels={"engine": "llama.cpp", "slots": str(slots)}, launcher=spec)
+        )
         assert result.status == "finished" and result.locust_exit == 0, result
         dirs[name] = result.run_dir
     comparison = out / "comparison"

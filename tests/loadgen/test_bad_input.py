@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from loadgen.core.errors import EndpointError, LoadgenError, ScenarioError
+from loadgen.core.request import RunRequest
 from loadgen.runs.probe import PROBE_PROMPT
 from loadgen.studies.run import run
 
@@ -152,7 +153,7 @@ def test_bad_scenario_fails_before_any_load(
 
     t0 = time.monotonic()
     with pytest.raises(LoadgenError) as info:
-        run(path, out_dir=out_dir, report=False)
+        run(RunRequest(path, out_dir=out_dir, report=False))
     elapsed_s = time.monotonic() - t0
 
     msg = str(info.value)

@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from serve_app import script_server
-from timing_classes import PLAIN, PROMPT, SERVER, TOKENS, WHOLE_FIXED, WHOLE_RANDOM, Timing, scenario_text
 
 from collectors.jsonl import read_jsonl
 from loadgen.core.band import CEILING, FLOOR, level_band, time_in_band
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
+from tests.loadgen.serve_app import script_server
+from tests.loadgen.timing_classes import PLAIN, PROMPT, SERVER, TOKENS, WHOLE_FIXED, WHOLE_RANDOM, Timing, scenario_text
 
 LEVELS = [1, 3, 12, 48]
 CANARIES = 3
@@ -74,7 +75,7 @@ def band_problems(level: int, life: dict[str, Any], bound: str) -> list[str]:
 
 def check_band(timing: Timing, tmp_path: Path) -> None:
     with script_server(SERVER, *timing.server_args) as url:
-        result = run(scenario(tmp_path, timing), host=url, out_dir=tmp_path / "runs")
+        result = run(RunRequest(scenario(tmp_path, timing), host=url, out_dir=tmp_path / "runs"))
         lives = server_log(url)
     assert result.status == "finished"
     records = sorted(read_jsonl(result.run_dir / "canaries.jsonl").rows, key=lambda r: r["sent_at"])

@@ -22,31 +22,21 @@ from hypothesis import strategies as st
 
 from loadgen.core.errors import EndpointError, ScenarioError
 from loadgen.core.manifest import read_manifest
+from loadgen.core.request import RunRequest
 from loadgen.core.scenario import parse_scenario
 from loadgen.studies.run import run
+from tests.loadgen.serve_app import script_server
 
 FAULT_SERVER = Path(__file__).with_name("fault_server.py")
 KEY = f"lgtest-{uuid.uuid4().hex}"  # distinctive: a hit can only be a leak
 ENV = "LOADGEN_TEST_API_KEY"
 
 
-def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, str(FAULT_SERVER), *args], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("READY "), line
-    return proc, line.split()[1]
-
-
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[str, str]]:
     """A server that wants ``KEY``, and a keyless one that only watches what reaches it."""
-    keyed, keyed_url = _start("--require-key", KEY)
-    other, other_url = _start()
-    yield keyed_url, other_url
-    for proc in (keyed, other):
-        proc.terminate()
-        proc.wait(10)
+    with script_server(FAULT_SERVER, "--require-key", KEY) as keyed_url, script_server(FAULT_SERVER) as other_url:
+        yield keyed_url, other_url
 
 
 def seen(url: str) -> dict[str, Any]:
@@ -94,7 +84,7 @@ def test_key_reaches_the_server_and_no_file(
     keyed, _ = servers
     monkeypatch.setenv(ENV, KEY)
     before = seen(keyed)
-    result = run(scenario(tmp_path, keyed), out_dir=tmp_path / "runs", report=True)
+    result = run(RunRequest(scenario(tmp_path, keyed), out_dir=tmp_path / "runs", report=True))
     assert result.status == "finished" and result.locust_exit == 0
 
     after = seen(keyed)
@@ -119,7 +109,7 @@ def test_keyed_endpoint_without_key_names_api_key_env(
     monkeypatch.delenv(ENV, raising=False)
     out_dir = tmp_path / "runs"
     with pytest.raises(EndpointError) as info:
-        run(scenario(tmp_path, keyed, key_env=None), out_dir=out_dir, report=False)
+        run(RunRequest(scenario(tmp_path, keyed, key_env=None), out_dir=out_dir, report=False))
     msg = str(info.value)
     assert f"{keyed}/v1/models: HTTP 401" in msg and "wants an API key" in msg and "endpoint.api_key_env" in msg
     assert not out_dir.exists()
@@ -133,7 +123,7 @@ def test_wrong_key_is_refused_and_not_echoed(
     monkeypatch.setenv(ENV, wrong)
     out_dir = tmp_path / "runs"
     with pytest.raises(EndpointError) as info:
-        run(scenario(tmp_path, keyed), out_dir=out_dir, report=False)
+        run(RunRequest(scenario(tmp_path, keyed), out_dir=out_dir, report=False))
     msg = str(info.value)
     assert f"{keyed}/v1/models: HTTP 401" in msg and "refused the API key" in msg and "endpoint.api_key_env" in msg
     assert wrong not in msg and KEY not in msg
@@ -149,7 +139,7 @@ def test_redirect_does_not_carry_the_key_to_another_host(
     before = seen(other)
     out_dir = tmp_path / "runs"
     with pytest.raises(EndpointError) as info:
-        run(scenario(tmp_path, f"{keyed}/to/{other_port}"), out_dir=out_dir, report=False)
+        run(RunRequest(scenario(tmp_path, f"{keyed}/to/{other_port}"), out_dir=out_dir, report=False))
     assert seen(other) == before, "the redirect target was contacted"
     msg = str(info.value)
     assert f"{keyed}/to/{other_port}/v1/models: HTTP 307 redirect to {other}/v1/models" in msg
@@ -235,7 +225,7 @@ canaries_per_level = 2
 warmup = 0
 baseline = 1
 """)
-    result = run(path, out_dir=tmp_path / "runs", report=True)
+    result = run(RunRequest(path, out_dir=tmp_path / "runs", report=True))
     assert result.status == "finished"
 
     files = files_under(result.run_dir)

@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 
 from collectors.jsonl import read_jsonl
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
 
 SCENARIO = """
@@ -31,7 +32,7 @@ def test_streamed_and_whole_background_rows_carry_token_counts(engine_url: str, 
     for stream in ("true", "false"):
         scenario = tmp_path / f"s-{stream}.toml"
         scenario.write_text(SCENARIO.format(stream=stream))
-        result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+        result = run(RunRequest(scenario, host=engine_url, out_dir=tmp_path / "runs"))
         assert result.status == "finished"
         manifest = orjson.loads((result.run_dir / "manifest.json").read_bytes())
         assert manifest["features"]["completions"]["features"]["include_usage"]  # the engine honours it

@@ -9,6 +9,7 @@ import orjson
 
 from collectors.jsonl import read_jsonl
 from collectors.read.runfolder import load_run
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
 from reports.analysis.coresidency import join_engine
 
@@ -43,7 +44,7 @@ burst = 5
 def test_cache_actions_and_burst(engine_url: str, tmp_path: Path) -> None:
     scenario = tmp_path / "s.toml"
     scenario.write_text(SCENARIO)
-    result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario, host=engine_url, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
     assert Counter((r["canary_id"], r["level"]) for r in rows) == {
@@ -90,7 +91,7 @@ def test_a_burst_reports_the_batch_its_copies_shared(engine_url: str, tmp_path: 
     sample taken at send time, before the burst arrived, would give)."""
     scenario = tmp_path / "s.toml"
     scenario.write_text(BURST)
-    result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario, host=engine_url, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     rows = [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["level"] == 24]
     assert len(rows) == 24 and all(r["burst"] and r["held_at_send"] is None for r in rows)
@@ -130,7 +131,7 @@ burst_cache = "{cache}"
 def _burst_rows(engine_url: str, tmp_path: Path, cache: str) -> list[dict[str, object]]:
     scenario = tmp_path / f"{cache}.toml"
     scenario.write_text(BURSTS.format(cache=cache))
-    result = run(scenario, host=engine_url, out_dir=tmp_path / cache)
+    result = run(RunRequest(scenario, host=engine_url, out_dir=tmp_path / cache))
     assert result.status == "finished"
     return [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["burst"]]
 
@@ -182,7 +183,7 @@ burst_mix = "random"
 def test_a_random_burst_mix_fires_the_canaries_in_uneven_numbers(engine_url: str, tmp_path: Path) -> None:
     scenario = tmp_path / "s.toml"
     scenario.write_text(MIXED)
-    result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario, host=engine_url, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     burst = [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["burst"]]
     counts = Counter(r["canary_id"] for r in burst)
@@ -224,7 +225,7 @@ def test_a_burst_in_one_request_is_prefilled_as_one_batch_and_recorded_per_copy(
     prefix cached after the reset; each copy is still its own record, with its own answer."""
     scenario = tmp_path / "s.toml"
     scenario.write_text(ONE_REQUEST)
-    result = run(scenario, host=engine_url, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario, host=engine_url, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
     burst = [r for r in rows if r["burst"]]

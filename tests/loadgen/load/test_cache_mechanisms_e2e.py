@@ -19,6 +19,7 @@ import pytest
 
 from collectors.jsonl import read_jsonl
 from loadgen.core.manifest import read_manifest
+from loadgen.core.request import RunRequest
 from loadgen.launchers.process import start_embedded
 from loadgen.studies.run import run
 
@@ -68,7 +69,7 @@ def quiet_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def _run(url: str, tmp_path: Path) -> tuple[Path, list[dict[str, object]], dict[str, object]]:
     scenario = tmp_path / "s.toml"
     scenario.write_text(SCENARIO)
-    result = run(scenario, host=url, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario, host=url, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
     report = orjson.loads((result.run_dir / "report.json").read_bytes())

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from serve_app import script_server
 
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
 from reports.analysis.client_load import BOUND_SHARE
+from tests.loadgen.serve_app import script_server
 
 SERVER = Path(__file__).parents[1] / "concurrency_server.py"
 LEVEL = 256  # the one-core test's level
@@ -88,7 +89,7 @@ baseline = 1
 
 
 def report_of(server: str, tmp_path: Path) -> dict:  # type: ignore[type-arg]
-    result = run(scenario(tmp_path), host=server, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario(tmp_path), host=server, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     assert list(result.run_dir.glob("client_cpu*.jsonl"))
     return orjson.loads((result.run_dir / "report.json").read_bytes())  # type: ignore[no-any-return]

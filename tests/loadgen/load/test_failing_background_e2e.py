@@ -18,10 +18,11 @@ import urllib.request
 from pathlib import Path
 
 import orjson
-from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
+from tests.loadgen.serve_app import script_server
 
 SERVER = Path(__file__).parents[1] / "timing_server.py"
 PROMPT = "canary beside refused background"
@@ -64,7 +65,7 @@ def busiest_second(arrivals: list[float]) -> int:
 
 def test_refused_background_backs_off_and_ends_its_levels(tmp_path: Path) -> None:
     with script_server(SERVER, "--timing", "plain", "--delay-s", "0.05") as url:
-        result = run(scenario(tmp_path), host=f"{url}/refuse", out_dir=tmp_path / "runs")
+        result = run(RunRequest(scenario(tmp_path), host=f"{url}/refuse", out_dir=tmp_path / "runs"))
         with urllib.request.urlopen(f"{url}/_log") as resp:
             arrivals = [e["arrival"] for e in orjson.loads(resp.read()) if e["status"] == 400]
     assert result.status == "finished"  # an ended level is complete, as a claim-ended one is

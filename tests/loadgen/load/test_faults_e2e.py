@@ -24,10 +24,11 @@ import pytest
 
 from collectors.jsonl import read_jsonl
 from loadgen.cli.main import main
+from loadgen.core.request import RunRequest
 from loadgen.core.wire import Features, build_body
 from loadgen.core.wire.urls import api_path
 from loadgen.launchers.process import start_embedded
-from loadgen.load.client import make_client, send
+from loadgen.load.client import make_client, send_canary
 from loadgen.studies.run import RunResult, run
 
 SCENARIO = """
@@ -116,7 +117,7 @@ def outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         SCENARIO.format(name=case.name, stream=str(case.stream).lower(), read_timeout_s=case.read_timeout_s)
     )
     with start_embedded([*case.flags, "--fault-skip", "1", "--fault-seed", "3"], log_path=tmp / "engine.log") as eng:
-        result = run(scenario, host=eng.url, out_dir=tmp / "runs")
+        result = run(RunRequest(scenario, host=eng.url, out_dir=tmp / "runs"))
         metrics = _metrics(eng.url)
     rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
     report = orjson.loads((result.run_dir / "report.json").read_bytes())
@@ -206,7 +207,7 @@ def test_no_hidden_retries(tmp_path: Path) -> None:
     scenario.write_text(text)
     flags = ["--fault-status", "503", "--fault-rate", "0.5", "--fault-skip", "1", "--fault-seed", "3"]
     with start_embedded(flags, log_path=tmp_path / "engine.log") as eng:
-        result = run(scenario, host=eng.url, out_dir=tmp_path / "runs", report=False)
+        result = run(RunRequest(scenario, host=eng.url, out_dir=tmp_path / "runs", report=False))
         metrics = _metrics(eng.url)
     rows = read_jsonl(result.run_dir / "canaries.jsonl").rows
     errors = sum(1 for r in rows if r["status"] == "error")

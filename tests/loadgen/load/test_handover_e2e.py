@@ -19,10 +19,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
+from tests.loadgen.serve_app import script_server
 
 SERVER = Path(__file__).parents[1] / "onset_server.py"
 PROMPT = "canary beside pieced streams"
@@ -63,7 +64,7 @@ baseline = 1
 
 
 def test_each_canary_shares_the_server_with_its_level_for_most_of_its_life(server: str, tmp_path: Path) -> None:
-    result = run(scenario(tmp_path), host=server, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario(tmp_path), host=server, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     records = sorted(read_jsonl(result.run_dir / "canaries.jsonl").rows, key=lambda r: r["sent_at"])
     with urllib.request.urlopen(f"{server}/_seen") as resp:

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import orjson
 import pytest
-from concurrency_server import token_ids  # the server's rule: n requests at arrival give these ids
-from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
 from loadgen.core.band import CEILING, FLOOR, level_band
 from loadgen.core.record import CanaryRecord
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
+from tests.loadgen.concurrency_server import token_ids  # the server's rule: n requests at arrival give these ids
+from tests.loadgen.serve_app import script_server
 
 SERVER = Path(__file__).parents[1] / "concurrency_server.py"
 MAX_TOKENS = 16
@@ -76,7 +77,9 @@ baseline = 2
 @pytest.mark.parametrize("server", ["legacy", "chat", "llamacpp"], indirect=True)
 def test_every_canary_shared_at_least_its_level(server: tuple[str, str], stream: bool, tmp_path: Path) -> None:
     url, dialect = server
-    result = run(scenario(tmp_path, chat=dialect == "chat", stream=stream), host=url, out_dir=tmp_path / "runs")
+    result = run(
+        RunRequest(scenario(tmp_path, chat=dialect == "chat", stream=stream), host=url, out_dir=tmp_path / "runs")
+    )
     assert result.status == "finished"
     records = sorted(
         (CanaryRecord.from_dict(r) for r in read_jsonl(result.run_dir / "canaries.jsonl").rows),
@@ -131,9 +134,11 @@ def _one_level(
 ) -> tuple[Path, float, float]:
     """A finished run of one level against the server: its folder, and the sweep's first send and last end."""
     result = run(
-        scenario(tmp_path, chat=False, stream=stream, levels=[level], canaries=canaries, pace_s=pace_s),
-        host=server[0],
-        out_dir=tmp_path / "runs",
+        RunRequest(
+            scenario(tmp_path, chat=False, stream=stream, levels=[level], canaries=canaries, pace_s=pace_s),
+            host=server[0],
+            out_dir=tmp_path / "runs",
+        )
     )
     assert result.status == "finished"
     sweep = [r for r in read_jsonl(result.run_dir / "canaries.jsonl").rows if r["phase"] == "sweep"]

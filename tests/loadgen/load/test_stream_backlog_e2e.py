@@ -19,10 +19,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
+from tests.loadgen.serve_app import script_server
 
 SERVER = Path(__file__).parents[1] / "concurrency_server.py"
 TOKENS = 200
@@ -56,7 +57,7 @@ canary_pace_s = 0.3
 warmup = 0
 baseline = 0
 """)
-    result = run(scenario, host=server, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario, host=server, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     with urllib.request.urlopen(f"{server}/_arrivals") as resp:
         ends = sorted((a["t"], a["end"]) for a in orjson.loads(resp.read()) if a["end"] is not None)

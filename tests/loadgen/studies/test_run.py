@@ -11,18 +11,21 @@ import orjson
 from collectors.jsonl import read_jsonl
 from loadgen.core.manifest import read_manifest
 from loadgen.core.record import CanaryRecord
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
 
 
 def test_every_canary_sent_is_recorded_once(fault_server: str, quickstart_short_settle: Path, tmp_path: Path) -> None:
     result = run(
-        quickstart_short_settle,
-        host=fault_server,
-        out_dir=tmp_path / "runs",
-        levels=[0, 2, 4],
-        canaries_per_level=3,
-        labels={"batch_invariant": "0"},
-        report=False,
+        RunRequest(
+            quickstart_short_settle,
+            host=fault_server,
+            out_dir=tmp_path / "runs",
+            levels=(0, 2, 4),
+            canaries_per_level=3,
+            labels={"batch_invariant": "0"},
+            report=False,
+        )
     )
     assert result.status == "finished" and result.locust_exit == 0
     run_dir = result.run_dir
@@ -91,7 +94,7 @@ canaries_per_level = 2
 warmup = 0
 baseline = 1
 """)
-    result = run(scenario, host=fault_server, out_dir=tmp_path / "runs", report=False)
+    result = run(RunRequest(scenario, host=fault_server, out_dir=tmp_path / "runs", report=False))
     assert result.status == "endpoint_failed"  # every stage met its quota, but every canary failed: said so
     assert result.headline == ["Endpoint failed: 10 of 10 canaries failed (loadgen report gives the error kinds)."]
     rows = read_jsonl(result.run_dir / "canaries.jsonl").rows

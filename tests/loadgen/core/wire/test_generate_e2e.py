@@ -16,12 +16,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from concurrency_server import token_ids  # the server's rule: n requests at arrival give these ids
-from serve_app import script_server
 
 from collectors.jsonl import read_jsonl
 from loadgen.core.record import CanaryRecord
+from loadgen.core.request import RunRequest
 from loadgen.studies.run import run
+from tests.loadgen.concurrency_server import token_ids  # the server's rule: n requests at arrival give these ids
+from tests.loadgen.serve_app import script_server
 
 SERVER = Path(__file__).parents[2] / "concurrency_server.py"
 MAX_TOKENS = 12
@@ -71,7 +72,7 @@ def _arrivals(url: str) -> list[int]:
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 @pytest.mark.parametrize("server", [[], ["--incremental"]], ids=["cumulative", "incremental"], indirect=True)
 def test_generate_kind_compares_by_ids(server: str, stream: bool, tmp_path: Path) -> None:
-    result = run(scenario(tmp_path, kind="generate", stream=stream), host=server, out_dir=tmp_path / "runs")
+    result = run(RunRequest(scenario(tmp_path, kind="generate", stream=stream), host=server, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     records = sorted(
         (CanaryRecord.from_dict(r) for r in read_jsonl(result.run_dir / "canaries.jsonl").rows),
@@ -118,7 +119,9 @@ def test_generate_kind_compares_by_ids(server: str, stream: bool, tmp_path: Path
 
 @pytest.mark.parametrize("server", [[]], ids=["cumulative"], indirect=True)
 def test_openai_route_of_the_same_server_hides_it_and_says_why(server: str, tmp_path: Path) -> None:
-    result = run(scenario(tmp_path, kind="completions", stream=False), host=server, out_dir=tmp_path / "runs")
+    result = run(
+        RunRequest(scenario(tmp_path, kind="completions", stream=False), host=server, out_dir=tmp_path / "runs")
+    )
     assert result.status == "finished"
     assert max(_arrivals(server)) >= 3  # the server did serve canaries beside other requests...
     report = orjson.loads((result.run_dir / "report.json").read_bytes())
