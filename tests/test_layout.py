@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("loadgen", "collectors", "reports", "scenarios", "tools")
 LOAD_ONLY = ("locust", "gevent", "geventhttpclient")
@@ -327,6 +329,49 @@ def test_serve_starts_the_engine_without_pandas_or_the_load_stack() -> None:
     assert "loadgen.engine.server" in imported
     heavy = {m for m in imported if m.split(".")[0] in ("pandas", "pyarrow", "gevent", "locust", "reports")}
     assert heavy == set()
+
+
+# What a parser's help may not load: the report and load stacks, and the libraries under them. Each subcommand
+# module imports these inside the function that runs the command (docs/design.md, loadgen/cli/).
+HELP_MUST_NOT_LOAD = ("pandas", "pyarrow", "numpy", "pydantic", "locust", "gevent", "geventhttpclient", "reports")
+CLI_COMMANDS = sorted(p.stem for p in (ROOT / "loadgen" / "cli").glob("*.py") if p.stem not in ("__init__", "main"))
+
+
+def heavy_imports(stderr: str) -> set[str]:
+    """The modules ``-X importtime``'s lines in ``stderr`` name that no parser's help may load."""
+    imported = {row.split("|")[-1].strip() for row in stderr.splitlines() if row.startswith("import time:")}
+    return {
+        m
+        for m in imported
+        if m.split(".")[0] in HELP_MUST_NOT_LOAD or m == "collectors.read" or m.startswith("collectors.read.")
+    }
+
+
+def test_heavy_imports_names_the_stacks() -> None:
+    rows = "".join(
+        f"import time: 1 | 1 | {m}\n"
+        for m in ("argparse", "  pandas.core", "collectors.jsonl", "collectors.read.runfolder", "reports")
+    )
+    assert heavy_imports(rows) == {"pandas.core", "collectors.read.runfolder", "reports"}
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["--version"], *([c, "--help"] for c in CLI_COMMANDS if c != "serve")], ids=" ".join
+)
+def test_help_and_version_load_no_report_or_load_stack(argv: list[str]) -> None:
+    """A real ``loadgen --help``, ``--version`` and ``loadgen COMMAND --help``: every parser is built, and none of
+    them loads pandas, pyarrow, the report stack or Locust (``serve --help`` is the engine's, tested above)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "loadgen", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("usage: loadgen" if argv != ["--version"] else "loadgen "), proc.stdout
+    assert "loadgen.cli.main" in proc.stderr  # -X importtime's lines are there to read
+    assert heavy_imports(proc.stderr) == set()
 
 
 # Code that runs inside someone else's engine process (loadgen/plugins/): the standard library, orjson, the ground

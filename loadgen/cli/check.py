@@ -18,18 +18,7 @@ from pathlib import Path
 
 from loadgen.core.claims import validate_rate
 from loadgen.core.errors import RunFolderError, UsageError
-from reports.analysis.check import (
-    DEFAULT_MAX_ERROR_RATE,
-    METRICS,
-    CheckResult,
-    Threshold,
-    check_report,
-    claim_outcomes,
-    integrity,
-    junit_xml,
-    limit_of,
-)
-from reports.render.writer import load_report, write_text
+from loadgen.core.thresholds import DEFAULT_MAX_ERROR_RATE, METRICS, Threshold, limit_of
 
 HELP = {
     "max_unique": "most unique completions allowed",
@@ -74,6 +63,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here, not at the top: ``loadgen --help`` builds this parser and must not load the report stack
+    from reports.analysis.check import CheckResult, check_report, claim_outcomes, integrity, junit_xml
+    from reports.render.writer import load_report, write_text
+
     thresholds = [Threshold.parse(m, spec) for m in METRICS for spec in getattr(args, m)]
     max_error_rate = limit_of("max_error_rate", args.max_error_rate)
     claim = None if args.claim_max_rate is None else validate_rate(args.claim_max_rate)

@@ -10,7 +10,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from loadgen.core.manifest import RunStatus
 from loadgen.core.options import parse_labels
 from scenarios import names, path_of
 
@@ -34,6 +33,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from loadgen.cli.progress.printer import progress_shown
+    from loadgen.core.manifest import RunStatus
     from loadgen.studies.coldboot import cold_boot
 
     with progress_shown(args.quiet) as progress:

@@ -13,8 +13,6 @@ import argparse
 from pathlib import Path
 
 from loadgen.core.errors import UsageError
-from reports.compare.runs import coldboot_of, compare_reports, run_names, write_comparison
-from reports.render.writer import load_report
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,6 +29,10 @@ def _name(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here, not at the top: ``loadgen --help`` builds this parser and must not load the command's stack
+    from reports.compare.runs import coldboot_of, compare_reports, run_names, write_comparison
+    from reports.render.writer import load_report
+
     if len(args.runs) < 2:
         raise UsageError("compare: give at least two RUN_DIR arguments")
     loaded = [(_name(p), load_report(p)) for p in args.runs]

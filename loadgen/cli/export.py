@@ -8,9 +8,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from collectors.read.runfolder import load_run
-from reports.render.export import export_records
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("export", help="export canary records as Parquet and CSV")
@@ -20,6 +17,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here, not at the top: ``loadgen --help`` builds this parser and must not load the command's stack
+    from collectors.read.runfolder import load_run
+    from reports.render.export import export_records
+
     paths = export_records(load_run(args.run_dir).canaries, args.out or args.run_dir)
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

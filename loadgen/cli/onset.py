@@ -10,7 +10,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from loadgen.cli.progress.printer import progress_shown
 from loadgen.core.errors import visible
 from loadgen.core.options import parse_labels
 from scenarios import names, path_of
@@ -58,6 +57,7 @@ def _level_line(r: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from loadgen.cli.progress.printer import progress_shown
     from loadgen.studies.onset import RISK, bound_line, onset, rule_block
 
     with progress_shown(args.quiet) as progress:

@@ -21,13 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from collectors.jsonl import iter_objects
-from collectors.read.runfolder import load_run
 from loadgen.core.errors import RunFolderError, UsageError, redact
 from loadgen.core.runfiles import output_folder, write_file
-from loadgen.core.scenario.schema import parse_scenario
-from reports.repro.choice import select
-from reports.repro.folder import FILES, build_folder
-from reports.repro.in_flight import lifetime, overlaps
 
 CANARY_ID = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -60,6 +55,13 @@ def run(args: argparse.Namespace) -> int:
 
 def write_repro(run_dir: Path, canary: str, record: int | None, out: Path | None = None) -> Path:
     """Write the reproducer folder; returns its path."""
+    # imported here, not at the top: ``loadgen --help`` builds this parser and must not load the command's stack
+    from collectors.read.runfolder import load_run
+    from loadgen.core.scenario.schema import parse_scenario
+    from reports.repro.choice import select
+    from reports.repro.folder import FILES, build_folder
+    from reports.repro.in_flight import lifetime, overlaps
+
     if not CANARY_ID.fullmatch(canary):  # a scenario's ids are such; it names the folder and lands in replay.sh
         raise UsageError(f"--canary {canary!r}: expected letters, digits, '_', '.' or '-' only (a canary id)")
     try:
