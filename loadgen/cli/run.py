@@ -95,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     from loadgen.cli.progress.printer import progress_shown
     from loadgen.cli.progress.summary import headline_of, read_report
     from loadgen.core.manifest import RunStatus
+    from loadgen.core.request import RunRequest, WebUi
     from loadgen.studies.events import ProgressEvent, RunEnded
     from loadgen.studies.run import run as run_scenario
 
@@ -126,8 +127,6 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(event, RunEnded):  # a run started from the web UI: its end, as a headless run's
                 report = read_report(event.run_dir)
                 progress.out(end_lines(event.run_dir, event.status, headline_of(report), report, args.quiet))
-
-        from loadgen.core.request import RunRequest, WebUi
 
         ui = WebUi(args.web_host, args.web_port, args.web_login, args.ui_allow_changes) if args.ui else None
         request = RunRequest(
