@@ -1,0 +1,91 @@
+"""The attribution against the embedded engine's known truth, through ``loadgen run`` with the engine it starts.
+
+``--invariant-paths matmul,attention,norm`` fixes every reduction path but the step kind (loadgen/engine/plan.py):
+a decode row's logits move only in a step that also holds another request's prefill, as measured on vLLM with
+``VLLM_BATCH_INVARIANT=1``. The report must find exactly that factor from the engine's step trace alone, and,
+with ``--batch-invariant``, find no drift at all.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+SCENARIO = """
+name = "why"
+
+[endpoint]
+kind = "completions"
+
+[[canaries]]
+id = "story"
+prompt = "The history of the old harbour town begins with a small group of fishermen who"
+max_tokens = 24
+seed = 0
+logprobs = true
+
+[background]
+seed = 7
+prompt_words = [20, 60]
+max_tokens = [2, 6]
+
+[sweep]
+levels = [0, 4]
+canaries_per_level = 6
+warmup = 0
+baseline = 2
+settle_timeout_s = 2
+
+[launcher]
+kind = "embedded"
+args = {args}
+ready_timeout_s = 60
+"""
+
+
+def _run(tmp_path: Path, args: list[str]) -> dict:  # type: ignore[type-arg]
+    scenario = tmp_path / "why.toml"
+    scenario.write_text(SCENARIO.replace("{args}", orjson.dumps(args).decode()))
+    out = tmp_path / "runs"
+    done = subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    report = orjson.loads((run_dir / "report.json").read_bytes())
+    assert isinstance(report, dict)
+    return report
+
+
+def test_the_report_names_the_step_kind_the_engine_was_built_with(tmp_path: Path) -> None:
+    report = _run(tmp_path, ["--invariant-paths", "matmul,attention,norm"])
+    (canary,) = report["canaries"]
+    block = canary["engine_steps"]
+    assert block["source"] == "embedded" and block["joined"] == block["records"] == 14  # baseline 2, levels 0 and 4: 6 each
+    assert block["drifted"] > 0, block
+    assert block["sentence"].startswith("Drift followed the step kind: all "), block["sentence"]
+    assert "steps that mixed its decode with others' prefills" in block["sentence"]
+    kinds = {r["value"]: r for r in block["factors"][0]["rows"]}
+    assert kinds["decode-only"]["drifts"] == 0 and kinds["decode-only"]["positions"] > 0
+    for moved in block["drifts"]:  # every first drift was computed by a decode row beside another's prefill
+        assert moved["drift_step"]["row"] == "decode" and moved["drift_step"]["kind"] == "mixed", moved
+        assert moved["first_flip"] is None or moved["first_flip"] >= moved["first_drift"]
+    assert report["run"]["witness"]["source"] in ("engine_batch_sizes", "engine_trace")
+    assert report["run"]["engine_trace"]["records_joined"] == 14
+
+
+@pytest.mark.parametrize("args", [["--batch-invariant"]])
+def test_a_batch_invariant_engine_gives_nothing_to_attribute(tmp_path: Path, args: list[str]) -> None:
+    block = _run(tmp_path, args)["canaries"][0]["engine_steps"]
+    assert block["drifted"] == 0 and block["joined"] == 14
+    assert block["sentence"] == (
+        "None of the 14 records joined to the engine trace drifted from the reference: nothing to attribute."
+    )
+    assert any(r["value"] == "decode beside prefills" and r["positions"] > 0 for r in block["factors"][0]["rows"])
