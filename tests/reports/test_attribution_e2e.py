@@ -68,7 +68,8 @@ def test_the_report_names_the_step_kind_the_engine_was_built_with(tmp_path: Path
     report = _run(tmp_path, ["--invariant-paths", "matmul,attention,norm"])
     (canary,) = report["canaries"]
     block = canary["engine_steps"]
-    assert block["source"] == "embedded" and block["joined"] == block["records"] == 14  # baseline 2, levels 0 and 4: 6 each
+    # the baseline's 2, then 6 at each of levels 0 and 4
+    assert block["source"] == "embedded" and block["joined"] == block["records"] == 14
     assert block["drifted"] > 0, block
     assert block["sentence"].startswith("Drift followed the step kind: all "), block["sentence"]
     assert "steps that mixed its decode with others' prefills" in block["sentence"]
