@@ -33,9 +33,10 @@ from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Scenario, Server, load_scenario, parse_scenario, with_overrides
 from loadgen.load.coordination import Coordinator, claim_stop
 from loadgen.load.live import LiveTable, with_report
+from loadgen.load.messages import CanaryDone, Inflight
 from loadgen.load.options import RUN_ENDED, RUN_STARTED, Launch, RunOptions, StartedEngine, normalise
 from loadgen.load.runstate import Plan
-from loadgen.load.stages import FailedBackground, StageTracker, build_stages
+from loadgen.load.stages import StageTracker, build_stages
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, prepare_run
 from reports.model.report import Report
@@ -185,17 +186,17 @@ class CoordinatorSide:
         st = self.run
         if st is None:
             return
-        data = msg.data
-        st.workers[data["worker"]] = str(msg.node_id)
-        failed = FailedBackground.from_msg(data.get("failing"))
+        got = Inflight.from_msg(msg.data)
+        st.workers[got.worker] = str(msg.node_id)
+        failed = got.failing
         tracker = st.coordinator.tracker
         ended = len(tracker.ended_by_background)
-        publish = st.coordinator.on_inflight(data["worker"], data["users"], data["held"], time.monotonic(), failed)
+        publish = st.coordinator.on_inflight(got.worker, got.users, got.held, time.monotonic(), failed)
         if failed is not None and len(tracker.ended_by_background) > ended:
             log.warning(
                 "level %s ended early: its background failed for good (%s: %d of %d failed; first refused: %s)",
                 tracker.ended_by_background[-1]["level"],
-                data["worker"],
+                got.worker,
                 failed.background_errors,
                 failed.background_requests,
                 failed.first_error,
@@ -208,19 +209,20 @@ class CoordinatorSide:
         st = self.run
         if st is None:
             return
+        done = CanaryDone.from_msg(msg.data)
         st.done += 1
-        failed = msg.data.get("status") != "ok"
+        failed = done.status != "ok"
         st.errors += failed
         st.trailing_errors = st.trailing_errors + 1 if failed else 0
-        st.live.add(msg.data)
-        stage_index, data = int(msg.data["stage"]), msg.data
+        st.live.add(done)
+        stage_index = done.stage
         current = st.coordinator.tracker.current
         stop = None
         if current is not None and not current.burst and stage_index == st.coordinator.tracker.index:
-            canary, level = str(data["canary"]), data["level"]
+            canary, level = done.canary, done.level
             diverged = st.live.diverged(canary, level)
             stop = claim_stop(
-                st.claim_max_rate, st.per_canary, phase=data["phase"], level=level, canary=canary, diverged=diverged
+                st.claim_max_rate, st.per_canary, phase=done.phase, level=level, canary=canary, diverged=diverged
             )
             if stop is not None:
                 log.info("level %s ended early: %s", level, stop.reason)

@@ -1,20 +1,20 @@
 """Live per-level figures while a run is going: canaries, errors, unique, diverged, rate, earliest divergence.
 
-Why: a user watching the web UI should see determinism break as it happens, not only in the final
-report. Workers send tiny completion summaries (``summarise``: a hash per identity kind the
-completion carries and, once the reference is known, the first-divergence position per kind); the
-coordinator folds them here. Identity, divergence and the reference are ``loadgen.core.identity``'s
-rules, applied per canary as the report applies them (the strongest kind every completion so far
-carried; the modal baseline completion, the earliest first on a tie: baseline canaries come from the
-one canary user, one at a time, so they arrive in the order they were sent), so the live table and
-the report agree (``tests/loadgen/load/test_live_matches_report.py``). The divergence rate and its
-interval are ``loadgen.core.stats``'s, written as the report writes them (``reports.render.cells.rate_cell``);
-**held at send** is the record's ``background_held_at_send`` (this process's background slots that held a
-started request when the cell's last canary went out, of the level), as progress shows it. The columns
-only the finished report has (drift max, bitwise equal, others, **held throughout**: they need each
-canary's logprobs against the reference and the engine's measured co-residency over its life) read
-``PENDING`` until the report is written, then its own cells (``with_report``, ``reports.render.cells.level_cells``).
-Pure: no Locust, no I/O. The final report is the authority.
+Why: a user watching the web UI should see determinism break as it happens, not only in the final report.
+Workers send tiny completion summaries (``summarise``, a ``loadgen.load.messages.CanaryDone``: a hash per
+identity kind the completion carries and, once the reference is known, the first-divergence position per
+kind); the coordinator folds them here. Identity, divergence and the reference are ``loadgen.core.identity``'s
+rules, applied per canary as the report applies them (the strongest kind every completion so far carried; the
+modal baseline completion, the earliest first on a tie: baseline canaries come from the one canary user, one
+at a time, so they arrive in the order they were sent), so the live table and the report agree
+(``tests/loadgen/load/test_live_matches_report.py``). The divergence rate and its interval are
+``loadgen.core.stats``'s, written as the report writes them (``reports.render.cells.rate_cell``); **held at
+send** is the record's ``background_held_at_send`` (this process's background slots that held a started
+request when the cell's last canary went out, of the level), as progress shows it. The columns only the
+finished report has (drift max, bitwise equal, others, **held throughout**: they need each canary's logprobs
+against the reference and the engine's measured co-residency over its life) read ``PENDING`` until the report
+is written, then its own cells (``with_report``, ``reports.render.cells.level_cells``). Pure: no Locust, no
+I/O. The final report is the authority.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from loadgen.core.identity import (
     identity_hash,
     reference_index,
 )
+from loadgen.core.record import Phase, Status
 from loadgen.core.stats import ratio, wilson
+from loadgen.load.messages import CanaryDone
 from reports.model.report import Report
 from reports.render.cells import level_cells, rate_cell
 
@@ -46,33 +48,33 @@ def summarise(
     *,
     canary: str,
     stage: int,
-    phase: str,
+    phase: Phase,
     level: int | None,
-    status: str,
+    status: Status,
     token_ids: Sequence[int] | None,
     tokens: Sequence[str] | None,
     text: str | None,
     reference: dict[IdentityKind, list[Any]] | None,
     background_held: int | None = None,
-) -> dict[str, Any]:
-    """One canary completion as the coordinator needs it: small and msgpack-safe."""
+) -> CanaryDone:
+    """One canary completion as the coordinator needs it (``lg_done``)."""
     ok = status == "ok"
     idents = identities(token_ids, tokens, text) if ok else {}
     first_div: dict[str, int | None] = {}
     for kind, seq in idents.items():
         if reference is not None and kind in reference:
             first_div[kind] = first_divergence(seq, tuple(reference[kind]))
-    return {
-        "stage": stage,
-        "canary": canary,
-        "phase": phase,
-        "level": level,
-        "status": status,
-        "hashes": {kind: identity_hash(seq) for kind, seq in idents.items()},
-        "identity": {kind: list(seq) for kind, seq in idents.items()} if phase == "baseline" else None,
-        "first_div": first_div if reference is not None else None,
-        "held_at_send": background_held,  # the record's background_held_at_send (None for a burst copy)
-    }
+    return CanaryDone(
+        stage=stage,
+        canary=canary,
+        phase=phase,
+        level=level,
+        status=status,
+        hashes={kind: identity_hash(seq) for kind, seq in idents.items()},
+        identity={kind: list(seq) for kind, seq in idents.items()} if phase == "baseline" else None,
+        first_div=first_div if reference is not None else None,
+        held_at_send=background_held,
+    )
 
 
 @dataclass
@@ -108,17 +110,17 @@ class LiveTable:
         self._identity: dict[str, dict[str, dict[str, list[Any]]]] = {}  # canary -> kind -> hash -> completion
         self.references: References = {}
 
-    def add(self, msg: dict[str, Any]) -> None:
-        phase = msg["phase"]
+    def add(self, done: CanaryDone) -> None:
+        phase = done.phase
         if phase == "warmup":
             return  # counted in no figure
-        canary = str(msg["canary"])
-        cell = self.cells.setdefault((canary, "baseline" if phase == "baseline" else str(msg["level"])), Cell())
+        canary = done.canary
+        cell = self.cells.setdefault((canary, "baseline" if phase == "baseline" else str(done.level)), Cell())
         cell.canaries += 1
-        if phase == "sweep" and msg.get("held_at_send") is not None:
-            cell.held_at_send = int(msg["held_at_send"])
-        hashes: dict[str, str] = msg.get("hashes") or {}
-        if msg["status"] != "ok" or not hashes:
+        if phase == "sweep" and done.held_at_send is not None:
+            cell.held_at_send = done.held_at_send
+        hashes = done.hashes
+        if done.status != "ok" or not hashes:
             cell.errors += 1
             return
         kinds = self.kinds.setdefault(canary, CanaryKinds())
@@ -127,12 +129,12 @@ class LiveTable:
         kinds.with_tokens += "tokens" in hashes
         for kind, h in hashes.items():
             cell.hashes.setdefault(kind, set()).add(h)
-        if phase == "baseline" and msg.get("identity"):
+        if phase == "baseline" and done.identity:
             for kind, h in hashes.items():
                 self._baseline.setdefault(canary, {}).setdefault(kind, []).append(h)
-                self._identity.setdefault(canary, {}).setdefault(kind, {}).setdefault(h, msg["identity"][kind])
-        if phase == "sweep" and msg.get("first_div"):
-            for kind, first in msg["first_div"].items():
+                self._identity.setdefault(canary, {}).setdefault(kind, {}).setdefault(h, done.identity[kind])
+        if phase == "sweep" and done.first_div:
+            for kind, first in done.first_div.items():
                 if first is not None:
                     cell.diverged[kind] += 1
                     cell.earliest[kind] = min(first, cell.earliest.get(kind, first))

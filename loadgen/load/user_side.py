@@ -34,6 +34,7 @@ from loadgen.core.runfiles import write_file
 from loadgen.load.bulk_stats import BulkStats
 from loadgen.load.coordination import StageSnapshot
 from loadgen.load.cpu_sampler import CpuSampler
+from loadgen.load.messages import Inflight
 from loadgen.load.runstate import Plan, RunState, state_from_plan
 
 log = logging.getLogger("loadgen")
@@ -122,15 +123,8 @@ def _report_inflight(environment: Environment, st: RunState, stats: BulkStats) -
     assert environment.runner is not None
     while True:
         failed = st.failures.report()
-        environment.runner.send_message(
-            "lg_inflight",
-            {
-                "worker": st.worker,
-                "users": st.holding.slots,
-                "held": st.holding.held,
-                "failing": None if failed is None else failed.to_msg(),
-            },
-        )
+        inflight = Inflight(st.worker, st.holding.slots, st.holding.held, failed)
+        environment.runner.send_message("lg_inflight", inflight.to_msg())
         stats.fold()
         gevent.sleep(_REPORT_EVERY_S)
 

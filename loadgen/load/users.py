@@ -33,6 +33,7 @@ from loadgen.load.canary_request import canary_body, canary_record, prepare_cach
 from loadgen.load.client import Outcome, ResetAnswer, make_client, send, send_payload, split_batch
 from loadgen.load.holding import level_bound
 from loadgen.load.live import summarise
+from loadgen.load.messages import CanaryDone
 from loadgen.load.runstate import RunState
 from loadgen.load.stages import Ticket
 from loadgen.load.user_side import user_side
@@ -182,7 +183,7 @@ class CanaryUser(User):
         self.environment.events.canary_record.fire(record=record)
         _fire_stats(self.environment, f"canary:{record.canary_id}", out)
         assert self.environment.runner is not None
-        self.environment.runner.send_message("lg_done", done_summary(st, ticket, record))
+        self.environment.runner.send_message("lg_done", done_summary(st, ticket, record).to_msg())
 
     def _send(
         self, st: RunState, ticket: Ticket, http: Any, *, burst: bool = False, burst_reset: ResetAnswer | None = None
@@ -276,8 +277,8 @@ def _level_held(st: RunState, level: int) -> bool:
     return h.all_held and snap is not None and snap.held
 
 
-def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> dict[str, Any]:
-    """A canary completion as the coordinator needs it: counters and hashes, small and msgpack-safe."""
+def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> CanaryDone:
+    """A canary completion as the coordinator needs it (``lg_done``): counters and hashes."""
     return summarise(
         canary=record.canary_id,
         stage=ticket.stage_index,

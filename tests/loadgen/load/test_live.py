@@ -1,9 +1,8 @@
-from typing import Any
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.load.live import PENDING, LiveTable, summarise
+from loadgen.load.messages import CanaryDone
 
 seqs = st.lists(st.integers(0, 5), max_size=12)
 
@@ -15,7 +14,7 @@ def msg(
     ref: list[int] | None = None,
     status: str = "ok",
     held: int | None = None,
-) -> dict[str, Any]:
+) -> CanaryDone:
     return summarise(
         canary="c",
         stage=0,

@@ -23,7 +23,9 @@ from collectors.read.runfolder import load_run
 from loadgen.core.identity import identities
 from loadgen.core.record import CanaryRecord
 from loadgen.load.live import LiveTable, summarise
+from loadgen.load.messages import CanaryDone
 from reports.analysis.build import build_report
+from tests.loadgen.load.test_messages import travelled
 from tests.reports.runkit import manifest
 
 LEVELS = (0, 2, 4)
@@ -99,7 +101,7 @@ def live_table(records: list[CanaryRecord]) -> LiveTable:
             text=r.text,
             reference=reference,
         )
-        table.add(orjson.loads(orjson.dumps(msg)))  # as it travels: plain JSON-safe values
+        table.add(CanaryDone.from_msg(travelled("lg_done", msg.to_msg())))  # as it travels: Locust's encoding
     return table
 
 
