@@ -37,8 +37,7 @@ import sys
 import tempfile
 import tomllib
 import urllib.request
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,9 +52,10 @@ from loadgen.launchers.process import start_embedded
 from reports.analysis.coresidency import join_engine
 from scenarios import path_of
 
-sys.path.insert(0, str(REPO / "tests" / "loadgen"))  # the timing classes the band tests hold, and their server
-from timing_classes import CLASSES, PROMPT, Timing, scenario_text
-from timing_classes import SERVER as TIMING_SERVER
+sys.path.insert(0, str(REPO))  # run as a script: the timing classes the band tests hold, and their server
+from tests.loadgen.serve_app import script_server
+from tests.loadgen.timing_classes import CLASSES, PROMPT, Timing, scenario_text
+from tests.loadgen.timing_classes import SERVER as TIMING_SERVER
 
 ENGINE_ARGS = ["--max-num-seqs", "96"]
 TIMING_LEVELS = [1, 3, 12, 48]
@@ -65,23 +65,6 @@ def timing_scenario(tmp: Path, timing: Timing, per_level: int) -> Path:
     path = tmp / f"band-{timing.name}.toml"
     path.write_text(scenario_text(timing, TIMING_LEVELS, per_level, baseline=2))
     return path
-
-
-@contextmanager
-def timing_server(timing: Timing) -> Iterator[str]:
-    """``tests/loadgen/timing_server.py`` of one class, started as a script; its base URL."""
-    proc = subprocess.Popen(
-        [sys.executable, str(TIMING_SERVER), *timing.server_args], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith("READY "):
-            raise RuntimeError(f"timing_server did not start: {line!r}")
-        yield line.split()[1]
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @dataclass(frozen=True)
@@ -99,7 +82,7 @@ def timing_run(tmp: Path, timing: Timing, per_level: int, tree: Path | None) -> 
     """One ``loadgen run`` against a fresh server of ``timing``: each sweep canary's life at the server, and
     report.json's ``co_residency.not_at_level`` per level (None where the report has no such figure)."""
     scenario = timing_scenario(tmp, timing, per_level)
-    with timing_server(timing) as url:
+    with script_server(TIMING_SERVER, *timing.server_args) as url:
         cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--host", url, "--out", str(tmp / "runs")]
         # the tree's own folder as the working directory: ``python -m`` puts it first on the path, before PYTHONPATH
         out = subprocess.run(cmd, cwd=tree or REPO, capture_output=True, env=tool_env(tree), check=False)

@@ -8,7 +8,7 @@ the run-time check that closes the rule's gap (a process started through a value
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -28,24 +28,16 @@ STARTING_FIXTURES = {
 }
 
 
-def _conftest(relative: str, request: pytest.FixtureRequest) -> ModuleType:
-    """A conftest module as pytest loaded it (--import-mode=importlib: it has no importable name), or loaded
-    from its file when this run did not collect its folder."""
-    path = TESTS / relative
-    for plugin in request.config.pluginmanager.get_plugins():
-        if isinstance(plugin, ModuleType) and Path(getattr(plugin, "__file__", "") or "").resolve() == path:
-            return plugin
-    spec = importlib.util.spec_from_file_location(f"_markers_{path.parent.name}_conftest", path)
-    assert spec is not None and spec.loader is not None
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _conftest(relative: str) -> ModuleType:
+    """A conftest module by its name in the tests package: the one pytest loaded, or imported now when this run did
+    not collect its folder."""
+    return importlib.import_module("tests." + relative.removesuffix(".py").replace("/", "."))
 
 
 @pytest.fixture
-def rule(request: pytest.FixtureRequest) -> ModuleType:
+def rule() -> ModuleType:
     """tests/conftest.py: the rule (``starts_process``, ``e2e_reason``) and the run-time check."""
-    return _conftest("conftest.py", request)
+    return _conftest("conftest.py")
 
 
 def _path(item: pytest.Item) -> Path:
@@ -69,9 +61,9 @@ def test_every_test_using_a_starting_fixture_is_marked(request: pytest.FixtureRe
     assert [i.nodeid for i in using if i.get_closest_marker("e2e") is None] == []
 
 
-def test_the_rule_finds_the_starting_fixtures_by_their_code(rule: ModuleType, request: pytest.FixtureRequest) -> None:
+def test_the_rule_finds_the_starting_fixtures_by_their_code(rule: ModuleType) -> None:
     for relative, names in STARTING_FIXTURES.items():
-        module = _conftest(relative, request)
+        module = _conftest(relative)
         assert {name: bool(rule.starts_process(getattr(module, name))) for name in names} == dict.fromkeys(names, True)
 
 

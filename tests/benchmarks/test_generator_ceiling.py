@@ -8,10 +8,6 @@ it names. No timing is asserted: the inputs are fixed numbers.
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the scripts import harness by name
 
 from generator_ceiling import Measured, measured_median, ratio, share, steady_window
 from harness import Sample, cpu_at, cpu_between

@@ -8,16 +8,12 @@ folder reads at. No timing is asserted.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 import orjson
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
 from read_speed import write_folder
 
 from collectors.read import sidecar as sidecar_read

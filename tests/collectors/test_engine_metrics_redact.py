@@ -5,8 +5,6 @@ Authorization value, then a 503 whose reason phrase echoes the header."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,19 +13,15 @@ from pathlib import Path
 import pytest
 
 from collectors.engine_metrics import MetricsScraper
+from tests.loadgen.serve_app import script_server
 
 FAULT_SERVER = Path(__file__).parents[1] / "loadgen" / "fault_server.py"
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(FAULT_SERVER)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("READY "), line
-    yield line.split()[1]
-    proc.terminate()
-    proc.wait(10)
+    with script_server(FAULT_SERVER) as url:
+        yield url
 
 
 def test_a_later_failed_scrape_keeps_no_key(server: str, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """An OpenAI-style server whose answer depends on how many requests it is serving when a request arrives.
 
-Run as ``python concurrency_server.py --dialect {legacy,chat,llamacpp,sglang} [--token-s S]``; prints
+Run as ``python -m tests.loadgen.concurrency_server --dialect {legacy,chat,llamacpp,sglang} [--token-s S]``; prints
 ``READY http://127.0.0.1:PORT``. It is the adversary of the level tests: the class of endpoint whose
 batch-dependence a mislabelled canary hides.
 
@@ -36,8 +36,9 @@ import time
 from typing import Any
 
 from aiohttp import web
-from common_routes import models, running_gauge
-from serve_app import run, serve
+
+from tests.loadgen.common_routes import models, running_gauge
+from tests.loadgen.serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "arrivals": [], "dialect": "legacy", "token_s": 0.01, "incremental": False}
 

@@ -1,10 +1,8 @@
-"""Shared fixtures: the fault server and the embedded engine started for real. Also makes ``serve_app``
-(the test servers' start-up, and ``script_server`` to run one) importable under --import-mode=importlib."""
+"""Shared fixtures: the fault server and the embedded engine started for real."""
 
 from __future__ import annotations
 
 import socket
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -12,10 +10,7 @@ from pathlib import Path
 
 import pytest
 
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-
-from serve_app import script_server  # importable once this folder is on the path
+from tests.loadgen.serve_app import script_server
 
 FAULT_SERVER = Path(__file__).with_name("fault_server.py")
 

@@ -1,6 +1,6 @@
 """A tiny OpenAI-style server whose misbehaviour is chosen by the prompt, for the client's fault tests.
 
-Run as ``python fault_server.py [--require-key KEY]``; prints ``READY http://127.0.0.1:PORT``.
+Run as ``python -m tests.loadgen.fault_server [--require-key KEY]``; prints ``READY http://127.0.0.1:PORT``.
 Prompts: ``ok``, ``status:<code>``, ``reset`` (stream cut mid-body), ``nodone`` (stream without
 ``[DONE]``), ``malformed`` (a broken JSON chunk), ``error-in-stream``, ``slow`` (3 s before headers).
 Hostile prompts: ``trickle`` (one body byte, or for a stream one ``: ping`` SSE comment, every 0.2 s
@@ -44,8 +44,9 @@ from itertools import accumulate
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from common_routes import models
-from serve_app import run, serve
+
+from tests.loadgen.common_routes import models
+from tests.loadgen.serve_app import run, serve
 
 SEEN: dict[str, Counter[str]] = {
     "requests": Counter(),

@@ -1,7 +1,7 @@
 """An OpenAI-style completions server whose answer changes once more than K requests share it: an onset known
 by construction, for ``loadgen onset``'s tests.
 
-Run as ``python onset_server.py --diverge-above K [--token-s S] [--first-piece N]``; prints
+Run as ``python -m tests.loadgen.onset_server --diverge-above K [--token-s S] [--first-piece N]``; prints
 ``READY http://127.0.0.1:PORT``. ``--first-piece N``: a stream's first N token events are written together, in
 one write after the Nth token, as an engine that streams at an interval does, or as a client that read late
 sees them (the hand-over tests' adversary: a pace taken from that piece would look N times too fast).
@@ -29,8 +29,9 @@ import statistics
 from typing import Any
 
 from aiohttp import web
-from common_routes import legacy_choice, models, running_gauge
-from serve_app import run, serve
+
+from tests.loadgen.common_routes import legacy_choice, models, running_gauge
+from tests.loadgen.serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "seen": [], "k": 1, "token_s": 0.01, "first_piece": 1}
 

@@ -1,7 +1,10 @@
 """Start-up shared by the test servers run as scripts (fault_server.py, concurrency_server.py,
-onset_server.py): serve an aiohttp app on a free local port, announce it with ``READY <url>`` on
-stdout (what the tests wait for), and run until stopped; and ``script_server``, the tests' side: start
-such a script for real and yield its URL."""
+onset_server.py, timing_server.py): serve an aiohttp app on a free local port, announce it with ``READY <url>``
+on stdout (what the tests wait for), and run until stopped; and ``script_server``, the tests' side: start
+such a script for real and yield its URL.
+
+The servers import their siblings as ``tests.loadgen....``, so one runs as a module from the repository root
+(``script_command``, ``cwd=REPO``), not by its path."""
 
 from __future__ import annotations
 
@@ -13,6 +16,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from aiohttp import web
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def script_command(script: Path, *args: str) -> list[str]:
+    """The command line that runs ``script`` (a module under tests/) with ``args``: ``python -m tests.x.y``, to be
+    started with ``cwd=REPO``."""
+    module = ".".join(script.resolve().relative_to(REPO).with_suffix("").parts)
+    return [sys.executable, "-m", module, *args]
 
 
 async def serve(app: web.Application) -> None:
@@ -37,7 +49,7 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
 @contextmanager
 def script_server(script: Path, *args: str) -> Iterator[str]:
     """Run ``script`` (one of the servers above) with ``args`` as a real process; yield its base URL."""
-    proc = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(script_command(script, *args), cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -23,12 +23,10 @@ from typing import Any
 import orjson
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "engine"))
-from pd_processes import router_available, start_router
-
 from loadgen.core.manifest import read_manifest
 from loadgen.launchers.process import start_embedded
 from reports.render.mdtext import text
+from tests.loadgen.engine.pd_processes import router_available, start_router
 
 pytestmark = pytest.mark.skipif(not router_available(), reason="vllm-router is not installed (the test extra has it)")
 

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from fault_server import whole
-from local_http import LocalServer, QuietHandler, serving
+
+from tests.loadgen.fault_server import whole
+from tests.loadgen.local_http import LocalServer, QuietHandler, serving
 
 GAUGES = b'vllm:num_requests_running{model_name="m"} 1\nvllm:num_requests_waiting{model_name="m"} 0\n'
 TRICKLE_EVERY_S = 0.2

@@ -1,6 +1,6 @@
 """An OpenAI-style completions server of one timing class, logging what it served beside every request.
 
-Run as ``python timing_server.py --timing CLASS [--delay-s S] [--delay-max-s S] [--token-s S] [--seed N]
+Run as ``python -m tests.loadgen.timing_server --timing CLASS [--delay-s S] [--delay-max-s S] [--token-s S] [--seed N]
 [--diverge-at K] [--metrics]``; prints ``READY http://127.0.0.1:PORT``. It is the adversary of the level's band
 (loadgen/core/band.py, docs/design.md "Words": level): how the background can keep a slot busy depends on what
 the endpoint lets the client see of a request's progress, so each class is one way an endpoint shows it:
@@ -45,8 +45,9 @@ import time
 from typing import Any
 
 from aiohttp import web
-from common_routes import legacy_choice, models, running_gauge
-from serve_app import run, serve
+
+from tests.loadgen.common_routes import legacy_choice, models, running_gauge
+from tests.loadgen.serve_app import run, serve
 
 TIMINGS = ("whole-fixed", "whole-random", "tokens", "plain")
 STATE: dict[str, Any] = {"inflight": 0}  # the gauge's state (common_routes.running_gauge)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runkit import rec, write_run
+from tests.reports.runkit import rec, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runkit import rec
 
 from collectors.read.runfolder import CanaryColumns, ColumnBuilder
 from reports.analysis.canary import analyse
+from tests.reports.runkit import rec
 
 REF = [1, 2, 3, 4, 5]
 REF_LP = [-0.1, -0.2, -0.3, -0.4, -0.5]

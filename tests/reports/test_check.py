@@ -6,12 +6,12 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
-from runkit import rec
 
 from collectors.read.runfolder import ColumnBuilder
 from loadgen.core.errors import UsageError
 from reports.analysis.canary import analyse
 from reports.analysis.check import Threshold, check_report, junit_xml
+from tests.reports.runkit import rec
 
 
 @pytest.fixture(scope="module")

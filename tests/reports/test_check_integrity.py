@@ -9,9 +9,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from runkit import rec, write_run
 
 from reports.analysis.check import integrity
+from tests.reports.runkit import rec, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,10 +10,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from runkit import rec, write_run
 
 from loadgen.cli import check, compare, export, report
 from loadgen.core.errors import RunFolderError, UsageError
+from tests.reports.runkit import rec, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 

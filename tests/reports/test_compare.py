@@ -11,12 +11,12 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runkit import rec, write_run
 
 from collectors.read.runfolder import ColumnBuilder, load_run
 from reports.analysis.build import build_report
 from reports.analysis.canary import analyse
 from reports.compare.runs import compare_reports, render_markdown, write_comparison
+from tests.reports.runkit import rec, write_run
 
 
 def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from comparekit import compare_two, loadgen
-from svgkit import EXPONENT, hits, svgs, tick_labels
+from tests.reports.comparekit import compare_two, loadgen
+from tests.reports.svgkit import EXPONENT, hits, svgs, tick_labels
 
 
 def test_every_legend_sits_outside_the_plotted_data(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runkit import rec, write_run
 
 from collectors.engine_metrics import nearest_running
 from collectors.read.runfolder import load_run
@@ -21,6 +20,7 @@ from reports.analysis import coresidency
 from reports.analysis.build import build_report
 from reports.render.html import render_html
 from reports.render.md import render_markdown
+from tests.reports.runkit import rec, write_run
 
 REF = [1, 2, 3, 4]
 T0 = 1_700_000_000.0

@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from runkit import rec, write_run
 
 from collectors.read.runfolder import load_run
 from reports.analysis import cost
 from reports.analysis.build import build_report
 from reports.compare.runs import compare_reports, render_html, render_markdown
+from tests.reports.runkit import rec, write_run
 
 
 def test_throughput_is_tokens_over_the_level_span() -> None:

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from runkit import rec, write_run
 
 from collectors.read.runfolder import load_run
 from reports.render.export import export_records
+from tests.reports.runkit import rec, write_run
 
 
 def test_parquet_and_csv(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
-from runkit import rec, write_run
 
 from reports.render.export import FORMULA_START, neutralise
+from tests.reports.runkit import rec, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMULAS = ['=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runkit import rec, write_run
 
 from collectors.read.runfolder import load_run
 from reports.analysis import forks
 from reports.analysis.build import build_report
 from reports.render.html import render_html
 from reports.render.md import render_markdown
+from tests.reports.runkit import rec, write_run
 
 ANY_FLOAT = st.floats() | st.sampled_from([math.nan, math.inf, -math.inf, 1.7e308, -1.7e308, 0.0, -0.0])
 

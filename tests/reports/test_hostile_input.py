@@ -22,9 +22,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from runkit import rec, write_run
 
 from loadgen.cli.main import main
+from tests.reports.runkit import rec, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 

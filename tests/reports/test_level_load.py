@@ -13,12 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runkit import rec, write_run
-
 from collectors.read.runfolder import load_run
 from reports.analysis.build import build_report
 from reports.render.html import render_html
 from reports.render.md import render_markdown
+from tests.reports.runkit import rec, write_run
 
 T0 = 1_700_000_000.0
 REF = [1, 2, 3]

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from runkit import rec, write_run
 
 from collectors.read.runfolder import load_run
 from reports.analysis.build import build_report
 from reports.analysis.measured import COLUMNS, measured_records
+from tests.reports.runkit import rec, write_run
 
 REF = [1, 2, 3, 4]
 OTHER = [1, 2, 9, 4]

@@ -9,7 +9,6 @@ from typing import Any
 
 import orjson
 import pytest
-from runkit import rec, write_run
 
 from collectors.client_cpu import ClientCpuSample, ClientCpuWriter, client_cpu_path
 from collectors.read.runfolder import load_run
@@ -18,6 +17,7 @@ from reports.compare.runs import compare_reports
 from reports.model.comparison import Comparison
 from reports.model.conform import problems
 from reports.model.report import Report, is_report
+from tests.reports.runkit import rec, write_run
 
 GOLDEN = Path(__file__).parent / "golden"
 

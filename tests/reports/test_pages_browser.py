@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from comparekit import compare_two, loadgen
-from runkit import rec, write_run
+
+from tests.reports.comparekit import compare_two, loadgen
+from tests.reports.runkit import rec, write_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRED = os.environ.get("LOADGEN_BROWSER_TESTS") == "1"

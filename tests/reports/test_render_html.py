@@ -7,9 +7,8 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from runkit import rec, write_run
-
 from reports.render.writer import write_reports
+from tests.reports.runkit import rec, write_run
 
 EVIL = "<script>alert(1)</script></script><!--"
 
@@ -104,7 +103,7 @@ def _diverging_run(tmp_path: Path) -> Path:
 
 
 def test_report_charts_keep_legends_off_the_data_and_token_ticks_whole(tmp_path: Path) -> None:
-    from svgkit import hits, svgs, tick_labels
+    from tests.reports.svgkit import hits, svgs, tick_labels
 
     charts = svgs(_report_cli(_diverging_run(tmp_path)))
     (cdf,) = [c for c in charts if c.title.startswith("First divergence: cumulative")]

@@ -11,7 +11,6 @@ from typing import Any
 
 import orjson
 import pytest
-from runkit import rec, write_run
 
 from collectors.read.runfolder import load_run
 from loadgen.core.errors import UsageError
@@ -22,6 +21,7 @@ from reports.repro import folder as repro
 from reports.repro import in_flight as repro_in_flight
 from reports.repro import replay as repro_replay
 from reports.repro.toml_writer import toml_text
+from tests.reports.runkit import rec, write_run
 
 T0 = 1_700_000_000.0
 BODY = {"model": "tiny", "prompt": "p", "max_tokens": 3, "seed": 0, "temperature": 0, "stream": False}

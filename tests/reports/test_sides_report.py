@@ -7,15 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from runkit import rec, write_run
-from test_model import conforms
-
 from collectors.read.runfolder import load_run
 from loadgen.cli.progress.summary import summary_lines
 from reports.analysis.build import build_report
 from reports.model.report import Report
 from reports.render.html import render_html
 from reports.render.md import render_markdown
+from tests.reports.runkit import rec, write_run
+from tests.reports.test_model import conforms
 
 T0 = 1_700_000_000.0
 SERVERS = [

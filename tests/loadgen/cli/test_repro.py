@@ -149,7 +149,7 @@ def test_bad_input_exits_2_naming_the_folder_the_option_and_what_was_expected(
         "manifest.json)\n"
     )
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "reports"))  # runkit: hand-made runs
-    from runkit import rec, write_run
+    from tests.reports.runkit import rec, write_run
 
     run_dir = write_run(tmp_path / "run", [rec([1, 2], phase="baseline"), rec([1, 2], level=1)])
     unknown = loadgen("repro", str(run_dir), "--canary", "nope", timeout=60)

@@ -1,6 +1,6 @@
 """Capture what vllm-router sends to and expects of a prefill and a decode server, as fixtures.
 
-Run: ``python tests/loadgen/engine/capture_pd.py [--out DIR]`` (default: ``fixtures/vllm-router-0.1.17`` next to
+Run: ``python -m tests.loadgen.engine.capture_pd [--out DIR]`` (default: ``fixtures/vllm-router-0.1.17`` next to
 this file). It starts two ``pd_recorder.py`` servers (prefill, decode), the real router in PD mode in front of
 them (``pd_processes.start_router``; default policy, so cache-aware; health checks every second), sends the
 requests below through the router, and writes one JSON file per case: the client's request, every call the
@@ -27,10 +27,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pd_processes import ROUTER_VERSION, router_command, start_router
-
 from loadgen.core.wire.request import build_body
 from loadgen.core.wire.types import Features
+from tests.loadgen.engine.pd_processes import ROUTER_VERSION, router_command, start_router
 
 HERE = Path(__file__).parent
 RECORDER = HERE / "pd_recorder.py"

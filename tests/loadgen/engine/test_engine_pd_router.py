@@ -24,15 +24,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from pd_processes import free_port, router_available, start_router
-
 from loadgen.core.wire.request import build_body
 from loadgen.core.wire.response import StreamAccumulator, parse_body
 from loadgen.core.wire.types import Completion, Features, Kind
 from loadgen.engine.kvwire import HandedKV, ModelShape, decode
 from loadgen.engine.prompts import D3_SHORT_PROMPT
 from tests.loadgen.engine.engine_http import post
+from tests.loadgen.engine.pd_processes import free_port, router_available, start_router
 
 pytestmark = pytest.mark.skipif(
     not router_available(), reason="vllm-router is not installed (pip install '.[test]' brings vllm-router==0.1.17)"

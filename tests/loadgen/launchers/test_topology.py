@@ -19,9 +19,7 @@ import pytest
 from loadgen.core.errors import EngineError
 from loadgen.core.scenario import LauncherSpec, Side, TopologySpec
 from loadgen.launchers.topology import keep_failed_logs, start_topology
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
-from pd_processes import router_available
+from tests.loadgen.engine.pd_processes import router_available
 
 pytestmark = pytest.mark.skipif(not router_available(), reason="vllm-router is not installed (pip install '.[test]')")
 

@@ -40,9 +40,9 @@ def two_greenlets() -> list[str]:
 def test_only_the_greenlet_past_its_deadline_is_ended() -> None:
     """In a process of its own, as a Locust process is: a test worker's hub carries earlier tests' state (once,
     under two workers on a loaded machine, neither greenlet had run when ``joinall`` gave up)."""
-    code = "import sys; sys.path.insert(0, sys.argv[1]); import test_deadlines as t; print(t.two_greenlets())"
+    code = "from tests.loadgen.load.test_deadlines import two_greenlets; print(two_greenlets())"
     done = subprocess.run(
-        [sys.executable, "-c", code, str(Path(__file__).parent)],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from loadgen.core.manifest import read_manifest
+from tests.loadgen.serve_app import script_server
 
 FAULT_SERVER = Path(__file__).parents[1] / "fault_server.py"
 KEY = f"lgtest-{uuid.uuid4().hex}"
@@ -35,30 +36,17 @@ ENV = "LOADGEN_TEST_UI_KEY"
 PASSWORD = f"pw-{uuid.uuid4().hex}"
 
 
-@contextmanager
-def fault_server(*args: str) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(FAULT_SERVER), *args], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("READY "), line
-    try:
-        yield line.split()[1]
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 @pytest.fixture(scope="module")
 def target() -> Iterator[str]:
     """The host the UI is started with: it wants the key."""
-    with fault_server("--require-key", KEY) as url:
+    with script_server(FAULT_SERVER, "--require-key", KEY) as url:
         yield url
 
 
 @pytest.fixture
 def watcher() -> Iterator[str]:
     """Another host, fresh per test: anything a form could send elsewhere would arrive here."""
-    with fault_server() as url:
+    with script_server(FAULT_SERVER) as url:
         yield url
 
 

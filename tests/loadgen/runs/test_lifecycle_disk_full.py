@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_server import whole
-from local_http import LocalServer, QuietHandler, serving
+
+from tests.loadgen.fault_server import whole
+from tests.loadgen.local_http import LocalServer, QuietHandler, serving
 
 
 class Handler(QuietHandler):

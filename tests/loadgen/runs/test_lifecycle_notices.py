@@ -14,7 +14,7 @@ def test_the_callers_notices_reach_the_manifest_and_the_report_beside_the_ends_o
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "reports"))  # runkit: hand-made runs
-    from runkit import rec, write_run
+    from tests.reports.runkit import rec, write_run
 
     records = [rec([1, 2], phase="baseline"), rec([1, 2], level=0)]
     run_dir = write_run(tmp_path / "run", records, status="running", notices=["said at the start"])

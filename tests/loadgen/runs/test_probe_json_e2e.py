@@ -17,8 +17,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from fault_server import whole
-from local_http import LocalServer, QuietHandler, serving
+
+from tests.loadgen.fault_server import whole
+from tests.loadgen.local_http import LocalServer, QuietHandler, serving
 
 
 def nested(depth: int) -> str:

@@ -20,9 +20,7 @@ import orjson
 import pytest
 
 from loadgen.core.manifest import read_manifest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
-from pd_processes import router_available
+from tests.loadgen.engine.pd_processes import router_available
 
 pytestmark = pytest.mark.skipif(not router_available(), reason="vllm-router is not installed (pip install '.[test]')")
 

@@ -23,6 +23,7 @@ import orjson
 import pytest
 
 from collectors.jsonl import read_jsonl
+from tests.loadgen.serve_app import script_server
 
 SERVER = Path(__file__).parents[1] / "onset_server.py"
 PROMPT = "canary for the onset search"
@@ -30,15 +31,8 @@ PROMPT = "canary for the onset search"
 
 @pytest.fixture
 def server(request: pytest.FixtureRequest) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--diverge-above", str(request.param)], stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("READY "), line
-    yield line.split()[1]
-    proc.terminate()
-    proc.wait(10)
+    with script_server(SERVER, "--diverge-above", str(request.param)) as url:
+        yield url
 
 
 def scenario(tmp_path: Path, *, baseline: int = 1) -> Path:

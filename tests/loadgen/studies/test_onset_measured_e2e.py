@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from serve_app import script_server
-from timing_classes import PLAIN, PROMPT, SERVER, TOKENS, WHOLE_FIXED, WHOLE_RANDOM, Timing, scenario_text
+
+from tests.loadgen.serve_app import script_server
+from tests.loadgen.timing_classes import PLAIN, PROMPT, SERVER, TOKENS, WHOLE_FIXED, WHOLE_RANDOM, Timing, scenario_text
 
 K = 3
 

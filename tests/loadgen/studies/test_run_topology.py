@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "engine"))
-from pd_processes import router_available
+from tests.loadgen.engine.pd_processes import router_available
 
 pytestmark = pytest.mark.skipif(not router_available(), reason="vllm-router is not installed (pip install '.[test]')")
 

@@ -1,0 +1,1 @@
+"""The test suite, a package: tests and their helpers import one another as ``tests.<folder>.<module>``."""
