@@ -9,8 +9,9 @@ import pytest
 
 from collectors.read.runfolder import ColumnBuilder
 from loadgen.core.errors import UsageError
+from loadgen.core.thresholds import Threshold
 from reports.analysis.canary import analyse
-from reports.analysis.check import Threshold, check_report, junit_xml
+from reports.analysis.check import check_report, junit_xml
 from tests.reports.runkit import rec
 
 
