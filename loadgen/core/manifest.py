@@ -304,6 +304,7 @@ class Manifest(BaseModel):
     status: RunStatus | str = RunStatus.PREPARED  # a status this version does not know is kept, never rejected
     host: HostInfo = Field(default_factory=HostInfo)
     engine: EngineFacts | None = None  # the engine this tool started, if any
+    step_trace_requested: bool = False  # that engine was told to write its step trace into the run folder
     cold_boot: ColdBootSize | None = None  # a cold-boot study's size
     boots: list[BootFacts] = Field(default_factory=list)  # a cold-boot study's engine starts
     engine_metrics: EngineMetricsSummary | None = None  # what the /metrics scraper saw

@@ -41,6 +41,7 @@ from loadgen.core.scenario import LauncherSpec, Scenario, TopologySpec, with_ove
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
+from loadgen.launchers.step_trace import trace_env
 from loadgen.launchers.topology import RunningTopology, keep_failed_logs, start_topology
 from loadgen.load.options import StartedEngine
 from loadgen.runs.lifecycle import OwnedRun
@@ -296,7 +297,9 @@ def endpoint_for(
     (``loadgen.launchers.topology``): the base URL is the router's and ``endpoint.servers`` the engines.
 
     The engine logs into a temporary folder inside ``log_dir`` (the run folders' parent), so that
-    ``keep_logs_in`` can rename the logs into the run folder once it exists. ``progress`` hears
+    ``keep_logs_in`` can rename the logs into the run folder once it exists; it is told to write its step trace
+    there too (``LOADGEN_STEP_TRACE``), and the trace's files follow the logs (``loadgen.launchers.step_trace``).
+    ``progress`` hears
     when an engine starts and how long it took to answer."""
     if scenario.endpoint.base_url is not None:
         yield scenario, None, None
@@ -315,7 +318,7 @@ def endpoint_for(
         if topo is not None and pd:
             base = (spec or LauncherSpec()).model_copy(update={"args": [*(spec.args if spec else []), *engine_args]})
             try:
-                running = start_topology(base, topo, topo.mode, tmp)
+                running = start_topology(base, topo, topo.mode, tmp, env=trace_env(tmp))
             except EngineError as exc:
                 raise keep_failed_logs(exc, tmp, failed_to) from None
             with running:
@@ -326,7 +329,7 @@ def endpoint_for(
                 yield resolved, running, running.describe()
         elif spec is None:
             try:
-                embedded = start_embedded(engine_args, log_path=tmp / "engine.log")
+                embedded = start_embedded(engine_args, log_path=tmp / "engine.log", env=trace_env(tmp))
             except EngineError as exc:
                 raise keep_failed_log(exc, tmp / "engine.log", failed_to) from None
             with embedded as engine:
@@ -340,7 +343,7 @@ def endpoint_for(
                 yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, info
         else:
             spec = spec.model_copy(update={"args": [*spec.args, *engine_args]})
-            with Launcher(spec) as started:
+            with Launcher(spec, env=trace_env(tmp)) as started:
                 try:
                     engine = started.start(tmp / "engine.log")
                 except EngineError as exc:
@@ -374,7 +377,8 @@ def run(request: RunRequest, *, progress: Progress = no_progress) -> RunResult:
             cmd = ui_command(scenario, source, out_dir, ui, started=with_engine)
             return _run_ui(cmd, out_dir, _web_url(ui.host, ui.port), progress)
         engine_info = engine_info or request.engine_facts
-        extra = {"engine": engine_info} if engine_info else {}
+        # an engine started here was told to write its step trace (``endpoint_for``)
+        extra = {**({"engine": engine_info} if engine_info else {}), "step_trace_requested": engine is not None}
         progress(Probing(scenario.endpoint.base_url))
         run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
         keep_logs_in(engine, run_dir)

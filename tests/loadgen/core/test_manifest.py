@@ -35,6 +35,7 @@ CONTRACT_KEYS = {
     "finished",
     "status",
     "engine",
+    "step_trace_requested",
     "stages_finished",
     "canaries_reported",
     "canary_errors",

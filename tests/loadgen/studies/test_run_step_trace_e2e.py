@@ -1,0 +1,78 @@
+"""``loadgen run`` with an engine it starts: the engine is told to write its step trace, and the trace ends up in
+the run folder (loadgen/launchers/step_trace.py), joined to the canary records by their request ids."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from loadgen.core.manifest import read_manifest
+from loadgen.core.steptrace import FILE_GLOB, StepRecord, record_key
+
+SCENARIO = """
+name = "step-trace"
+
+[endpoint]
+kind = "completions"
+
+[[canaries]]
+id = "story"
+prompt = "The history of the old harbour town begins with a small group of fishermen who"
+max_tokens = 8
+seed = 0
+logprobs = true
+
+[background]
+seed = 7
+prompt_words = [8, 40]
+max_tokens = [4, 16]
+
+[sweep]
+levels = [0, 3]
+canaries_per_level = 2
+warmup = 0
+baseline = 1
+settle_timeout_s = 2
+
+[launcher]
+kind = "embedded"
+args = ["--invariant-paths", "matmul,attention,norm"]
+ready_timeout_s = 60
+"""
+
+
+def test_an_embedded_launcher_writes_its_step_trace_into_the_run_folder(tmp_path: Path) -> None:
+    scenario = tmp_path / "step-trace.toml"
+    scenario.write_text(SCENARIO)
+    out = tmp_path / "runs"
+    done = subprocess.run(
+        [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), "--no-report"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert not [p for p in out.iterdir() if p.name.startswith(".loadgen-engine-")]  # the temporary folder is gone
+    assert read_manifest(run_dir).step_trace_requested
+    (trace,) = run_dir.glob(FILE_GLOB)
+    assert trace.name.startswith("engine_steps-embedded-") and (run_dir / "engine.log").exists()
+    steps = [StepRecord(**orjson.loads(line)) for line in trace.read_bytes().splitlines()]
+    assert [s.step for s in steps] == list(range(len(steps)))
+    rows: dict[str, list[tuple[int, int, int]]] = {}
+    for s in steps:
+        assert s.source == "embedded" and len(s.ids) == len(s.scheduled) == len(s.computed) == len(s.prompt)
+        for rid, sched, comp, prompt in zip(s.ids, s.scheduled, s.computed, s.prompt, strict=True):
+            if key := record_key(rid):
+                rows.setdefault(key, []).append((sched, comp, prompt))
+    records = [orjson.loads(line) for f in run_dir.glob("canaries*.jsonl") for line in f.read_bytes().splitlines()]
+    assert records and all(r["status"] == "ok" for r in records)
+    for record in records:  # each canary's rows: one prefill, then a decode row per token after the first
+        got = rows[record["request_id"]]
+        prompt = got[0][2]
+        assert [c + s - prompt for s, c, _ in got] == list(range(len(record["token_ids"])))
+        assert got[0][0] + got[0][1] == prompt and all(s == 1 for s, _, _ in got[1:])
+    assert len(rows) > len(records)  # the background's requests are in the steps too, under their own ids
