@@ -3,14 +3,14 @@
 Why: a GPU engine streams one event per token to every request in its batch; at 256 streams and tens of
 tokens a second that is more events than one core of a client that parses each of them can read, and the
 generator, not the engine, sets the level. Background streams need only their timing, status
-and usage, so ``loadgen.load.client.send_payload(usage_only=True)`` reads them by their frames
+and usage, so ``loadgen.load.client.send_background`` reads them by their frames
 (``loadgen.core.wire.sse_frames``); canaries keep the full parse. This script measures, in one gevent process
 pinned to one core, against ``fastserver.py --rate R`` on another core (every stream gets its next event
 every ``1/R`` s, all in step, as an engine's decode step emits them):
 
 - ``bare parser``: geventhttpclient's ``readline`` and ``orjson.loads`` of every ``data:`` event, nothing else;
-- ``background (frames)``: ``send_payload(..., usage_only=True, progress=...)``, as a background user sends;
-- ``canary (full parse)``: ``send_payload`` building the whole ``Completion``; this is also how background
+- ``background (frames)``: ``send_background(..., progress=...)``, as a background user sends;
+- ``canary (full parse)``: ``send_canary`` building the whole ``Completion``; this is also how background
   streams were read before the frame reader (the old path), so its row is the before, the row above the after.
 
 Targets: background >= 1.5x the bare parser, canary >= 0.7x. Events per CPU-second of this
@@ -29,13 +29,14 @@ monkey.patch_all()
 import argparse  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
+import uuid  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 import gevent  # noqa: E402
 import orjson  # noqa: E402
 from harness import command_line, cores, fast_server, median, table  # noqa: E402
 
-from loadgen.load.client import EndpointClient, make_client, send_payload  # noqa: E402
+from loadgen.load.client import EndpointClient, make_client, send_background, send_canary  # noqa: E402
 from loadgen.load.holding import Holding, Progress, Slot  # noqa: E402
 
 PATH = "/v1/completions"
@@ -73,10 +74,14 @@ def bare(client: EndpointClient, payload: bytes) -> int:
 
 
 def through_client(client: EndpointClient, payload: bytes, *, usage_only: bool, tokens: int) -> int:
-    progress = Progress(Slot(Holding()), tokens, HANDOVER_S)  # what a background slot watches its stream with
-    out = send_payload(
-        client, PATH, "completions", payload, stream=True, usage_only=usage_only, progress=progress, max_tokens=tokens
-    )
+    rid = uuid.uuid4().hex
+    if usage_only:
+        progress = Progress(Slot(Holding()), tokens, HANDOVER_S)  # what a background slot watches its stream with
+        out = send_background(
+            client, PATH, "completions", payload, rid.encode(), stream=True, progress=progress, max_tokens=tokens
+        )
+    else:
+        out = send_canary(client, PATH, "completions", orjson.loads(payload), rid)
     if not out.ok or (out.usage or {}).get("completion_tokens") != tokens:
         raise SystemExit(f"request failed: {out.error_kind}: {out.error_message} usage={out.usage}")
     return tokens + 2  # token events, the usage event, [DONE]

@@ -6,7 +6,7 @@ vLLM-shaped completion (token ids and top-5 logprobs, one HTTP chunk per event, 
 ``fastserver.py`` on another core) and measures, alternating in one gevent process:
 ``decoder+accum`` (the same bytes already in memory, SSEDecoder + StreamAccumulator),
 ``bare readline`` (geventhttpclient reads every line, decodes nothing) and ``full path``
-(``loadgen.load.client.send`` with ``stream: true``: read, decode, accumulate, time to first token).
+(``loadgen.load.client.send_canary`` with ``stream: true``: read, decode, accumulate, time to first token).
 
 Run: ``python benchmarks/sse_full_path.py [--quick] [--streams 1] [--seconds 3] [--reps 3]``. With several
 streams, both network rows fall (CPU per event rises with concurrency for the bare read too): see the notes.
@@ -21,6 +21,7 @@ monkey.patch_all()
 import argparse  # noqa: E402
 import os  # noqa: E402
 import time  # noqa: E402
+import uuid  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from functools import partial  # noqa: E402
 from typing import Any  # noqa: E402
@@ -31,7 +32,7 @@ from canned import stream_events  # noqa: E402
 from harness import command_line, cores, fast_server, median, table  # noqa: E402
 from sse_decoder import decode_and_accumulate  # noqa: E402
 
-from loadgen.load.client import make_client, send  # noqa: E402
+from loadgen.load.client import make_client, send_canary  # noqa: E402
 
 TOKENS, TOP_K = 256, 5
 EVENTS = TOKENS + 2  # token events, the usage event, [DONE]
@@ -59,7 +60,7 @@ def bare_stream(client: Any) -> int:
 
 
 def full_stream(client: Any) -> int:
-    out = send(client, PATH, "completions", BODY)
+    out = send_canary(client, PATH, "completions", BODY, uuid.uuid4().hex)
     if not out.ok or out.completion is None or len(out.completion.token_ids or []) != TOKENS:
         raise SystemExit(f"full path failed: {out.error_kind}: {out.error_message}")
     return EVENTS

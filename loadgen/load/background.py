@@ -11,17 +11,23 @@ start repeats; four head words out of 154 followed by the same one of 65,536 sta
 do), so prefix-cache hits come only from ``shared_prefix_share``. All numbers of one request come
 from one ``getrandbits`` call.
 
-Pure: no I/O, no Locust.
+Each body also gets a fresh request id (32 hex digits, sent as ``X-Request-Id``; on SGLang's ``/generate``
+the body carries it as ``rid``): a random prefix drawn once per user and a counter, so an id costs a
+formatted integer, not a uuid4's system call. Ids are not seeded: two runs send the same mix, never the
+same ids.
+
+Pure apart from the random prefix each user draws; no Locust.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 from array import array
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, count
 from typing import Any, NamedTuple
 
 import orjson
@@ -51,6 +57,7 @@ CORPUS_MIN_WORDS = 1 << 16  # grown to twice the longest prompt when a scenario 
 HEAD_WORDS = 4
 _PROMPT_MARK = "@@background-prompt@@"
 _MAX_TOKENS_MARK = 987_654_321
+_RID_MARK = "@@background-rid@@"
 _EIGHT_U32 = struct.Struct("<8I")
 _SP = b" "
 
@@ -82,29 +89,39 @@ class BackgroundBody(NamedTuple):
     payload: bytes  # the JSON request body
     max_tokens: int
     shared_prefix: bool
+    request_id: bytes  # 32 lowercase hex digits, this request's alone
 
 
-def _template(kind: Kind, model: str, stream: bool, usage: bool) -> tuple[bytes, bytes, bytes]:
-    """The body serialised around its marks: (before the prompt, between prompt and max_tokens, after)."""
+class _Template(NamedTuple):
+    """A body serialised around its marks: before the request id (empty where the body carries none), between
+    it and the prompt, between prompt and max_tokens, after."""
+
+    rid: bytes
+    before: bytes
+    middle: bytes
+    after: bytes
+
+
+def _template(kind: Kind, model: str, stream: bool, usage: bool) -> _Template:
     prompt, messages = (None, [{"role": "user", "content": _PROMPT_MARK}]) if kind == "chat" else (_PROMPT_MARK, None)
-    raw = orjson.dumps(
-        build_body(
-            kind,
-            model=model,
-            prompt=prompt,
-            messages=messages,
-            max_tokens=_MAX_TOKENS_MARK,
-            seed=None,
-            stream=stream,
-            features=Features(include_usage=usage),
-        )
+    body = build_body(
+        kind,
+        model=model,
+        prompt=prompt,
+        messages=messages,
+        max_tokens=_MAX_TOKENS_MARK,
+        seed=None,
+        stream=stream,
+        features=Features(include_usage=usage),
     )
+    raw = orjson.dumps({"rid": _RID_MARK, **body} if kind == "generate" else body)  # as client.send_canary sends
     prompt_mark, max_mark = orjson.dumps(_PROMPT_MARK), str(_MAX_TOKENS_MARK).encode()
     if raw.count(prompt_mark) != 1 or raw.count(max_mark) != 1 or raw.index(prompt_mark) > raw.index(max_mark):
         raise AssertionError(f"background body template: marks not found once each, in order: {raw!r}")
+    rid, raw = raw.split(orjson.dumps(_RID_MARK)) if kind == "generate" else (b"", raw)
     before, rest = raw.split(prompt_mark)
     middle, after = rest.split(max_mark)
-    return before + b'"', b'"' + middle, after
+    return _Template(rid + b'"' if rid else b"", (b'"' if rid else b"") + before + b'"', b'"' + middle, after)
 
 
 class BackgroundBodies:
@@ -121,7 +138,9 @@ class BackgroundBodies:
         self._prefix = (prefix + " ").encode() if prefix else b""
         words = corpus(spec.seed, max(CORPUS_MIN_WORDS, 2 * spec.prompt_words[1]))
         self._view, self._starts, self._corpus_size = memoryview(words.text), words.starts, words.size
-        self._before, self._middle, self._after = _template(kind, model, stream, usage)
+        self._rid, self._before, self._middle, self._after = _template(kind, model, stream, usage)
+        self._id_prefix = os.urandom(8).hex().encode()  # drawn in the user's own process (never before a fork)
+        self._sent = count()
         self._share = round(spec.shared_prefix_share * (1 << 32)) if self._prefix else 0
         self._words_lo, self._words_span = spec.prompt_words[0], spec.prompt_words[1] - spec.prompt_words[0] + 1
         self._max_lo, self._max_span = spec.max_tokens[0], spec.max_tokens[1] - spec.max_tokens[0] + 1
@@ -150,8 +169,18 @@ class BackgroundBodies:
             )
         else:
             words = (b" ".join([w[(x * nw) >> 32] for x in (d, e, f, g)[:n]]),)
-        parts = (self._before, self._prefix if shared else b"", *words, self._middle, b"%d" % max_tokens, self._after)
-        return BackgroundBody(b"".join(parts), max_tokens, shared)
+        request_id = self._id_prefix + b"%016x" % next(self._sent)
+        parts = (
+            self._rid,
+            request_id if self._rid else b"",
+            self._before,
+            self._prefix if shared else b"",
+            *words,
+            self._middle,
+            b"%d" % max_tokens,
+            self._after,
+        )
+        return BackgroundBody(b"".join(parts), max_tokens, shared, request_id)
 
 
 def prompt_of(body: BackgroundBody | bytes) -> str:

@@ -21,7 +21,7 @@ from locust import User, constant, task
 
 from loadgen.core.wire.urls import api_path
 from loadgen.load.background import BackgroundBodies, BackgroundBody
-from loadgen.load.client import Outcome, send_payload
+from loadgen.load.client import Outcome, send_background
 from loadgen.load.coordination import StageSnapshot
 from loadgen.load.failing import SlotFailures, backoff_notice
 from loadgen.load.holding import BUFFERED_NOTICE, Progress, Slot, hands_over, spawn_delay
@@ -202,16 +202,16 @@ class BackgroundUser(User):
             progress(0)  # a non-streamed (prefill-side, buffered) request counts as started once sent
         st.inflight.background += 1
         try:
-            out = send_payload(
+            out = send_background(
                 http,
                 self.path,
                 self.kind,
                 body.payload,
+                body.request_id,
                 stream=stream,
-                secret=st.api_key,
-                usage_only=True,
-                progress=progress if stream else None,
                 max_tokens=body.max_tokens,
+                secret=st.api_key,
+                progress=progress if stream else None,
             )
         finally:
             st.inflight.background -= 1

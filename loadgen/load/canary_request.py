@@ -77,6 +77,11 @@ def reset_before_burst(
         time.sleep(_RESET_RETRY_S)
 
 
+def new_request_id() -> str:
+    """A fresh request id: a canary record's ``request_id``, sent with its request (``X-Request-Id``)."""
+    return uuid.uuid4().hex
+
+
 def canary_body(
     scenario: Scenario, canary: Canary, *, model: str, features: Features, salt: bool
 ) -> tuple[Kind, dict[str, Any]]:
@@ -107,6 +112,7 @@ def canary_body(
 def canary_record(
     out: Outcome,
     *,
+    request_id: str,
     run_id: str,
     canary: Canary,
     kind: Kind,
@@ -129,7 +135,7 @@ def canary_record(
     return CanaryRecord(
         run_id=run_id,
         canary_id=canary.id,
-        request_id=uuid.uuid4().hex,
+        request_id=request_id,
         phase=phase,
         level=level,
         inflight_at_send=inflight_at_send,

@@ -10,6 +10,14 @@ server trickling a byte at a time, or SSE keep-alive comments, would outlive any
 a response-size cap, a check that the completion is one the request could have produced, and the
 API key is redacted from everything kept of the answer (those two: ``loadgen.load.answer_checks``).
 
+One entry point per caller, each sending its request's id (``X-Request-Id``; docs/design.md, "Joining ids"):
+``send_canary`` (a canary, its whole answer parsed), ``send_burst`` (a burst's copies in one request, one
+outcome per copy) and ``send_background`` (a background request, its usage alone kept). They share one core,
+``_exchange``.
+
+Why this length: the core's fault classification, its two stream readers and the batch split all fill and
+check the one ``Outcome`` under the one deadline; apart, each would have to know the others' cases.
+
 Runs inside gevent (a Locust process). It does not import Locust and does not print.
 """
 
@@ -98,7 +106,7 @@ class Outcome:
     usage: dict[str, Any] | None = None
     response_bytes: int = 0
     cancelled: bool = False  # the greenlet was killed mid-request; the caller re-raises after recording
-    parts: list[CopyAnswer] | None = None  # a burst in one request: each copy's part (``split_batch``)
+    parts: list[CopyAnswer] | None = None  # a burst in one request: each copy's part (``_split_batch``)
 
     @property
     def ok(self) -> bool:
@@ -159,25 +167,31 @@ def _error_message(body: bytes) -> str:
     return body[:_MAX_ERROR_BODY].decode("utf-8", "replace")
 
 
-def send(
+def send_canary(
     client: EndpointClient,
     path: str,
     kind: Kind,
     body: dict[str, Any],
+    request_id: str,
     *,
     tokens_as_ids: bool = False,
     secret: str | None = None,
 ) -> Outcome:
-    """POST ``body`` and return what happened; never raises for endpoint faults.
+    """One canary (a sweep's, a cold boot's): POST ``body`` as ``request_id`` and parse the whole answer into
+    ``completion``; never raises for endpoint faults.
 
+    ``request_id``: the canary record's (32 hex digits), sent as ``X-Request-Id`` and, on SGLang's
+    ``/generate``, as ``rid`` in the body too (``body`` itself, what the record keeps, is left without it).
     ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them.
     ``secret``: the API key, removed from everything kept of the answer (a server may echo our headers)."""
     max_tokens = body.get("max_tokens", body.get("sampling_params", {}).get("max_new_tokens"))
-    return send_payload(
+    sent = {**body, "rid": request_id} if kind == "generate" else body
+    return _exchange(
         client,
         path,
         kind,
-        orjson.dumps(body),
+        orjson.dumps(sent),
+        request_id.encode(),
         stream=bool(body.get("stream")),
         tokens_as_ids=tokens_as_ids,
         secret=secret,
@@ -185,11 +199,84 @@ def send(
     )
 
 
-def send_payload(
+def send_burst(
+    client: EndpointClient,
+    path: str,
+    kind: Kind,
+    body: dict[str, Any],
+    request_ids: list[str],
+    *,
+    max_tokens: int,
+    tokens_as_ids: bool = False,
+    secret: str | None = None,
+) -> list[Outcome]:
+    """A burst's copies in one unstreamed request (``body``: ``loadgen.core.wire.batch.batch_body``'s, one prompt
+    per copy): one outcome per copy, each with the request's timing and status and its own part of the answer
+    (or the whole request's fault).
+
+    ``request_ids``: the copies' records', in prompt order. SGLang's ``/generate`` takes them as its ``rid``
+    list, one per prompt; the one ``X-Request-Id`` carries the first (a completions prompt list has no id per
+    prompt: vLLM numbers the prompts after the header's id, ``cmpl-<id>-<i>``)."""
+    sent = {**body, "rid": request_ids} if kind == "generate" else body
+    out = _exchange(
+        client,
+        path,
+        kind,
+        orjson.dumps(sent),
+        request_ids[0].encode(),
+        stream=False,
+        tokens_as_ids=tokens_as_ids,
+        secret=secret,
+        max_tokens=max_tokens,
+        batch=len(request_ids),
+    )
+    return _split_batch(out, len(request_ids), max_tokens, secret)
+
+
+def send_background(
     client: EndpointClient,
     path: str,
     kind: Kind,
     payload: bytes,
+    request_id: bytes,
+    *,
+    stream: bool,
+    max_tokens: int | None = None,
+    secret: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Outcome:
+    """One background request, a body already serialised (``loadgen.load.background``; ``stream``: what it asks
+    for): checked for the same faults as a canary's, but only its usage is kept (no ``completion``), since
+    building one would be wasted work on the hot path. A stream is read by its frames
+    (``loadgen.core.wire.sse_frames``): timing, status, usage and errors as the canary's full parse finds them,
+    without parsing every token's chunk.
+
+    ``request_id``: 32 hex digits, sent as ``X-Request-Id`` (on ``/generate`` the body carries it as ``rid``).
+    ``max_tokens``: what the body asks for (read from ``payload`` when not given).
+    ``progress``: a streamed response calls it with the running total of events seen, from the first that
+    carried a generated token, once per piece of the body read (``loadgen.load.holding`` watches hand-overs
+    with it: the first token, not the first byte, shows the engine runs the request; some servers send a role
+    chunk at once)."""
+    return _exchange(
+        client,
+        path,
+        kind,
+        payload,
+        request_id,
+        stream=stream,
+        secret=secret,
+        usage_only=True,
+        progress=progress,
+        max_tokens=max_tokens,
+    )
+
+
+def _exchange(
+    client: EndpointClient,
+    path: str,
+    kind: Kind,
+    payload: bytes,
+    request_id: bytes,
     *,
     stream: bool,
     tokens_as_ids: bool = False,
@@ -199,21 +286,14 @@ def send_payload(
     max_tokens: int | None = None,
     batch: int | None = None,
 ) -> Outcome:
-    """``send`` for a body already serialised (``stream``: what the body asks for).
+    """The core the ``send_*`` entry points share: POST ``payload`` as ``request_id``, time it, read the answer
+    as asked, and classify every fault into the outcome; never raises for endpoint faults.
 
-    ``usage_only``: a whole body is checked for the same faults but only its usage is kept (no
-    ``completion``): background traffic, where building one would be wasted work on the hot path. A
-    stream is then read by its frames (``loadgen.core.wire.sse_frames``): timing, status, usage and errors as
-    the canary's full parse finds them, without parsing every token's chunk.
-    ``progress``: a streamed response calls it with the number of generated tokens seen so far: from
-    the first event that carried a token, once per event (with ``usage_only``: once per piece of the body
-    read, with the running total) (``loadgen.load.holding`` watches hand-overs
-    with it: the first token, not the first byte, shows the engine runs the request; some servers send
-    a role chunk at once).
+    ``usage_only`` (background): keep the usage alone, a stream read by its frames, reporting to ``progress``.
     ``max_tokens``: what the body asks for (read from ``payload`` when not given): it sets the default
     deadline, and a completion longer than it is malformed.
     ``batch``: the unstreamed body carries this many prompts (``loadgen.core.wire.batch``): the answer is
-    split into ``parts``, one per prompt, which ``split_batch`` turns into one outcome each."""
+    split into ``parts``, one per prompt, which ``_split_batch`` turns into one outcome each."""
     if max_tokens is None:
         max_tokens = max_tokens_in(payload)
     limits = client.limits
@@ -226,7 +306,7 @@ def send_payload(
         client.deadlines.arm(deadline_s)  # the whole request: read_timeout_s only bounds each wait for a byte
         # a streamed response ends its connection: some servers (llama.cpp's) close it after the stream while
         # answering keep-alive, and a POST sent on such a socket fails; never reuse it, never retry a POST
-        resp = client.post_bytes(path, payload, close=stream)
+        resp = client.post_bytes(path, payload, request_id, close=stream)
         headers_seen = True
         out.http_status = resp.status_code
         cap_body(resp, limits.max_response_bytes)
@@ -238,7 +318,7 @@ def send_payload(
         elif stream and usage_only:
             _read_frames(resp, kind, out, t0, progress)
         elif stream:
-            _read_stream(resp, kind, out, t0, tokens_as_ids, progress)
+            _read_stream(resp, kind, out, t0, tokens_as_ids)
         else:
             raw = resp.read()
             out.response_bytes = len(raw)
@@ -279,7 +359,7 @@ def send_payload(
     return out
 
 
-def split_batch(out: Outcome, n: int, max_tokens: int | None, secret: str | None = None) -> list[Outcome]:
+def _split_batch(out: Outcome, n: int, max_tokens: int | None, secret: str | None = None) -> list[Outcome]:
     """One outcome per copy of a burst sent in one request: each with the request's timing and status, its own
     part of the answer (checked as a lone answer would be), or the whole request's fault."""
     copies = []
@@ -354,23 +434,15 @@ def reset_cache(client: EndpointClient, path: str) -> ResetAnswer:
         client.deadlines.disarm()
 
 
-def _read_stream(
-    resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: bool, progress: Callable[[int], None] | None
-) -> None:
+def _read_stream(resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: bool) -> None:
+    """A canary's stream: every event decoded and folded into the completion."""
     decoder = SSEDecoder()
     acc = StreamAccumulator(kind, tokens_as_ids=tokens_as_ids)
-    tokens = 0
     try:
         for lines in whole_lines(resp, out):
             for event in decoder.feed(lines):
-                carried = acc.add(event.data)
-                if carried and out.ttft_s is None:
+                if acc.add(event.data) and out.ttft_s is None:
                     out.ttft_s = time.perf_counter() - t0
-                # from the first generated token on, each event is one token more (a token whose text is
-                # still held back by the detokenizer carries nothing visible); before it, a role chunk
-                if progress is not None and (carried or tokens):
-                    tokens += 1
-                    progress(tokens)
     finally:
         resp.release()  # a stream left mid-body (a bad chunk) must give its connection back to the pool now
     for event in decoder.flush():

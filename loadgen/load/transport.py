@@ -21,7 +21,8 @@ The private parts used, and why each:
   ``select``, which also yields to the hub on every call (one plain ``select`` system call here, timeout 0).
 - ``HTTPClient._build_request(method, uri, body=, headers=, chunked=) -> str``: the head ``request``
   sends, built once per path and kept (``post_head``), so the bytes on the wire stay the library's while
-  the per-call header merge and validation are skipped.
+  the per-call header merge and validation are skipped; only the request id (``X-Request-Id``, whose line
+  the library writes with the call's other headers, before ``Host``) and the length change per request.
 - How ``request`` makes its answer: ``HTTPSocketPoolResponse(sock, pool, block_size=client.block_size,
   method=..., headers_type=client.headers_type)`` (reads the head in its constructor, gives the socket
   back to the pool on ``release``); ``post_bytes`` builds it the same way after its own send.
@@ -51,6 +52,7 @@ from geventhttpclient.connectionpool import ConnectionPool
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError, HTTPSocketPoolResponse
 
 __all__ = [
+    "REQUEST_ID",
     "HTTPConnectionClosed",
     "HTTPParseError",
     "KeptAlivePool",
@@ -68,6 +70,8 @@ Response = HTTPSocketPoolResponse  # what ``request`` and ``post_bytes`` answer 
 _select = monkey.get_original("select", "select")  # a system call that never waits (timeout 0), no hub yield
 _LENGTH = "Content-Length: "
 _PLACEHOLDER = b"0"  # a one-byte body: the library writes Content-Length: 1 last, before the blank line
+REQUEST_ID = "X-Request-Id"  # the header every POST carries its request's id in (docs/design.md, "Joining ids")
+_ID_MARK = "f" * 32  # stands for the id in the head built once; found as its whole header line
 
 
 class KeptAlivePool(ConnectionPool):
@@ -90,14 +94,20 @@ def faster_pool(client: HTTPClient) -> None:
         client._connection_pool.__class__ = KeptAlivePool
 
 
-def post_head(client: HTTPClient, path: str, close: bool) -> bytes:
-    """The head ``request("POST", path, ...)`` sends, up to the value of its Content-Length."""
-    headers = {"Connection": "close"} if close else None
+def post_head(client: HTTPClient, path: str, close: bool) -> tuple[bytes, bytes]:
+    """The head ``request("POST", path, headers={"Connection": "close" if close, REQUEST_ID: id})`` sends, up
+    to the value of its Content-Length, cut in two around the id's value."""
+    headers = {"Connection": "close"} if close else {}
+    headers[REQUEST_ID] = _ID_MARK
     head = client._build_request("POST", path, body=_PLACEHOLDER, headers=headers, chunked=False)
     end = f"{_LENGTH}{len(_PLACEHOLDER)}\r\n\r\n"
     if not head.endswith(end):
         raise AssertionError(f"geventhttpclient's request head does not end with its length: {head!r}")
-    return str(head[: -len(end) + len(_LENGTH)]).encode("latin-1")
+    line = f"\r\n{REQUEST_ID}: {_ID_MARK}\r\n"  # a header value holds no line break: the line is found once
+    if head.count(line) != 1:
+        raise AssertionError(f"geventhttpclient's request head does not hold {REQUEST_ID} once: {head!r}")
+    before, after = str(head[: -len(end) + len(_LENGTH)]).split(line)
+    return f"{before}\r\n{REQUEST_ID}: ".encode("latin-1"), f"\r\n{after}".encode("latin-1")
 
 
 class PooledClient(HTTPClient):
@@ -109,13 +119,14 @@ class PooledClient(HTTPClient):
     again and builds the head string, ``sendall`` asks the socket for its buffer size (a system call) before
     sending, and the pool's check that a kept-alive connection is still open goes through gevent's
     ``select``, which also yields to the hub every time. Here the head is built once per path by the
-    library's own ``_build_request`` and only the length is filled in, head and body go out in one ``send``,
+    library's own ``_build_request`` and only the request id and the length are filled in, head and body go
+    out in one ``send``,
     and the liveness check is the one ``select`` system call it always was, without the yield (``KeptAlivePool``).
 
     What it must not do: send other bytes than ``request`` would, retry (a POST may have been processed: the
     library does not retry one either, RFC 9110 section 9.2.2), or keep a socket a failed send left in the pool."""
 
-    post_heads: dict[tuple[str, bool], bytes]  # the heads by (path, close), filled as they are first needed
+    post_heads: dict[tuple[str, bool], tuple[bytes, bytes]]  # ``post_head`` by (path, close), built when first needed
 
     @classmethod
     def connect(
@@ -134,12 +145,13 @@ class PooledClient(HTTPClient):
         faster_pool(client)
         return client
 
-    def post_bytes(self, path: str, body: bytes, *, close: bool = False) -> Response:
-        """``request("POST", path, body=body)``, with ``Connection: close`` if ``close``."""
+    def post_bytes(self, path: str, body: bytes, request_id: bytes, *, close: bool = False) -> Response:
+        """``request("POST", path, body=body, headers={REQUEST_ID: request_id})``, with ``Connection: close`` if
+        ``close``. ``request_id``: 32 lowercase hex digits, the caller's (never checked here: the hot path)."""
         head = self.post_heads.get((path, close))
         if head is None:
             head = self.post_heads[(path, close)] = post_head(self, path, close)
-        data = b"".join((head, b"%d\r\n\r\n" % len(body), body))
+        data = b"".join((head[0], request_id, head[1], b"%d\r\n\r\n" % len(body), body))
         pool = self._connection_pool
         sock = pool.get_socket()
         try:

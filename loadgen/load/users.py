@@ -21,7 +21,6 @@ from typing import Any
 
 import gevent
 import gevent.pool
-import orjson
 from locust import User, constant, task
 from locust.env import Environment
 from locust.user.task import LOCUST_STATE_STOPPING
@@ -29,8 +28,8 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from loadgen.core.record import CanaryRecord
 from loadgen.core.wire.batch import batch_body
 from loadgen.core.wire.urls import api_path
-from loadgen.load.canary_request import canary_body, canary_record, prepare_cache, reset_before_burst
-from loadgen.load.client import Outcome, ResetAnswer, make_client, send, send_payload, split_batch
+from loadgen.load.canary_request import canary_body, canary_record, new_request_id, prepare_cache, reset_before_burst
+from loadgen.load.client import Outcome, ResetAnswer, make_client, send_burst, send_canary
 from loadgen.load.holding import level_bound
 from loadgen.load.live import summarise
 from loadgen.load.messages import CanaryDone
@@ -142,26 +141,26 @@ class CanaryUser(User):
         sent = [canary_body(st.scenario, c, model=st.model, features=features, salt=False) for c in canaries]
         kind = sent[0][0]
         body = batch_body(kind, [b for _, b in sent])
+        ids = [new_request_id() for _ in tickets]
         inflight_at_send = st.inflight.total
         st.inflight.canary += len(tickets)
         try:
-            out = send_payload(
+            copies = send_burst(
                 self.http,
                 api_path(st.base_url, kind),
                 kind,
-                orjson.dumps(body),
-                stream=False,
+                body,
+                ids,
+                max_tokens=canaries[0].max_tokens,
                 tokens_as_ids=features.tokens_as_ids,
                 secret=st.api_key,
-                max_tokens=canaries[0].max_tokens,
-                batch=len(tickets),
             )
         finally:
             st.inflight.canary -= len(tickets)
-        copies = split_batch(out, len(tickets), canaries[0].max_tokens, st.api_key)
-        for ticket, canary, (_, one_body), one in zip(tickets, canaries, sent, copies, strict=True):
+        for ticket, canary, (_, one_body), request_id, one in zip(tickets, canaries, sent, ids, copies, strict=True):
             record = canary_record(
                 one,
+                request_id=request_id,
                 run_id=st.run_dir.name,
                 canary=canary,
                 kind=kind,
@@ -175,7 +174,7 @@ class CanaryUser(User):
                 burst=True,
             )
             self._recorded(st, ticket, record, one)
-        if out.cancelled:
+        if copies[0].cancelled:
             raise gevent.GreenletExit
 
     def _recorded(self, st: RunState, ticket: Ticket, record: CanaryRecord, out: Outcome) -> None:
@@ -204,14 +203,16 @@ class CanaryUser(User):
         loaded = not burst and ticket.level > 0  # a sweep canary beside background: its level has a side
         buffered = st.buffering.seen if loaded and spec.stream else None
         bound = level_bound(spec.stream, st.buffering.seen, spec.handover_s, spec.wait_s) if loaded else None
+        request_id = new_request_id()
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
-            out = send(
+            out = send_canary(
                 http,
                 api_path(st.base_url, kind),
                 kind,
                 body,
+                request_id,
                 tokens_as_ids=features.tokens_as_ids,
                 secret=st.api_key,
             )
@@ -219,6 +220,7 @@ class CanaryUser(User):
             st.inflight.canary -= 1
         record = canary_record(
             out,
+            request_id=request_id,
             run_id=st.run_dir.name,
             canary=canary,
             kind=kind,

@@ -32,8 +32,8 @@ from loadgen.core.wire import Features
 from loadgen.core.wire.urls import api_path
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import keep_failed_log
-from loadgen.load.canary_request import canary_body, canary_record, prepare_cache
-from loadgen.load.client import make_client, send
+from loadgen.load.canary_request import canary_body, canary_record, new_request_id, prepare_cache
+from loadgen.load.client import make_client, send_canary
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
 from loadgen.runs.probe import probe
@@ -89,15 +89,24 @@ def launcher_for(scenario: Scenario, source: str, launcher: LauncherSpec | None)
     return LauncherSpec()
 
 
-def send_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, client: Any) -> CanaryRecord:
+def boot_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, client: Any) -> CanaryRecord:
+    """One canary sent on ``boot``, its record made."""
     features = canary_features(boot.features[scenario.canary_kind(canary)], canary)
     action, reset = prepare_cache(client, canary, scenario.endpoint.cache_reset_path, busy=False)
     kind, body = canary_body(scenario, canary, model=boot.model, features=features, salt=action == "salt")
-    out = send(
-        client, api_path(boot.base_url, kind), kind, body, tokens_as_ids=features.tokens_as_ids, secret=boot.api_key
+    request_id = new_request_id()
+    out = send_canary(
+        client,
+        api_path(boot.base_url, kind),
+        kind,
+        body,
+        request_id,
+        tokens_as_ids=features.tokens_as_ids,
+        secret=boot.api_key,
     )
     return canary_record(
         out,
+        request_id=request_id,
         run_id=boot.run_id,
         canary=canary,
         kind=kind,
@@ -135,7 +144,7 @@ def _send_all(
     try:
         for canary in scenario.canaries:
             for index in range(1, requests + 1):
-                record = send_canary(boot, scenario, canary, index, client)
+                record = boot_canary(boot, scenario, canary, index, client)
                 writer.write(record)
                 records.append(record)
                 on_request(len(records), total, record.status == "ok")

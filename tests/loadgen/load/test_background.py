@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -19,7 +21,15 @@ def bodies(spec: Background, user: int = 0, kind: Kind = "completions", model: s
 def test_same_seed_and_user_give_the_same_stream() -> None:
     spec = Background(seed=3, prompt_words=(4, 30), max_tokens=(8, 20), shared_prefix_share=0.5)
     a, b = bodies(spec, 2), bodies(spec, 2)
-    assert [a.next() for _ in range(20)] == [b.next() for _ in range(20)]
+    assert [a.next()[:3] for _ in range(20)] == [b.next()[:3] for _ in range(20)]  # all but the request id
+
+
+def test_every_body_has_its_own_request_id() -> None:
+    """32 hex digits each, none repeated within a user or between two users of the same seed and index (two
+    processes' users, or two runs': the ids are not seeded)."""
+    spec = Background(seed=3, prompt_words=(4, 30), max_tokens=(8, 20))
+    ids = [user.next().request_id for user in (bodies(spec, 0), bodies(spec, 0)) for _ in range(500)]
+    assert len(set(ids)) == len(ids) and all(re.fullmatch(rb"[0-9a-f]{32}", i) for i in ids)
 
 
 def test_users_differ_and_lengths_stay_in_range() -> None:
@@ -64,7 +74,7 @@ def test_no_prefix_words_means_nothing_is_shared() -> None:
     span=st.integers(0, 300),
     seed=st.integers(-(2**40), 2**40),
     user=st.integers(0, 1000),
-    kind=st.sampled_from(["completions", "chat"]),
+    kind=st.sampled_from(["completions", "chat", "generate"]),
     stream=st.booleans(),
     model=st.text(min_size=1, max_size=20),
 )
@@ -89,6 +99,8 @@ def test_a_body_is_what_build_body_makes_of_its_prompt(
             stream=stream,
             features=Features(),
         )
+        if kind == "generate":  # SGLang's /generate takes the request id in the body too (client.send_canary)
+            expected["rid"] = body.request_id.decode()
         assert orjson.loads(body.payload) == expected
 
 

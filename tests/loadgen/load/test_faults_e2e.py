@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import urllib.error
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -269,7 +270,7 @@ def test_body_faults_without_streaming(tmp_path: Path, flag: str, error_kind: st
                 stream=False,
                 features=Features(return_token_ids=True),
             )
-            out = send(client, api_path(eng.url, "completions"), "completions", body)
+            out = send_canary(client, api_path(eng.url, "completions"), "completions", body, uuid.uuid4().hex)
         finally:
             client.close()
         metrics = _metrics(eng.url)

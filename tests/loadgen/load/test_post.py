@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -72,16 +73,20 @@ def hanging_up() -> Iterator[Recorder]:
 def test_the_same_bytes_as_the_librarys_request(kept: Recorder, close: bool) -> None:
     client = make_client(kept.url, connect_timeout_s=2.0, read_timeout_s=5.0, api_key="sk-test")
     body = b'{"prompt": "' + b"word " * 30_000 + b'", "max_tokens": 4}'  # larger than one send
+    ids = [uuid.uuid4().hex for _ in range(4)]
     try:
-        ours = client.post_bytes("/v1/completions", body, close=close)
-        assert ours.status_code == 200 and ours.read() == b"{}"
-        theirs = client.request(
-            "POST", "/v1/completions", body=body, headers={"Connection": "close"} if close else None
-        )
-        assert theirs.status_code == 200 and theirs.read() == b"{}"
+        for rid in ids[:2]:  # the head built once, the id filled in each time
+            ours = client.post_bytes("/v1/completions", body, rid.encode(), close=close)
+            assert ours.status_code == 200 and ours.read() == b"{}"
+        for rid in ids[2:]:
+            headers = {"Connection": "close", "X-Request-Id": rid} if close else {"X-Request-Id": rid}
+            theirs = client.request("POST", "/v1/completions", body=body, headers=headers)
+            assert theirs.status_code == 200 and theirs.read() == b"{}"
     finally:
         client.close()
-    assert kept.requests[0] == kept.requests[1]
+    sent = [request.replace(rid.encode(), b"<id>") for request, rid in zip(kept.requests, ids, strict=True)]
+    assert sent[0] == sent[1] == sent[2] == sent[3]
+    assert all(f"\r\nX-Request-Id: {rid}\r\n".encode() in r for r, rid in zip(kept.requests, ids, strict=True))
     assert kept.requests[0].startswith(b"POST /v1/completions HTTP/1.1\r\n")
     assert (b"\r\nConnection: close\r\n" in kept.requests[0]) is close
 
@@ -90,7 +95,7 @@ def test_a_connection_the_server_closed_is_not_reused(hanging_up: Recorder) -> N
     client = make_client(hanging_up.url, connect_timeout_s=2.0, read_timeout_s=5.0, api_key=None)
     try:
         for _ in range(3):
-            resp = client.post_bytes("/v1/completions", b"{}")
+            resp = client.post_bytes("/v1/completions", b"{}", uuid.uuid4().hex.encode())
             assert resp.status_code == 200 and resp.read() == b"{}"
             assert hanging_up.hung_up.wait(5.0)  # the socket back in the pool now reads as closed
             hanging_up.hung_up.clear()

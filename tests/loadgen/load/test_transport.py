@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[3]
 VERSION = metadata.version("geventhttpclient")
 BIG = b"x" * 200_000  # many blocks of the response's block_size
 LINES = b"".join(b"data: %d\n\n" % i for i in range(2000))
+RID = b"0123456789abcdef0123456789abcdef"  # a request id, as every POST carries one
 
 
 def broken(part: str, use: str) -> str:
@@ -158,9 +159,9 @@ def test_get_socket_checks_a_kept_alive_socket_with_is_socket_alive(client: Pool
             return super()._is_socket_alive(sock)
 
     client._connection_pool.__class__ = Watched
-    first = client.post_bytes("/small", b"{}")
+    first = client.post_bytes("/small", b"{}", RID)
     assert first.read() == b"{}" and first._sock is None  # the whole answer read: the socket back in the pool
-    second = client.post_bytes("/small", b"{}")
+    second = client.post_bytes("/small", b"{}", RID)
     assert second.read() == b"{}"
     assert len(seen) == 1 and seen[0] is not None, broken(
         "ConnectionPool.get_socket", "calls _is_socket_alive on each kept-alive socket it hands out"
@@ -171,11 +172,14 @@ def test_get_socket_checks_a_kept_alive_socket_with_is_socket_alive(client: Pool
 def test_build_request_gives_the_head_with_its_length_last(client: PooledClient) -> None:
     params = inspect.signature(HTTPClient._build_request).parameters
     assert {"body", "headers", "chunked"} <= set(params), broken("HTTPClient._build_request", "post_head")
-    head = client._build_request("POST", "/v1/completions", body=b"0", headers={"Connection": "close"}, chunked=False)
+    headers = {"Connection": "close", "X-Request-Id": RID.decode()}
+    head = client._build_request("POST", "/v1/completions", body=b"0", headers=headers, chunked=False)
     assert isinstance(head, str), broken("HTTPClient._build_request", "returns the head as str")
     assert head.startswith("POST /v1/completions HTTP/1.1\r\n") and "\r\nConnection: close\r\n" in head
+    assert f"\r\nX-Request-Id: {RID.decode()}\r\n" in head, broken("HTTPClient._build_request", "the call's headers")
     assert head.endswith("\r\nContent-Length: 1\r\n\r\n"), broken("HTTPClient._build_request", "length last")
-    assert post_head(client, "/v1/completions", True) == head[: -len("1\r\n\r\n")].encode("latin-1")
+    before, after = post_head(client, "/v1/completions", True)
+    assert before + RID + after == head[: -len("1\r\n\r\n")].encode("latin-1")
 
 
 def test_the_response_is_built_as_request_builds_it_and_gives_its_socket_back(
@@ -186,20 +190,20 @@ def test_the_response_is_built_as_request_builds_it_and_gives_its_socket_back(
     ctor = inspect.signature(HTTPSocketPoolResponse.__init__).parameters
     assert list(ctor)[1:3] == ["sock", "pool"], broken("HTTPSocketPoolResponse(sock, pool, **kw)", "post_bytes")
     for _ in range(3):
-        resp = client.post_bytes("/big", b"{}")
+        resp = client.post_bytes("/big", b"{}", RID)
         assert type(resp) is HTTPSocketPoolResponse and resp.status_code == 200 and resp.read() == BIG
         assert resp.block_size == client.block_size and resp.method == "POST"
     assert len(server.peers) == 1, broken("HTTPSocketPoolResponse.release", "gives a finished socket back")
 
 
 def test_read_hands_every_block_to_feed(client: PooledClient) -> None:
-    resp = client.post_bytes("/big", b"{}")
+    resp = client.post_bytes("/big", b"{}", RID)
     early = len(resp._body_buffer)  # what came with the head, fed before the cap
     cap_body(resp, len(BIG))
     assert type(resp) is CappedResponse, broken("the response's class", "cap_body changes it")
     assert resp.read() == BIG
     assert resp.received == len(BIG) - early, broken("HTTPResponse.feed", "read calls it with each block")
-    capped = client.post_bytes("/big", b"{}")
+    capped = client.post_bytes("/big", b"{}", RID)
     cap_body(capped, 1000)
     with pytest.raises(ResponseTooLarge):
         capped.read()
@@ -212,7 +216,7 @@ def complete(resp: Response) -> bool:
 
 
 def test_body_buffer_sock_and_feed_as_whole_lines_uses_them(client: PooledClient, server: Server) -> None:
-    resp = client.post_bytes("/held", b"{}")
+    resp = client.post_bytes("/held", b"{}", RID)
     buf = getattr(resp, "_body_buffer", None)
     assert isinstance(buf, bytearray), broken("HTTPResponse._body_buffer", "whole_lines takes the body from it")
     sock = getattr(resp, "_sock", None)
@@ -228,7 +232,7 @@ def test_body_buffer_sock_and_feed_as_whole_lines_uses_them(client: PooledClient
         resp.feed(resp._sock.recv(resp.block_size))
     assert resp._body_buffer is buf and bytes(buf) == b"world", broken("HTTPResponse._body_buffer", "one object")
     assert resp._sock is None, broken("HTTPSocketResponse._sock", "None once the message is complete")
-    assert client.post_bytes("/small", b"{}").read() == b"{}"
+    assert client.post_bytes("/small", b"{}", RID).read() == b"{}"
     assert len(server.peers) == 1  # the finished response gave its socket back to the pool
 
 
@@ -237,7 +241,7 @@ def test_whole_lines_reads_a_body_by_its_lines(client: PooledClient) -> None:
     class Count:
         response_bytes: int = 0
 
-    resp = client.post_bytes("/lines", b"{}")
+    resp = client.post_bytes("/lines", b"{}", RID)
     cap_body(resp, 1 << 20)
     count = Count()
     pieces = list(whole_lines(resp, count, lambda: 0.0))
@@ -246,7 +250,7 @@ def test_whole_lines_reads_a_body_by_its_lines(client: PooledClient) -> None:
 
 
 def test_a_released_response_ends_whole_lines_as_closed(client: PooledClient, server: Server) -> None:
-    resp = client.post_bytes("/held", b"{}")
+    resp = client.post_bytes("/held", b"{}", RID)
     resp.release()
     assert resp._sock is None, broken("HTTPSocketResponse._sock", "None once released")
     del resp._body_buffer[:]
