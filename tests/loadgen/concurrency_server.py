@@ -23,8 +23,10 @@ the last answer's ``meta_info`` carries SGLang's own wall-clock times (``request
 on its position, so distinct ids share a string: compared by strings, the divergence is invisible.
 
 ``GET /metrics``: ``vllm:num_requests_running`` (requests being served) in Prometheus text.
-``GET /_arrivals``: every request's ``{"prompt", "n", "t"}`` at arrival, in arrival order, and ``"end"``, when
-the server wrote its last byte (null while it runs).
+``GET /_arrivals``: every request's ``{"prompt", "n", "t"}`` at arrival, in arrival order, its ``"request_id"``
+(the ``X-Request-Id`` header) and ``"rid"`` (the body's, as SGLang's ``/generate`` takes it), and ``"end"``,
+when the server wrote its last byte (null while it runs). ``/generate`` with a ``text`` list (unstreamed)
+answers a list, one answer per prompt, as SGLang answers a batch.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     STATE["inflight"] += 1
     n = STATE["inflight"]
     arrival: dict[str, Any] = {"prompt": _prompt(body)[:40], "n": n, "t": time.time(), "end": None}
+    arrival.update(request_id=request.headers.get("X-Request-Id"), rid=body.get("rid"))
     STATE["arrivals"].append(arrival)
     try:
         if request.path == "/generate":
@@ -167,6 +170,9 @@ def _native_object(
 async def _native(request: web.Request, body: dict[str, Any], ids: list[int]) -> web.StreamResponse:
     step = STATE["token_s"]
     received = time.time()
+    if isinstance(body["text"], list):  # a batch, unstreamed: one answer per prompt, in prompt order
+        await asyncio.sleep(step * len(ids))
+        return web.json_response([_native_object(body, ids, 0, True, len(ids), received) for _ in body["text"]])
     if not body.get("stream"):
         await asyncio.sleep(step * len(ids))
         return web.json_response(_native_object(body, ids, 0, True, len(ids), received))
