@@ -2,7 +2,8 @@
 
 Why this script exists: the trace is written inside the engine thread before every forward step, so its cost
 is paid by every request; this measures it where it is paid, on the scheduler itself (no HTTP), alternating
-the two settings so that a busy machine slows both alike. Each round runs the same requests (random prompts of
+the two settings (and which goes first) so that a busy machine slows both alike; the figure is the median of
+each round's ratio. Each round runs the same requests (random prompts of
 8-64 tokens, greedy, 32 tokens, ``--concurrency`` in flight) to completion on a fresh scheduler. A step is tens
 of milliseconds of numpy, so the difference drowns in a shared machine's noise; the record alone (built from
 ``--concurrency`` rows and written) is timed too, the figure to set against a step's time.
@@ -71,16 +72,20 @@ def main() -> None:
     on: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         for r in range(args.rounds):
-            rate, steps = steps_per_s(None, args.requests, args.concurrency, r)
-            off.append(rate)
-            rate, _ = steps_per_s(Path(folder), args.requests, args.concurrency, r)
-            on.append(rate)
+            pair: list[tuple[Path | None, list[float]]] = [(None, off), (Path(folder), on)]
+            for trace, rates in reversed(pair) if r % 2 else pair:
+                rate, steps = steps_per_s(trace, args.requests, args.concurrency, r)
+                rates.append(rate)
         lines = sum(1 for f in Path(folder).glob("engine_steps*.jsonl") for _ in f.open("rb"))
         alone = record_us(Path(folder) / "alone", args.concurrency)
     print(f"{args.rounds} rounds of {args.requests} requests, {args.concurrency} in flight, {steps} steps a round")
     print(f"without the trace: {statistics.median(off):8.1f} steps/s (median; {min(off):.1f}-{max(off):.1f})")
     print(f"with the trace:    {statistics.median(on):8.1f} steps/s (median; {min(on):.1f}-{max(on):.1f})")
-    print(f"cost: {100 * (1 - statistics.median(on) / statistics.median(off)):+.1f}% ({lines} lines written)")
+    ratios = [b / a for a, b in zip(off, on, strict=True)]
+    print(
+        f"with / without, paired by round: median {statistics.median(ratios):.3f}x "
+        f"({min(ratios):.2f}-{max(ratios):.2f}; {lines} lines written)"
+    )
     step_ms = 1e3 / statistics.median(off)
     share = alone / 10 / step_ms
     print(f"one record of {args.concurrency} rows, built and written: {alone:.1f} us ({share:.3f}% of a step)")
