@@ -213,7 +213,7 @@ LOCUST_SIDE = ("loadgen.load", "loadgen.runs")
 LOCUST_CROSSINGS = frozenset(
     {
         "reports.model.report",  # the report's types
-        "reports.analysis.health",  # the run's status rule (endpoint failed, level quota): loads no pandas
+        "reports.analysis.verdict",  # the run's status rule (endpoint failed): pure, loads no numpy or pandas
         "reports.render.cells",  # the live table writes a finished level's cells as the report does
         "reports.render.svg",  # the live charts: the report's own line chart
         "reports.render.htmltext",  # ... escaped as the report escapes

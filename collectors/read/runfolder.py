@@ -50,7 +50,7 @@ from collectors.read.steps import StepTable, read_traces, trace_paths
 from collectors.server_metrics import samples_file
 from loadgen.core.errors import RunFolderError
 from loadgen.core.manifest import Manifest, read_manifest
-from loadgen.core.servers import servers_of
+from loadgen.core.prepared import PreparedRun
 
 __all__ = [
     "BATCH_OTHERS",
@@ -90,6 +90,7 @@ class ServerSeries:
 class RunData:
     run_dir: Path
     manifest: Manifest
+    prepared: PreparedRun  # what the manifest says of the plan, read once (servers, level quota, claim, side)
     canaries: CanaryColumns
     files: list[FileRead]
     background: Any | None = None  # pandas.DataFrame of background rows, or None when absent
@@ -119,6 +120,7 @@ def load_run(
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: not a directory (expected a run folder with manifest.json)")
     manifest = read_manifest(run_dir)
+    prepared = PreparedRun.of(manifest)
     canary_paths = sorted(run_dir.glob("canaries*.jsonl"))
     if not canary_paths:
         raise RunFolderError(f"{run_dir}: no canaries*.jsonl file (is this a run folder?)")
@@ -129,6 +131,7 @@ def load_run(
     return RunData(
         run_dir=run_dir,
         manifest=manifest,
+        prepared=prepared,
         canaries=canaries,
         files=files,
         background=background,
@@ -139,7 +142,7 @@ def load_run(
         engine_prefix_hits=prefix_hits,
         write_failures=write_failures(run_dir),
         client_cpu=read_client_cpu(run_dir),
-        servers=[_read_server(run_dir, s.name, s.role) for s in servers_of(manifest.scenario)],
+        servers=[_read_server(run_dir, s.name, s.role) for s in prepared.servers],
         steps=read_traces(traces) if traces else None,
     )
 

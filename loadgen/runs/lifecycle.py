@@ -6,9 +6,10 @@ and summarised, the final status settled, the reports written. The load side (Lo
 coordinator) never sets a final status; it records facts (``stages_finished``, counts, workers) and
 this module decides the status from them (``settle``): ``interrupted`` when the stages did not all
 complete, ``endpoint_failed`` when the run ended with two levels' worth of failures or nearly every
-canary failed (``reports.analysis.health.endpoint_failed``), ``finished_with_losses`` when records could not be written
-(the ``process-*.json`` counts, the scraper's), else ``finished``. The scraper lives in the process that
-owns the run but never in a user process: parsing must not steal time from the load. When the prepared
+canary failed, ``finished_with_losses`` when records could not be written (the ``process-*.json`` counts, the
+scraper's), else ``finished``: the verdict's rule (``reports.analysis.verdict.run_status``). The scraper
+lives in the process that owns the run but never in a user process: parsing must not steal time from the
+load. When the prepared
 scenario names the servers behind the endpoint (``endpoint.servers``: a prefill/decode router), each server
 is scraped instead of the endpoint (``collectors.server_metrics``), and their summaries go to the
 manifest's ``servers``.
@@ -42,22 +43,15 @@ from loadgen.core.manifest import (
     read_manifest,
     update_manifest,
 )
-from loadgen.core.servers import servers_of
-from reports.analysis.health import endpoint_failed, level_quota
+from loadgen.core.prepared import PreparedRun
+from reports.analysis.verdict import run_status
 
 
 def settle(manifest: Manifest, failures: dict[str, int], *engine_metrics: EngineMetricsSummary | None) -> RunStatus:
     """The final status from the facts: the load side's (``stages_finished``, canary counts) and the
     write failures counted by every process (``collectors.losses``) and every scraper."""
-    if not manifest.stages_finished:
-        return RunStatus.INTERRUPTED
-    errors, sent = manifest.canary_errors or 0, manifest.canaries_reported or 0
-    quota = level_quota(manifest.canaries_per_level, manifest.scenario)
-    if endpoint_failed(errors, sent, manifest.canary_errors_trailing or 0, quota):
-        return RunStatus.ENDPOINT_FAILED
-    if lost_records(failures, *engine_metrics) or failures.get("unreadable"):
-        return RunStatus.FINISHED_WITH_LOSSES
-    return RunStatus.FINISHED
+    lost = bool(lost_records(failures, *engine_metrics) or failures.get("unreadable"))
+    return run_status(manifest, PreparedRun.of(manifest).level_quota, lost=lost)
 
 
 @dataclass
@@ -77,11 +71,10 @@ class OwnedRun:
         whoever started them), every server's instead (a router does not expose its engines' gauges)."""
         scraper, servers = None, None
         if base_url is not None:
-            scenario = read_manifest(run_dir).scenario
-            every = scenario.get("endpoint", {}).get("metrics_interval_s") or DEFAULT_INTERVAL_S
-            behind = servers_of(scenario)
-            if behind:
-                servers = ServerScrapers(behind, run_dir, api_key=api_key, interval_s=every)
+            prepared = PreparedRun.of(read_manifest(run_dir))
+            every = prepared.metrics_interval_s or DEFAULT_INTERVAL_S
+            if prepared.servers:
+                servers = ServerScrapers(prepared.servers, run_dir, api_key=api_key, interval_s=every)
                 servers.start()
             else:
                 scraper = MetricsScraper(base_url, run_dir, interval_s=every, api_key=api_key)

@@ -17,7 +17,8 @@ import numpy as np
 from collectors.read.runfolder import CanaryColumns, FileRead, RunData
 from loadgen.core.claims import DEFAULT_MAX_RATE
 from loadgen.core.manifest import Manifest, RunStatus
-from loadgen.core.servers import Side, loaded_side, servers_of
+from loadgen.core.prepared import PreparedRun
+from loadgen.core.servers import loaded_side
 from loadgen.core.wire.server_config import describe
 from reports.analysis import client_load, coresidency, cost, level_load, sides, sides_notes
 from reports.analysis.cache_checks import cache_expectations, cache_notices
@@ -47,8 +48,8 @@ def build_report(run: RunData) -> Report:
     cols = with_engine_join(run, trace)
     joined = _has_samples(run) and cols.n > 0
     m = run.manifest
-    loaded = _loaded(m) if run.servers else None
-    analysed = analyse(cols, list(m.levels), claim_rule(m), loaded, trace) if cols.n else []
+    loaded = loaded_side(run.prepared.background_side) if run.servers else None
+    analysed = analyse(cols, list(m.levels), claim_rule(m, run.prepared), loaded, trace) if cols.n else []
     background = background_section(run.background)
     for entry in analysed:
         mark_unmeasured(entry, background, m)
@@ -62,7 +63,7 @@ def build_report(run: RunData) -> Report:
     )
     report: Report = {
         "schema": REPORT_SCHEMA,
-        "run": run_section(m),
+        "run": run_section(m, run.prepared),
         "input": {
             "files": [input_file(f) for f in run.files + run.background_files],
             "records": sum(f.records for f in run.files),
@@ -84,6 +85,7 @@ def build_report(run: RunData) -> Report:
         report["run"]["notices"] += coresidency.notices(cols.frame, measured, joined, m.engine_metrics)
         unmeasured = sides_notes.x_axis_unmeasured(
             m,
+            run.prepared.servers,
             joined,
             run.servers,
             int((measured.source == coresidency.TRUTH).sum()),
@@ -93,7 +95,7 @@ def build_report(run: RunData) -> Report:
         if run.servers:
             report["run"]["servers"] = sides_notes.run_servers(m, run.servers)
             report["run"]["x_axis_unmeasured"] = unmeasured
-            report["run"]["notices"] += sides_notes.notices(cols.frame, servers_of(m.scenario))
+            report["run"]["notices"] += sides_notes.notices(cols.frame, run.prepared.servers)
         elif unmeasured:
             report["run"]["x_axis_unmeasured"] = unmeasured
         if not run.servers:  # behind a router each side has its own gauge (co_residency_sides)
@@ -141,16 +143,10 @@ def input_file(f: FileRead) -> InputFile:
     return out
 
 
-def claim_rate(m: Manifest) -> float | None:
-    """The P the run asked to claim "rate < P at 95%" for (``sweep.claim_max_rate``), or None."""
-    rate = m.scenario.get("sweep", {}).get("claim_max_rate")
-    return float(rate) if isinstance(rate, int | float) and 0 < rate < 1 else None
-
-
-def claim_rule(m: Manifest) -> ClaimRule:
+def claim_rule(m: Manifest, prepared: PreparedRun) -> ClaimRule:
     """How each level's ``claim`` is judged: at the run's P, else at ``DEFAULT_MAX_RATE`` to say what a
     claim would have needed."""
-    asked = claim_rate(m)
+    asked = prepared.claim_max_rate
     return ClaimRule(
         max_rate=asked if asked is not None else DEFAULT_MAX_RATE,
         asked=asked is not None,
@@ -159,7 +155,7 @@ def claim_rule(m: Manifest) -> ClaimRule:
     )
 
 
-def run_notices(m: Manifest) -> list[str]:
+def run_notices(m: Manifest, prepared: PreparedRun) -> list[str]:
     """What went wrong with the run itself (not the endpoint's answers), from the manifest, in plain words."""
     notices = []
     if not (m.run_status and m.run_status.completed):  # endpoint_failed, finished_with_losses: reports.analysis.health
@@ -174,15 +170,15 @@ def run_notices(m: Manifest) -> list[str]:
     if m.levels_ended_by_claim:
         levels = ", ".join(str(e.get("level")) for e in m.levels_ended_by_claim)
         notices.append(
-            f"Level(s) {levels} ended early by the claim rule (--claim-max-rate {claim_rate(m)}): a canary diverged "
-            "from the baseline reference, so the claim could no longer hold there; such a level is complete, "
-            "not unfinished."
+            f"Level(s) {levels} ended early by the claim rule (--claim-max-rate {prepared.claim_max_rate}): a canary "
+            "diverged from the baseline reference, so the claim could no longer hold there; such a level is "
+            "complete, not unfinished."
         )
     notices.extend(str(n) for n in m.notices)
     return notices
 
 
-def run_section(m: Manifest) -> RunSection:
+def run_section(m: Manifest, prepared: PreparedRun) -> RunSection:
     return {
         "id": m.run_id,
         "endpoint": m.endpoint.base_url,
@@ -198,9 +194,9 @@ def run_section(m: Manifest) -> RunSection:
         "tool_version": m.tool.get("version"),
         "levels": m.levels,
         "canaries_per_level": m.canaries_per_level,
-        "claim_max_rate": claim_rate(m),
+        "claim_max_rate": prepared.claim_max_rate,
         "levels_ended_by_claim": list(m.levels_ended_by_claim),
-        "notices": run_notices(m),
+        "notices": run_notices(m, prepared),
         "scenario_path": m.scenario_path,
     }
 
@@ -248,11 +244,6 @@ def _has_samples(run: RunData) -> bool:
     if any(np.isfinite(s.running).any() for s in run.servers):
         return True
     return run.engine_t is not None and run.engine_running is not None and bool(np.isfinite(run.engine_running).any())
-
-
-def _loaded(m: Manifest) -> Side:
-    side = m.scenario.get("background", {}).get("side")
-    return loaded_side(side if side in ("prefill", "decode") else None)
 
 
 def trace_of(run: RunData) -> TraceJoin | None:
@@ -314,7 +305,7 @@ def with_engine_join(run: RunData, trace: TraceJoin | None = None) -> CanaryColu
     interval = next((i for x in scraped if isinstance(i := x.get("interval_s"), int | float) and i > 0), None)
     edge = float(interval) if interval is not None else 0.05
     if run.servers:
-        frame = sides.join_sides(cols.frame, run.servers, _loaded(run.manifest), edge_s=edge)
+        frame = sides.join_sides(cols.frame, run.servers, loaded_side(run.prepared.background_side), edge_s=edge)
     else:
         frame = coresidency.join_engine(cols.frame, run.engine_t, run.engine_running, edge_s=edge)
     frame = coresidency.join_client(frame, run.background)

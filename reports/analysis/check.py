@@ -17,9 +17,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 from loadgen.core.claims import describe, level_claim
 from loadgen.core.thresholds import DEFAULT_MAX_ERROR_RATE, METRICS, Threshold
+from reports.analysis.verdict import completed, said_failed
 from reports.model.report import Figures, Report
-
-COMPLETED = ("finished", "finished_with_losses", "endpoint_failed")  # every stage met its quota
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,7 @@ def integrity(
     run = report.get("run", {})
     health = report.get("health", {})
     status = run.get("status")
-    done = status in COMPLETED  # its losses and its errors are judged below
+    done = completed(status)  # its losses and its errors are judged below
     cut = "" if done else ": the run did not finish, its figures cover only part of the plan"
     out = [_fact("run finished", done, f"status {status!r}{cut}")]
     planned = set(run.get("levels") or [])
@@ -138,7 +137,7 @@ def integrity(
                 kinds[k] = kinds.get(k, 0) + n
     rate = errors / sent if sent else 0.0
     failed = f"{errors} of {sent} canaries failed" + (f" ({_kinds(kinds)})" if kinds else "")
-    dead = "the endpoint failed: " if health.get("endpoint_failed") or status == "endpoint_failed" else ""
+    dead = "the endpoint failed: " if said_failed(status, bool(health.get("endpoint_failed"))) else ""
     ok = rate <= max_error_rate and not dead
     message = f"{dead}{failed}: error rate {100 * rate:.1f}%, allowed {100 * max_error_rate:g}% (--max-error-rate)"
     out.append(_fact("error rate", ok, message, max_error_rate, rate))

@@ -5,8 +5,8 @@ leaves levels with no completions and a sweep of errors; a full disk leaves reco
 torn last line; a hostile endpoint sends ``NaN`` logprobs. None of that may pass silently: this
 module says it first (``headline``, shown above every figure), in plain words with counts
 (``notices``), and as facts the CI gate reads (``reports.analysis.check.integrity``). Pure: ``RunData`` and
-the per-canary analysis in, a JSON-ready dict out. ``endpoint_failed`` is the one rule, used here
-and by the run's owner when it settles the status (``loadgen/runs/lifecycle.py``).
+the per-canary analysis in, a JSON-ready dict out. Whether the endpoint failed is the verdict's rule
+(``reports.analysis.verdict``), which the run's owner settles the status by too.
 """
 
 from __future__ import annotations
@@ -17,34 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from collectors.losses import lost_records
-from loadgen.core.manifest import ResolvedScenario, RunStatus
 from reports.analysis import level_load
+from reports.analysis.verdict import endpoint_failed, said_failed
 from reports.model.report import CanaryAnalysis, Health, HealthFacts
 
 if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust's processes, which load no pandas
     from collectors.read.runfolder import FileRead, RunData
-
-MIN_TRAILING = 3  # failures in a row at the end that say "the endpoint died", whatever the level size
-DEAD_LEVELS = 2  # ... and at least this many levels' worth: one level lost to bad luck is not a death
-NEARLY_ALL = 0.9  # or this share of every canary failed
-
-
-def endpoint_failed(errors: int, canaries: int, trailing: int, level_quota: int | None) -> bool:
-    """The endpoint failed the run: it ended with ``DEAD_LEVELS`` levels' worth of failures in a row
-    (``level_quota`` canaries each; at least ``MIN_TRAILING``), or nearly all its canaries failed, or every
-    one did (a run of one or two canaries: nothing was measured, however few). Chance alone (a fault rate
-    of 0.4 over levels of 4) almost never gets there; an endpoint that died always does."""
-    if errors <= 0 or canaries <= 0:
-        return False
-    dead_run = trailing >= max(MIN_TRAILING, DEAD_LEVELS * (level_quota or 0))
-    return dead_run or errors >= canaries or (errors >= MIN_TRAILING and errors >= NEARLY_ALL * canaries)
-
-
-def level_quota(canaries_per_level: int | None, scenario: ResolvedScenario) -> int | None:
-    """Canaries sent at one level: per level times the scenario's canaries (round-robin)."""
-    n = scenario.get("canaries")
-    return None if canaries_per_level is None else canaries_per_level * max(1, len(n) if isinstance(n, list) else 1)
-
 
 def _trailing(failed: np.ndarray[Any, Any]) -> int:
     ok = np.flatnonzero(~failed)
@@ -67,9 +45,7 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
     failed = (f["status"].to_numpy() != "ok")[order]
     kinds = {str(k): int(n) for k, n in f[f["status"] != "ok"]["error_kind"].fillna("unknown").value_counts().items()}
     errors, sent = int(failed.sum()), len(failed)
-    dead = m.status == RunStatus.ENDPOINT_FAILED or endpoint_failed(
-        errors, sent, _trailing(failed), level_quota(m.canaries_per_level, m.scenario)
-    )
+    dead = said_failed(m.status, endpoint_failed(errors, sent, _trailing(failed), run.prepared.level_quota))
     planned = set(m.levels)
     empty = {
         str(e["id"]): [

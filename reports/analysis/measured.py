@@ -47,8 +47,7 @@ def measured_records(run_dir: Path) -> Any:
     """One row per canary record of ``run_dir`` (``COLUMNS``), each canary's rows in send order."""
     run = load_run(run_dir)
     cols = with_engine_join(run)
-    side = run.manifest.scenario.get("background", {}).get("side")
-    loaded = loaded_side(side if side in ("prefill", "decode") else None) if run.servers else None
+    loaded = loaded_side(run.prepared.background_side) if run.servers else None
     ids = cols.frame["canary_id"].astype(str).to_numpy()
     parts = [
         _canary_rows(CanaryView(cols, canonical_order(cols, np.flatnonzero(ids == cid)), loaded))

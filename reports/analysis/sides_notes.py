@@ -17,7 +17,7 @@ import numpy as np
 from collectors.read.runfolder import ServerSeries
 from loadgen.core.manifest import Manifest
 from loadgen.core.scenario.schema import Server
-from loadgen.core.servers import SIDES, label, named_in, servers_of, serves
+from loadgen.core.servers import SIDES, label, named_in, serves
 from reports.model.report import RunServer
 
 FIX = (
@@ -51,12 +51,17 @@ def run_servers(m: Manifest, series: Sequence[ServerSeries]) -> list[RunServer]:
 
 
 def x_axis_unmeasured(
-    m: Manifest, has_samples: bool, series: Sequence[ServerSeries], batch_measured: int, client_measured: int = 0
+    m: Manifest,
+    servers: Sequence[Server],
+    has_samples: bool,
+    series: Sequence[ServerSeries],
+    batch_measured: int,
+    client_measured: int = 0,
 ) -> str | None:
     """Why no ``/metrics`` sample measured the canaries' co-residency, with the fix; None when some did (or the
     run watched no endpoint: a cold-boot study). ``batch_measured``: canaries the answers' batch sizes measured;
-    ``client_measured``: canaries the client's own count of its requests in flight measured instead."""
-    servers = servers_of(m.scenario)
+    ``client_measured``: canaries the client's own count of its requests in flight measured instead; ``servers``:
+    the prepared run's servers behind the endpoint."""
     if servers:
         dark = [side for side in SIDES if not any(_sampled(x) for x in series if x.role in (side, "both"))]
         if not dark:

@@ -9,7 +9,7 @@ import pytest
 
 from loadgen.core.manifest import Manifest, RunStatus
 from loadgen.runs.lifecycle import settle
-from reports.analysis.health import endpoint_failed
+from reports.analysis.verdict import endpoint_failed
 
 NONE_LOST = {"canaries": 0, "background": 0, "processes": 1, "unreadable": 0}
 
