@@ -14,7 +14,6 @@ Pure: arrays in, the report's ``engine_steps`` block out. It decides nothing abo
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -96,19 +95,33 @@ def _pct(x: float | None) -> str:
     return "?" if x is None else f"{100 * x:.3g}%"
 
 
-_PHRASES: Final[dict[str, Callable[[str], str]]] = {
-    "step kind": lambda v: {
-        "decode-only": "decode-only steps",
-        "decode beside prefills": "steps that mixed its decode with others' prefills",
-        "prefill-only": "prefill-only steps",
-        "prefill beside decodes": "steps that mixed its prefill with others' decodes",
-    }.get(v, v),
-    "others in the step": lambda v: f"steps with {v} other requests",
-    "tokens in the step": lambda v: f"steps of {v} tokens",
-    "prompt split into chunks": lambda v: "records whose prompt was split" if v == "yes" else "unsplit prompts",
-    "prefix-cache hit": lambda v: "records with a prefix-cache hit" if v == "yes" else "records without one",
-    "preempted": lambda v: "preempted records" if v == "yes" else "records never preempted",
+_KINDS: Final = {
+    "decode-only": "decode-only steps",
+    "decode beside prefills": "steps that mixed its decode with others' prefills",
+    "prefill-only": "prefill-only steps",
+    "prefill beside decodes": "steps that mixed its prefill with others' decodes",
 }
+_FLAGS: Final = {
+    "prompt split into chunks": ("records whose prompt was split", "unsplit prompts"),
+    "prefix-cache hit": ("records with a prefix-cache hit", "records without one"),
+    "preempted": ("preempted records", "records never preempted"),
+}
+
+
+def _either(values: list[str]) -> str:
+    return values[0] if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
+
+
+def _phrase(factor: str, values: list[str]) -> str:
+    """Where positions were computed, in words: ``values`` of ``factor`` ("steps with 1-3 or 4-15 other requests")."""
+    if factor == "step kind":
+        return _either([_KINDS.get(v, v) for v in values])
+    if factor == "others in the step":
+        return f"steps with {_either(values)} other requests"
+    if factor == "tokens in the step":
+        return f"steps of {_either(values)} tokens"
+    yes, no = _FLAGS[factor]
+    return _either([yes if v == "yes" else no for v in values])
 
 
 def _sentence(factors: list[Factor], drifted: int, joined: int) -> str:
@@ -125,14 +138,13 @@ def _sentence(factors: list[Factor], drifted: int, joined: int) -> str:
             best = (rate, f)
     if best is not None:
         f = best[1]
-        phrase = _PHRASES[f["factor"]]
         inside = [r for r in f["rows"] if r["drifts"] > 0]
         outside = [r for r in f["rows"] if r["drifts"] == 0]
         k, n = sum(r["drifts"] for r in inside), sum(r["positions"] for r in inside)
         n_out = sum(r["positions"] for r in outside)
         lo_in, hi_out = wilson(k, n), wilson(0, n_out)
-        where = " or ".join(phrase(r["value"]) for r in inside)
-        rest = " or ".join(phrase(r["value"]) for r in outside)
+        where = _phrase(f["factor"], [r["value"] for r in inside])
+        rest = _phrase(f["factor"], [r["value"] for r in outside])
         return (
             f"Drift followed the {f['factor']}: all {k} first drifts were at positions computed in {where} "
             f"({k} of {n} positions, {_pct(k / n)} [{_pct(lo_in[0] if lo_in else None)}-"
