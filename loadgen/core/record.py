@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from loadgen.core.errors import RunFolderError
 
@@ -20,7 +20,7 @@ Phase = Literal["warmup", "baseline", "sweep"]
 Status = Literal["ok", "error"]
 
 # Error kinds a failed request is recorded with. Faults are data: every kind is counted in reports.
-ERROR_KINDS = (
+ErrorKind = Literal[
     "connection",  # refused, reset before a response, DNS failure
     "timeout",  # connect or read timeout, or the request's total deadline
     "http_status",  # a non-2xx answer; ``http_status`` holds the code
@@ -29,7 +29,8 @@ ERROR_KINDS = (
     "stream_error",  # the server reported an error inside a 200 stream (``{"error": ...}``)
     "cancelled",  # cut off by a scale-down or the end of the run
     "response_too_large",  # more bytes than ``endpoint.max_response_bytes``: cut there
-)
+]
+ERROR_KINDS: tuple[ErrorKind, ...] = get_args(ErrorKind)
 
 # (token, logprob) alternatives at one position, most likely first.
 TopLogprobs = list[list[tuple[str, float]]]
@@ -49,7 +50,7 @@ class CanaryRecord:
     status: Status
     latency_s: float | None = None  # own clock: send to last byte
     ttft_s: float | None = None  # own clock: send to first generated token (streaming only)
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     error_message: str | None = None
     http_status: int | None = None
     endpoint: str = "completions"  # "completions" or "chat"

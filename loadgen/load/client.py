@@ -34,6 +34,7 @@ import gevent
 import orjson
 
 from loadgen.core.errors import redact, redact_json
+from loadgen.core.record import ErrorKind
 from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.core.wire import (
     Completion,
@@ -99,7 +100,7 @@ class Outcome:
     sent_at: float
     latency_s: float | None
     ttft_s: float | None
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     error_message: str | None = None
     http_status: int | None = None
     completion: Completion | None = None  # None when the caller asked for usage only
@@ -347,7 +348,9 @@ def _exchange(
         out.error_kind = "truncated_stream" if headers_seen else "connection"
         out.error_message = f"connection closed: {exc}"
     except OSError as exc:
-        kind_ = "truncated_stream" if headers_seen and exc.errno in (errno.ECONNRESET, errno.EPIPE) else "connection"
+        kind_: ErrorKind = (
+            "truncated_stream" if headers_seen and exc.errno in (errno.ECONNRESET, errno.EPIPE) else "connection"
+        )
         out.error_kind, out.error_message = kind_, f"{type(exc).__name__}: {exc}"
     finally:
         client.deadlines.disarm()

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from loadgen.core.errors import one_line
+from loadgen.core.record import ErrorKind
 from loadgen.load.stages import FailedBackground
 
 BACKOFF_AFTER: Final = 3  # failures in a row before a slot pauses: one or two are sent again at once
@@ -38,8 +39,10 @@ FAILING_PER_SLOT: Final = 4  # a stage's failures per background slot of the pro
 FAILING_AT_LEAST: Final = 8  # ... and this many in all, ...
 FAILING_OK_SHARE: Final = 0.1  # ... with fewer than this share of its finished background requests ok
 # failures the endpoint answered (loadgen.core.record's error kinds): only these can end a level
-REFUSALS: Final = frozenset({"http_status", "stream_error", "malformed_body", "response_too_large"})
-CANCELLED: Final = "cancelled"  # the request's user was stopped: neither a failure nor a success
+REFUSALS: Final[frozenset[ErrorKind]] = frozenset(
+    {"http_status", "stream_error", "malformed_body", "response_too_large"}
+)
+CANCELLED: Final[ErrorKind] = "cancelled"  # the request's user was stopped: neither a failure nor a success
 
 
 def backoff_s(failures_in_a_row: int) -> float:
@@ -65,7 +68,7 @@ class SlotFailures:
         self.in_a_row = 0
         self.first_message: str | None = None  # the first failure's message of the current run of failures
 
-    def ended(self, error_kind: str | None, message: str | None) -> bool:
+    def ended(self, error_kind: ErrorKind | None, message: str | None) -> bool:
         """Count one request that ended (``error_kind`` None: ok); True when it makes the slot start pausing."""
         if error_kind is None:
             if self.in_a_row:
@@ -103,7 +106,7 @@ class BackgroundFailures:
     stages: dict[int, StageCounts] = field(default_factory=dict)
     failed_stage: int | None = None
 
-    def ended(self, stage: int, error_kind: str | None, message: str | None, slots: int) -> bool:
+    def ended(self, stage: int, error_kind: ErrorKind | None, message: str | None, slots: int) -> bool:
         """Count one background request sent in ``stage`` that ended (``error_kind`` None: ok); True when it makes
         that stage's background fail for good (once per stage)."""
         if error_kind == CANCELLED:

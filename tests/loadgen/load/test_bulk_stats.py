@@ -8,13 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from locust.stats import RequestStats
 
+from loadgen.core.record import ErrorKind
 from loadgen.load.bulk_stats import BulkStats
 from loadgen.load.client import Outcome
 
 T0 = 1_767_225_600.0
 
 
-def outcome(sent: float, latency: float, size: int, error: str | None = None) -> Outcome:
+def outcome(sent: float, latency: float, size: int, error: ErrorKind | None = None) -> Outcome:
     return Outcome(
         sent_at=T0 + sent,
         latency_s=latency,

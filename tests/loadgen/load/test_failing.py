@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadgen.core.record import ErrorKind
 from loadgen.load.failing import (
     BACKOFF_AFTER,
     BACKOFF_CAP_S,
@@ -44,7 +45,7 @@ def test_a_refusing_endpoint_sees_a_bounded_rate(n: int) -> None:
     assert n <= 8 + sent_at / BACKOFF_CAP_S
 
 
-HTTP = "http_status"
+HTTP: ErrorKind = "http_status"
 
 
 def test_a_success_ends_the_pause_and_a_new_run_of_failures_starts_again() -> None:
@@ -126,7 +127,8 @@ def test_an_endpoint_that_does_not_answer_pauses_its_slots_but_ends_no_level() -
     """A dead endpoint fails the canaries too (the run's ``endpoint_failed``): ending its levels first would hide
     that behind canaries never sent."""
     failures = BackgroundFailures()
-    for kind in ("connection", "timeout", "truncated_stream") * 100:
+    kinds: tuple[ErrorKind, ...] = ("connection", "timeout", "truncated_stream")
+    for kind in kinds * 100:
         assert failures.ended(4, kind, "gone", slots=1) is False
     assert failures.failed_stage is None and failures.report() is None
 
