@@ -159,7 +159,7 @@ def main() -> None:
                     ]
                 else:
                     if not hasattr(env.events, "canary_record"):
-                        env.events.canary_record = EventHook()  # type: ignore[attr-defined, no-untyped-call]
+                        env.events.canary_record = EventHook()  # type: ignore[attr-defined]
                         st.canaries.register(env.events.canary_record)  # type: ignore[attr-defined]
                     workers = []
                     for c in clients:

@@ -34,8 +34,8 @@ def _write(**_: Any) -> None:
     Path(os.environ["BENCH_TIMES_OUT"]).write_text(json.dumps(DONE))
 
 
-events.request.add_listener(_done)  # type: ignore[no-untyped-call]
-events.quitting.add_listener(_write)  # type: ignore[no-untyped-call]
+events.request.add_listener(_done)
+events.quitting.add_listener(_write)
 
 
 class Plain(FastHttpUser):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 from read_speed import write_folder
 
 from collectors.read import sidecar as sidecar_read

@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "sglang" / "witness.py"
 T0 = 1_796_000_000.0
@@ -34,7 +35,7 @@ def test_the_log_and_the_records_are_joined_per_canary_and_per_stream(tmp_path: 
     canary = {"phase": "sweep", "status": "ok", "level": 2, "sent_at": T0 + 1.0, "latency_s": 1.0}
     canary |= {"background_held_at_send": 2, "request": {"sampling_params": {"max_new_tokens": 96}}}
     (run / "canaries.jsonl").write_text(json.dumps(canary) + "\n")
-    background = [
+    background: list[dict[str, Any]] = [
         {"phase": "sweep", "status": "ok", "level": 2, "sent_at": T0 + 0.5 + i, "ttft_s": 0.01, "latency_s": 1.7}
         | {"prompt_tokens": 10 + i}
         for i in (0, 0.1)

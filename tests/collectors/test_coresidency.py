@@ -129,7 +129,7 @@ def _brute_inflight(s: float, e: float, starts: list[float], ends: list[float]) 
     points = sorted({s, *(t for t in starts + ends if s < t < e)})
     counts = [sum(a <= t < b for a, b in zip(starts, ends, strict=True)) for t in points]
     grid = np.arange(s, e, 0.005)
-    on_grid = [sum(a <= t < b for a, b in zip(starts, ends, strict=True)) for t in grid]
+    on_grid = [int(sum(a <= t < b for a, b in zip(starts, ends, strict=True))) for t in grid]
     return float(min(counts)), float(np.median(on_grid)) if len(on_grid) else float(counts[0]), float(max(counts))
 
 

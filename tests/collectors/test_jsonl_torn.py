@@ -34,11 +34,11 @@ class Disk:
 def test_short_writes_are_finished_and_a_refused_one_is_torn_and_counted(tmp_path: Path) -> None:
     w = JsonlWriter(tmp_path / "c.jsonl")
     line = len(b'{"i":0,"pad":"xxxxxxxxxx"}\n')
-    w._fh = Disk(w._fh, room=2 * line + 5)  # two lines and the start of a third
+    w._fh = disk = Disk(w._fh, room=2 * line + 5)  # type: ignore[assignment]  # two lines and the start of a third
     for i in range(4):
         w.write({"i": i, "pad": "x" * 10})
     assert (w.written, w.failures, w.torn) == (2, 2, 1)
-    w._fh.room = 10_000  # space again: the next record must not be glued to the torn line
+    disk.room = 10_000  # space again: the next record must not be glued to the torn line
     assert w.write({"i": 9, "pad": "x" * 10})
     w.close()
     read = read_jsonl(w.path)
@@ -48,7 +48,7 @@ def test_short_writes_are_finished_and_a_refused_one_is_torn_and_counted(tmp_pat
 def test_a_background_batch_counts_only_the_lines_it_wrote_whole(tmp_path: Path) -> None:
     w = JsonlWriter(tmp_path / "b.jsonl", flush_s=60)
     w.write({"i": 0})  # the first write is due at once
-    w._fh = Disk(w._fh, room=len(b'{"i":1}\n{"i":2}\n{"'))
+    w._fh = Disk(w._fh, room=len(b'{"i":1}\n{"i":2}\n{"'))  # type: ignore[assignment]
     for i in (1, 2, 3, 4):
         w.write({"i": i})
     w.flush()

@@ -165,7 +165,7 @@ def test_every_canary_is_recorded_with_llamacpp_token_ids(runs: Runs, name: str)
     manifest = read_manifest(runs.dirs[name])
     assert manifest.features["completions"]["identity"] == "token_ids"
     assert manifest.features["chat"]["identity"] == "token_ids"
-    assert manifest.engine_metrics["available"] is True
+    assert manifest.engine_metrics is not None and manifest.engine_metrics["available"] is True
 
 
 @pytest.mark.timeout(900)

@@ -205,7 +205,7 @@ async def _answer(request: web.Request, body: dict[str, Any], ids: list[int]) ->
     for i, tid in enumerate(ids):
         await asyncio.sleep(step)
         finish = "length" if i == len(ids) - 1 else None
-        chunk = {"id": "x", "object": obj + ".chunk", "model": "m"}
+        chunk: dict[str, Any] = {"id": "x", "object": obj + ".chunk", "model": "m"}
         chunk["choices"] = [_choice([tid], chat=chat, stream=True, finish=finish, body=body, start=i)]
         await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
     if (body.get("stream_options") or {}).get("include_usage"):

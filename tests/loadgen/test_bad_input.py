@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,7 +198,7 @@ def _a_file(tmp_path: Path) -> Path:
     return path
 
 
-BAD_OPTIONS = {
+BAD_OPTIONS: dict[str, tuple[Callable[[Path], list[str]], str, str]] = {
     "out_is_a_file": (lambda t: ["--out", str(_a_file(t))], "--out", "is a file, not a folder"),
     "out_below_a_file": (lambda t: ["--out", str(_a_file(t) / "runs")], "--out", "cannot be made"),
     "out_where_nothing_can_be_made": (lambda t: ["--out", "/proc/loadgen-runs"], "--out", "cannot create run folders"),

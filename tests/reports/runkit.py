@@ -1,12 +1,15 @@
-"""Test helpers: canary records and run folders written by hand, in exactly the collectors' layout."""
+"""Test helpers: canary records and run folders written by hand, in exactly the collectors' layout, and reports
+with only the sections a test reads."""
 
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
+
+from reports.model.report import Report
 
 _counter = itertools.count()
 
@@ -105,3 +108,8 @@ def write_run(
     for name, rows in (extra or {}).items():
         (run_dir / name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     return run_dir
+
+
+def partial_report(**sections: Any) -> Report:
+    """A report of only ``sections``, for a reader that touches no other (an older report.json lacks some too)."""
+    return cast(Report, sections)

@@ -49,11 +49,11 @@ def text_box(t: ET.Element) -> Box:
 
 
 def _segments(root: ET.Element) -> list[tuple[tuple[float, float], tuple[float, float]]]:
-    segs = []
+    segs: list[tuple[tuple[float, float], tuple[float, float]]] = []
     for p in root.iter("polyline"):
-        pts = [tuple(float(v) for v in xy.split(",")) for xy in (p.get("points") or "").split()]
-        segs += [(a, b) for a, b in itertools.pairwise(pts)]  # type: ignore[misc]
-        segs += [(a, a) for a in pts[:1]]  # type: ignore[misc]
+        pts = [(float(x), float(y)) for x, y in (xy.split(",") for xy in (p.get("points") or "").split())]
+        segs += itertools.pairwise(pts)
+        segs += [(a, a) for a in pts[:1]]
     for line in root.iter("line"):
         if line.get("class") == "bar":
             a = (float(line.get("x1", 0)), float(line.get("y1", 0)))

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from collectors.read.runfolder import CanaryColumns, ColumnBuilder
 from reports.analysis.canary import analyse
+from reports.model.report import CanaryAnalysis
 from tests.reports.runkit import rec
 
 REF = [1, 2, 3, 4, 5]
@@ -42,7 +43,7 @@ def known_records() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def known() -> dict[str, Any]:
+def known() -> CanaryAnalysis:
     [entry] = analyse(columns(known_records()))
     return entry
 
@@ -132,7 +133,7 @@ def test_identity_falls_back_and_says_so() -> None:
     records = [rec([1, 2], level=1), rec(None, level=1, tokens=["a", "b"], text="ab", logprobs=[-1.0, -1.0])]
     [entry] = analyse(columns(records))
     assert entry["reference"]["identity"] == "tokens"
-    assert "1 of 2" in entry["reference"]["identity_note"]
+    assert "1 of 2" in (entry["reference"]["identity_note"] or "")
 
 
 def test_text_identity_counts_characters() -> None:
@@ -197,10 +198,10 @@ def test_counts_are_bounded(spec: list[tuple[list[int], int, bool]]) -> None:
             assert block["diverged"] <= block["completions"]
         if block["divergence_rate_ci95"] is not None:
             lo, hi = block["divergence_rate_ci95"]
-            assert 0.0 <= lo <= block["divergence_rate"] <= hi <= 1.0
+            assert block["divergence_rate"] is not None and 0.0 <= lo <= block["divergence_rate"] <= hi <= 1.0
     ref_len = entry["reference"]["length"]
     for fork in entry["forks"]:
-        assert fork["position"] <= ref_len
+        assert ref_len is not None and fork["position"] <= ref_len
 
 
 @settings(max_examples=40, deadline=None)

@@ -45,7 +45,7 @@ def test_single_canary_shape_and_context() -> None:
     ]
     expected = [(0, 0.0, 0, 4, 0, 0), (1, 1.0, 1, 4, 0, 0), (2, 2.0, 2, 4, 0, 0), (3, 4.0, 4, 2, 1, 1)]
     measured = ("source", "min", "median", "max", "held", "not_held", "unmeasured", "not_held_at_send")
-    assert [{k: lv["co_residency"][k] for k in measured} for lv in report["levels"]] == [
+    assert [{k: v for k, v in lv["co_residency"].items() if k in measured} for lv in report["levels"]] == [
         {
             "source": "metrics",
             "min": lo,
@@ -82,9 +82,10 @@ def test_single_canary_shape_and_context() -> None:
     assert fork["top1_top2_gap"] == pytest.approx(
         0.02
     )  # a small gap at the fork (7 rounding steps: structural by reports.analysis.forks)
-    assert [b["requests"] for b in report["background"]] == [1, 2, 4]
+    assert [b["requests"] for b in report["background"] or []] == [1, 2, 4]
     assert report["scenario_checks"]["temperature_zero"] is True
     lv4 = report["levels"][3]
+    assert lv4["logprob_drift"] is not None
     assert lv4["logprob_drift"]["bitwise_equal_share"] == pytest.approx(2 / 3)  # one drifted by 1e-7
 
 

@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadgen.core.manifest import ResolvedScenario
 from reports.analysis.cache_checks import cache_expectations, cache_notices, counter_evidence
+from reports.model.report import CacheExpectation
 
 NAN = math.nan
 
@@ -185,7 +187,7 @@ def test_one_answer_per_canary_whatever_the_samples(
 
 # --- cache_expectations -------------------------------------------------------------------------
 
-SCENARIO: dict[str, Any] = {
+SCENARIO: ResolvedScenario = {
     "canaries": [
         {"id": "warm", "expect_cache": "hit"},
         {"id": "cold", "cache": "reset", "expect_cache": "miss"},
@@ -233,7 +235,7 @@ def frame(rows: list[tuple[Any, ...]] = ROWS) -> pd.DataFrame:
     return df
 
 
-def expectations(**kwargs: Any) -> dict[str, dict[str, Any]]:
+def expectations(**kwargs: Any) -> dict[str, CacheExpectation]:
     return cache_expectations(frame(), SCENARIO, engine_t=T, engine_queries=QUERIES, engine_hits=HITS, **kwargs)
 
 

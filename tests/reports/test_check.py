@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from typing import Any
 
 import pytest
 
@@ -12,24 +11,25 @@ from loadgen.core.errors import UsageError
 from loadgen.core.thresholds import Threshold
 from reports.analysis.canary import analyse
 from reports.analysis.check import check_report, junit_xml
-from tests.reports.runkit import rec
+from reports.model.report import Report
+from tests.reports.runkit import partial_report, rec
 
 
 @pytest.fixture(scope="module")
-def report() -> dict[str, Any]:
+def report() -> Report:
     b = ColumnBuilder()
     records = [rec([1, 2, 3], phase="baseline"), rec([1, 2, 3], level=1), rec([1, 2, 3], level=1)]
     records += [rec([1, 2, 3], level=4), rec([1, 5, 3], level=4), rec(None, level=4, status="error")]
     for r in records:
         b.add(r)
-    return {"canaries": analyse(b.finish())}
+    return partial_report(canaries=analyse(b.finish()))
 
 
-def outcomes(report: dict[str, Any], metric: str, spec: str) -> list[tuple[str, bool]]:
+def outcomes(report: Report, metric: str, spec: str) -> list[tuple[str, bool]]:
     return [(o.scope, o.passed) for o in check_report(report, [Threshold.parse(metric, spec)]).outcomes]
 
 
-def test_overall_thresholds(report: dict[str, Any]) -> None:
+def test_overall_thresholds(report: Report) -> None:
     assert outcomes(report, "max_unique", "2") == [("overall", True)]
     assert outcomes(report, "max_unique", "1") == [("overall", False)]
     assert outcomes(report, "max_errors", "0") == [("overall", False)]
@@ -39,7 +39,7 @@ def test_overall_thresholds(report: dict[str, Any]) -> None:
     assert outcomes(report, "max_divergence_rate", "0.2") == [("overall", False)]
 
 
-def test_per_level_and_each_level(report: dict[str, Any]) -> None:
+def test_per_level_and_each_level(report: Report) -> None:
     assert outcomes(report, "max_unique", "1@1") == [("concurrency 1", True)]
     assert outcomes(report, "max_unique", "1@each") == [("concurrency 1", True), ("concurrency 4", False)]
     assert outcomes(report, "min_earliest_divergence", "5@1") == [("concurrency 1", True)]  # no divergence
@@ -53,7 +53,7 @@ def test_bad_threshold_values_name_the_option() -> None:
         Threshold.parse("max_errors", "1@high")
 
 
-def test_junit_lists_each_threshold_as_a_test(report: dict[str, Any]) -> None:
+def test_junit_lists_each_threshold_as_a_test(report: Report) -> None:
     result = check_report(report, [Threshold.parse("max_unique", "1@each"), Threshold.parse("max_errors", "5")])
     root = ET.fromstring(junit_xml(result))
     suite = root.find("testsuite")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from collectors.client_cpu import ClientCpuSample, ClientCpuWriter, client_cpu_path, read_client_cpu
 from reports.analysis.client_load import BOUND_SHARE, notices, per_level, section
 from reports.render.md import render_markdown
+from tests.reports.runkit import partial_report
 
 
 def write(run_dir: Path, worker: str, rows: list[tuple[float, float, float | None, int | None, str | None]]) -> None:
@@ -44,7 +45,7 @@ def test_the_report_shows_the_levels_in_its_context_lines(tmp_path: Path) -> Non
         "canaries": [],
         "client_load": client,
     }
-    md = render_markdown(report)
+    md = render_markdown(partial_report(**report))
     assert "share of one core used" in md and "4: 97% (97%) bound" in md
     assert "> **Notice:** Generator-bound at level 4" in md
 

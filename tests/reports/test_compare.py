@@ -16,14 +16,15 @@ from collectors.read.runfolder import ColumnBuilder, load_run
 from reports.analysis.build import build_report
 from reports.analysis.canary import analyse
 from reports.compare.runs import compare_reports, render_markdown, write_comparison
-from tests.reports.runkit import rec, write_run
+from reports.model.report import Report
+from tests.reports.runkit import partial_report, rec, write_run
 
 
-def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+def report_of(records: list[dict[str, Any]]) -> Report:
     b = ColumnBuilder()
     for r in records:
         b.add(r)
-    return {"run": {"id": "x"}, "canaries": analyse(b.finish())}
+    return partial_report(run={"id": "x"}, canaries=analyse(b.finish()))
 
 
 @settings(max_examples=30, deadline=None)
@@ -50,7 +51,8 @@ def test_levels_align_and_missing_ones_are_null(tmp_path: Path) -> None:
     lv1, lv2, lv8 = canary["levels"]
     assert lv1["runs"][1] is None and lv1["deltas"][1] is None
     assert lv8["runs"][0] is None
-    assert lv2["deltas"][1]["unique_completions"] == 1 and lv2["deltas"][1]["divergence_rate"] == 0.5
+    assert (delta := lv2["deltas"][1]) is not None
+    assert delta["unique_completions"] == 1 and delta["divergence_rate"] == 0.5
     paths = write_comparison(cmp, reports, tmp_path / "out")
     assert [p.name for p in paths] == ["comparison.json", "comparison.md", "comparison.html"]
     assert json.loads(paths[0].read_text())["runs"][1]["name"] == "b"

@@ -6,6 +6,7 @@ and report builder as ``loadgen report``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from collectors.engine_metrics import nearest_running
 from collectors.read.runfolder import load_run
 from reports.analysis import coresidency
 from reports.analysis.build import build_report
+from reports.model.report import Report
 from reports.render.html import render_html
 from reports.render.md import render_markdown
 from tests.reports.runkit import rec, write_run
@@ -30,7 +32,9 @@ def samples(pairs: list[tuple[float, float]]) -> list[dict[str, Any]]:
     return [{"t": t, "engine": "vllm", "running": r, "waiting": 0.0} for t, r in pairs]
 
 
-def report_of(tmp_path: Path, records: list[dict[str, Any]], engine: list[dict[str, Any]] | None = None, **m: Any):
+def report_of(
+    tmp_path: Path, records: list[dict[str, Any]], engine: list[dict[str, Any]] | None = None, **m: Any
+) -> Report:
     extra = {"engine_metrics.jsonl": engine} if engine is not None else None
     return build_report(load_run(write_run(tmp_path / "run", records, extra=extra, **m)))
 
@@ -64,7 +68,7 @@ def test_burst_whose_samples_arrive_after_its_send_shows_hundreds_not_zero(tmp_p
         "client_vs_engine": None,
     }
     assert lv["engine_running"] == {"median": 500.0}
-    assert [(g["others"], g["canaries"]) for g in report["canaries"][0]["by_co_residency"]] == [(499, 500)]
+    assert [(g["others"], g["canaries"]) for g in report["canaries"][0]["by_co_residency"] or []] == [(499, 500)]
     assert report["run"]["notices"] == []
 
 
@@ -195,11 +199,12 @@ def test_a_group_whose_others_equal_the_level_has_the_level_s_figures(
     records += [rec(ids, level=lv, engine_batch_sizes=[lv + 1] * 3) for ids, lv in spec]
     report = report_of(tmp_path_factory.mktemp("p"), records)
     entry = report["canaries"][0]
-    groups = {g["others"]: g for g in entry["by_co_residency"]}
+    groups = {g["others"]: g for g in entry["by_co_residency"] or []}
     assert sorted(groups) == [lv["concurrency"] for lv in entry["levels"]]
     for lv in entry["levels"]:
-        g = groups[lv["concurrency"]]
-        assert {k: g[k] for k in _FIGS} == {k: lv[k] for k in _FIGS}
+        g: Mapping[str, object] = groups[lv["concurrency"]]
+        level: Mapping[str, object] = lv
+        assert {k: g[k] for k in _FIGS} == {k: level[k] for k in _FIGS}
         assert (g["min"], g["max"]) == (lv["co_residency"]["min"], lv["co_residency"]["max"])
         assert lv["co_residency"]["held"] == lv["canaries"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -14,7 +14,8 @@ from collectors.read.runfolder import load_run
 from reports.analysis import cost
 from reports.analysis.build import build_report
 from reports.compare.runs import compare_reports, render_html, render_markdown
-from tests.reports.runkit import rec, write_run
+from reports.model.report import BackgroundLevel, Report
+from tests.reports.runkit import partial_report, rec, write_run
 
 
 def test_throughput_is_tokens_over_the_level_span() -> None:
@@ -38,7 +39,7 @@ def test_overall_throughput_sums_tokens_and_walls() -> None:
         {"concurrency": None, "completion_tokens": 999.0, "wall_s": 1.0},  # warm-up: no level
         {"concurrency": 8, "completion_tokens": None, "wall_s": 3.0},
     ]
-    assert cost.overall_throughput(bg) == pytest.approx(20.0)
+    assert cost.overall_throughput(cast("list[BackgroundLevel]", bg)) == pytest.approx(20.0)  # the fields it reads
     assert cost.overall_throughput(None) is None
 
 
@@ -49,7 +50,7 @@ def test_overall_throughput_sums_tokens_and_walls() -> None:
 def test_batch_invariance_server_first_then_label(server: Any, label: Any, want: Any) -> None:
     labels = {} if label is None else {"batch_invariant": label}
     report = {"run": {"server_config": {"batch_invariant": server}, "labels": labels}}
-    assert cost.batch_invariant(report) is want
+    assert cost.batch_invariant(partial_report(**report)) is want
 
 
 def _bg(level: int, t0: float, tokens: int) -> list[dict[str, Any]]:
@@ -59,7 +60,7 @@ def _bg(level: int, t0: float, tokens: int) -> list[dict[str, Any]]:
     ]
 
 
-def _report(tmp_path: Path, name: str, label: str, diverge: bool) -> dict[str, Any]:
+def _report(tmp_path: Path, name: str, label: str, diverge: bool) -> Report:
     records = [rec([1, 2, 3], phase="baseline"), rec([1, 2, 3], level=0), rec([1, 9 if diverge else 2, 3], level=4)]
     run = write_run(
         tmp_path / name,
@@ -72,11 +73,13 @@ def _report(tmp_path: Path, name: str, label: str, diverge: bool) -> dict[str, A
 
 def test_compare_shows_cost_and_a_frontier_when_batch_invariance_differs(tmp_path: Path) -> None:
     a, b = _report(tmp_path, "a", "0", True), _report(tmp_path, "b", "1", False)
+    assert a["background"] is not None
     assert a["background"][0]["tokens_per_s"] == pytest.approx(30 / 3.0)  # 3 requests, sent 100..102, end 103
     pair = [("default", a), ("invariant", b)]
     cmp = compare_reports(pair)
     assert cmp["frontier"] is True and [r["batch_invariant"] for r in cmp["runs"]] == [False, True]
-    rows = {lv["concurrency"]: lv["runs"] for lv in cmp["canaries"][0]["cost"]}
+    rows = {lv["concurrency"]: [row for row in lv["runs"] if row is not None] for lv in cmp["canaries"][0]["cost"]}
+    assert all(len(runs) == 2 for runs in rows.values())
     assert rows[4][0]["background_tokens_per_s"] == pytest.approx(10.0)
     assert rows[4][0]["divergence_rate"] == 1.0 and rows[4][1]["divergence_rate"] == 0.0
     assert rows[0][0]["background_tokens_per_s"] is None  # level 0 had no background

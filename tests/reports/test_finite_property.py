@@ -8,7 +8,7 @@ import json
 import math
 import re
 import xml.etree.ElementTree as ET
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from hypothesis import example, given, settings
@@ -17,10 +17,12 @@ from hypothesis import strategies as st
 from collectors.read.runfolder import MAX_ABS_LOGPROB, top_gap_counted
 from loadgen.core.stats import median, quantiles
 from reports.model.finite import scrub
+from reports.model.report import Canary
 from reports.render import plots
 from reports.render.html import embedded_json, render_html
 from reports.render.md import ci, pct, render_markdown
 from reports.render.svg import Series, chart
+from tests.reports.runkit import partial_report
 
 HOSTILE = st.sampled_from([math.nan, math.inf, -math.inf, 1.7e308, -1.7e308, 1e-308, 0.0, -0.0])
 FLOATS = st.floats() | HOSTILE
@@ -102,16 +104,17 @@ def test_plots_and_renderers_take_any_figure(values: list[float]) -> None:
             }
         ],
     }
-    named = [("run", entry)]
+    canary = cast("Canary", entry)  # a whole entry, but for its hostile figures
+    named = [("run", canary)]
     for svg in (
         plots.unique_vs_level(named),
         plots.rate_vs_level(named),
         plots.drift_vs_level(named),
         plots.latency_vs_level(named),
-        plots.divergence_cdf(entry),
+        plots.divergence_cdf(canary),
     ):
         _finite_svg(svg)
-    report = {"run": {"id": "r", "notices": []}, "input": {"skipped_lines": 0}, "canaries": [entry]}
+    report = partial_report(run={"id": "r", "notices": []}, input={"skipped_lines": 0}, canaries=[entry])
     render_markdown(report)
     page = render_html(report)
     data = page.split('id="report-data">')[1].split("</script>")[0]

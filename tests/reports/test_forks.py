@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from collectors.read.runfolder import load_run
 from reports.analysis import forks
 from reports.analysis.build import build_report
+from reports.model.report import Report
 from reports.render.html import render_html
 from reports.render.md import render_markdown
 from tests.reports.runkit import rec, write_run
@@ -55,7 +56,7 @@ def test_classes_always_add_up(pairs: list[tuple[float, float]]) -> None:
     gap = [b for _, b in pairs]
     codes, step, steps = forks.classify(top1, gap)
     counted = forks.counts(codes)
-    assert sum(counted.values()) == len(pairs)
+    assert counted["near_tie"] + counted["structural"] + counted["unclassified"] == len(pairs)
     ok = codes != forks.UNCLASSIFIED
     assert np.isfinite(steps[ok]).all() and (step[ok] > 0).all()
     assert sum(b["count"] for b in forks.gap_histogram(steps)) == int(ok.sum())
@@ -65,7 +66,7 @@ def _top(gaps: list[float], l1: float = -0.7) -> list[list[list[Any]]]:
     return [[["a", l1], ["b", l1 - g]] for g in gaps]
 
 
-def _run(tmp_path: Path, pattern: list[tuple[int, list[int]]]) -> dict[str, Any]:
+def _run(tmp_path: Path, pattern: list[tuple[int, list[int]]]) -> Report:
     """Reference 1 2 3 4 with a near-tie gap at position 1 and a clear one at position 2."""
     ref_top = _top([2.0, 0.002, 3.0, 1.0])
     records = [rec([1, 2, 3, 4], phase="baseline", logprobs=[-0.1, -0.7, -0.05, -0.2], top=ref_top)]

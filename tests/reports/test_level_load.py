@@ -106,6 +106,7 @@ def test_a_level_held_by_the_client_is_at_level_and_compared_with_the_engine(tmp
     report = build_report(load_run(run_dir))
     co = report["levels"][0]["co_residency"]
     assert (co["source"], co["median"], co["at_level"]) == ("metrics", 2.0, 3)
+    assert co["client"] is not None
     assert co["client"]["median"] == 3.0  # the client had one more out: it counts what the engine queues too
     assert co["client_vs_engine"] == {"canaries": 3, "median_difference": 1.0, "max_abs_difference": 1.0}
     assert report["levels"][0]["not_measured"] is None

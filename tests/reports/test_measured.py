@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.read.runfolder import load_run
 from reports.analysis.build import build_report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,7 +14,7 @@ from reports.analysis.side_rule import MIN_GROUP, contrast, follows
 NAN = float("nan")
 
 
-def sweep(groups: list[tuple[float, float, int, int]]) -> tuple[dict[Side, list[float]], list[bool]]:
+def sweep(groups: list[tuple[float, float, int, int]]) -> tuple[dict[Side, npt.ArrayLike], list[bool]]:
     """Completions from (prefill others, decode others, completions, diverged) groups."""
     p: list[float] = []
     d: list[float] = []
@@ -80,7 +81,7 @@ def test_a_rate_that_falls_with_load_is_not_followed() -> None:
 
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6), st.booleans()), min_size=1, max_size=40))
 def test_the_outcome_is_what_the_per_side_verdicts_say(rows: list[tuple[int, int, bool]]) -> None:
-    others: dict[Side, list[float]] = {"prefill": [float(r[0]) for r in rows], "decode": [float(r[1]) for r in rows]}
+    others: dict[Side, npt.ArrayLike] = {"prefill": [float(r[0]) for r in rows], "decode": [float(r[1]) for r in rows]}
     div = np.array([r[2] for r in rows])
     out = follows(others, div)
     hit = {s for s, c in (("prefill", out["prefill"]), ("decode", out["decode"])) if c["verdict"] == "follows"}

@@ -21,6 +21,8 @@ from loadgen.core.claims import (
 )
 from loadgen.core.errors import UsageError
 from reports.analysis.check import claim_outcomes
+from reports.model.report import Report
+from tests.reports.runkit import partial_report
 
 rates = st.floats(min_value=1e-3, max_value=0.99, allow_nan=False)
 sizes = st.integers(min_value=1, max_value=400)
@@ -99,9 +101,11 @@ def test_level_claim_status() -> None:
     assert level_claim(1, 40, 0.3, asked=True, planned=40)["holds"]
 
 
-def _report(levels: dict[int, tuple[int, int]]) -> dict[str, object]:
+def _report(levels: dict[int, tuple[int, int]]) -> Report:
     lvs = [{"concurrency": lv, "diverged": k, "completions": n} for lv, (k, n) in levels.items()]
-    return {"run": {"levels": sorted(levels), "canaries_per_level": 9}, "canaries": [{"id": "c", "levels": lvs}]}
+    return partial_report(
+        run={"levels": sorted(levels), "canaries_per_level": 9}, canaries=[{"id": "c", "levels": lvs}]
+    )
 
 
 def test_claim_outcomes_name_the_failing_levels() -> None:
@@ -112,5 +116,5 @@ def test_claim_outcomes_name_the_failing_levels() -> None:
         ("concurrency 8", False),
     ]
     assert "impossible" in out[1].message and "9 clean completions needed" in out[2].message
-    missing = claim_outcomes({"run": {"levels": [0, 4]}, "canaries": [{"id": "c", "levels": []}]}, 0.3)
+    missing = claim_outcomes(partial_report(run={"levels": [0, 4]}, canaries=[{"id": "c", "levels": []}]), 0.3)
     assert not any(o.passed for o in missing)

@@ -95,8 +95,9 @@ def test_a_foreign_kernel_prefill_makes_another_kv_and_another_answer(
     own, _, _ = _run(decoder, EngineRequest("own", ids, GREEDY))
     from_foreign, _, _ = _run(decoder, EngineRequest("d", ids, GREEDY, handed=foreign))
     assert _numerics(from_foreign) != _numerics(own)
-    first = {"first_token": own_kv.first_token, "first_logprob": own_kv.first_logprob, "first_top": own_kv.first_top}
-    foreign_kv_only = dataclasses.replace(foreign, **first)
+    foreign_kv_only = dataclasses.replace(
+        foreign, first_token=own_kv.first_token, first_logprob=own_kv.first_logprob, first_top=own_kv.first_top
+    )
     kv_only, _, _ = _run(decoder, EngineRequest("d", ids, GREEDY, handed=foreign_kv_only))
     assert _numerics(kv_only)[0] == _numerics(own)[0] and _numerics(kv_only) != _numerics(own)
 

@@ -31,7 +31,14 @@ def _parse(body: Any, chat: bool = False) -> Any:
         ({"prompt": "hi", "top_p": 0}, 400, "top_p"),
         ({"prompt": "hi", "logprobs": 21}, 400, "logprobs"),
         ({"prompt": "hi", "logprobs": True}, 400, "logprobs"),
-        ({"prompt": "hi", "n": 2}, 400, "n"),
+        ({"prompt": "hi", "n": 0}, 400, "n"),
+        ({"prompt": ["a", "b"], "n": MAX_PROMPTS // 2 + 1}, 400, "n"),
+        ({"prompt": "hi", "min_p": 1.5}, 400, "min_p"),
+        ({"prompt": "hi", "prompt_logprobs": 21}, 400, "prompt_logprobs"),
+        ({"prompt": "hi", "prompt_logprobs": -1}, 400, "prompt_logprobs"),
+        ({"prompt": "hi", "prompt_logprobs": -2}, 400, "prompt_logprobs"),
+        ({"prompt": "hi", "prompt_logprobs": "1"}, 400, "prompt_logprobs"),
+        ({"prompt": "hi", "prompt_logprobs": 1, "stream": True}, 400, "prompt_logprobs"),
         ({"prompt": "hi", "echo": True}, 400, "echo"),
         ({"prompt": "hi", "presence_penalty": 0.5}, 400, "presence_penalty"),
         ({"prompt": "hi", "stop": 5}, 400, "stop"),
@@ -59,12 +66,48 @@ def test_completion_mistakes_are_4xx_naming_the_field(body: Any, status: int, pa
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         ({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}, "top_logprobs"),
         ({"messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 30}, "top_logprobs"),
+        ({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 1}, "prompt_logprobs"),
     ],
 )
 def test_chat_mistakes_are_400(body: Any, param: str) -> None:
     with pytest.raises(ApiError) as info:
         _parse(body, chat=True)
     assert (info.value.status, info.value.param) == (400, param)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"prompt_logprobs": 1, "stream": True}, "`prompt_logprobs` are not available when `stream=True`."),
+        ({"prompt_logprobs": -3}, "`prompt_logprobs` must be a positive value or -1."),
+        ({"prompt_logprobs": 21}, "Requested prompt logprobs of 21, which is greater than max allowed: 20"),
+        (
+            {"prompt_logprobs": -1},
+            f"Requested prompt logprobs of {TOK.vocab_size}, which is greater than max allowed: 20",
+        ),
+    ],
+)
+def test_prompt_logprobs_mistakes_read_as_vllm_words_them(body: dict[str, Any], message: str) -> None:
+    with pytest.raises(ApiError) as info:
+        _parse({"prompt": [5, 6, 7], **body})
+    assert (info.value.status, info.value.param, info.value.message) == (400, "prompt_logprobs", message)
+
+
+def test_prompt_logprobs_zero_may_stream_as_in_vllm_and_k_is_kept() -> None:
+    assert _parse({"prompt": [5, 6], "prompt_logprobs": 0, "stream": True}).params.prompt_logprobs == 0
+    assert _parse({"prompt": [5, 6], "prompt_logprobs": 20}).params.prompt_logprobs == 20
+    assert _parse({"prompt": [5, 6]}).params.prompt_logprobs is None
+
+
+@given(seed=st.one_of(st.none(), st.integers(0, 2**62)), n=st.integers(1, 8), prompts=st.integers(1, 3))
+def test_choices_are_prompt_by_prompt_child_j_seeded_seed_plus_j(seed: int | None, n: int, prompts: int) -> None:
+    body = {"prompt": [[5 + i, 6] for i in range(prompts)], "n": n, "temperature": 1.0, "seed": seed}
+    parsed = _parse(body)
+    choices = parsed.choices()
+    assert len(choices) == parsed.choice_count == n * prompts
+    for index, choice in enumerate(choices):
+        assert choice.prompts == (parsed.prompts[index // n],) and choice.n == 1
+        assert choice.params.seed == (None if seed is None else seed + index % n)
 
 
 def test_both_dialects_map_to_the_same_sampling_parameters() -> None:
@@ -152,7 +195,7 @@ _VALID = st.one_of(
     st.text(min_size=1, max_size=8),  # at most 32 bytes, so 32 tokens: fits 64 with max_tokens 4
     st.lists(st.integers(0, TOK.vocab_size - 1), min_size=1, max_size=40),
 )
-_INVALID = st.one_of(
+_INVALID: st.SearchStrategy[str | list[int]] = st.one_of(
     st.just(""),
     st.just([]),
     st.lists(st.integers(0, TOK.vocab_size - 1), min_size=61, max_size=70),  # no room for 4 tokens in 64

@@ -252,7 +252,7 @@ def test_many_concurrent_clients_all_complete(url: str) -> None:
 # x_batch_sizes: one entry per engine step the request had a row in. Its first step is its prefill,
 # which already samples the first token; each later step decodes one more. So a request that runs
 # to max_tokens (ignore_eos) is in exactly max_tokens steps.
-DIALECTS = [
+DIALECTS: list[tuple[str, dict[str, Any]]] = [
     ("/v1/completions", {"prompt": "the old man and the sea"}),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "the old man and the sea"}]}),
 ]

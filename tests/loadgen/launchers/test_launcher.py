@@ -71,7 +71,7 @@ def test_vllm_kind_passes_port_flags_and_env_to_the_engine(tmp_path: Path) -> No
         seen = json.loads(record.read_text())
     assert seen["argv"] == ["serve", "my-model", "--host", "127.0.0.1", "--port", port, "--no-enable-prefix-caching"]
     assert seen["env"]["VLLM_BATCH_INVARIANT"] == "1" and seen["env"]["VLLM_SERVER_DEV_MODE"] == "1"
-    assert launcher.describe()["command"].startswith("FAKE_RECORD=")
+    assert isinstance(command := launcher.describe()["command"], str) and command.startswith("FAKE_RECORD=")
 
 
 def test_stopping_an_engine_stops_the_workers_it_spawned(tmp_path: Path) -> None:

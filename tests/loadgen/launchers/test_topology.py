@@ -70,7 +70,8 @@ def test_an_embedded_pair_serves_through_the_router_and_stops_whole(tmp_path: Pa
         assert answer["usage"]["completion_tokens"] == 4  # type: ignore[index]
         servers = topo.endpoint_servers()
         assert [(s.name, s.role) for s in servers] == [("prefill", "prefill"), ("decode", "decode")]
-        assert {s.base_url for s in servers} == {s.url for s in topo.servers} and topo.url not in topo.servers
+        urls = {s.url for s in topo.servers}
+        assert {s.base_url for s in servers} == urls and topo.url not in urls
         facts = topo.describe()
         assert facts["topology"] == "pd" and [p["name"] for p in facts["servers"]] == ["prefill", "decode", "router"]
         run_dir = tmp_path / "run"

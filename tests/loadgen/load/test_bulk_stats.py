@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from locust.stats import RequestStats
+from locust.stats import RequestStats, StatsEntry
 
 from loadgen.core.record import ErrorKind
 from loadgen.load.bulk_stats import BulkStats
@@ -43,7 +44,8 @@ def test_folds_match_logging_each_request(done: list[tuple[float, float, int]], 
         if i % folds == 0:
             stats.fold()
     stats.fold()
-    for entry_of in (lambda s: s.get("background", "POST"), lambda s: s.total):
+    entries: list[Callable[[RequestStats], StatsEntry]] = [lambda s: s.get("background", "POST"), lambda s: s.total]
+    for entry_of in entries:
         a, b = entry_of(bulk), entry_of(each)
         assert {f: getattr(a, f) for f in FIELDS} == {f: getattr(b, f) for f in FIELDS}
         assert abs(a.total_response_time - b.total_response_time) < 1e-6 * max(1.0, b.total_response_time)

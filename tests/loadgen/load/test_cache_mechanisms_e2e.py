@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -66,7 +67,7 @@ def quiet_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield engine.url
 
 
-def _run(url: str, tmp_path: Path) -> tuple[Path, list[dict[str, object]], dict[str, object]]:
+def _run(url: str, tmp_path: Path) -> tuple[Path, list[dict[str, Any]], dict[str, Any]]:
     scenario = tmp_path / "s.toml"
     scenario.write_text(SCENARIO)
     result = run(RunRequest(scenario, host=url, out_dir=tmp_path / "runs"))

@@ -52,9 +52,9 @@ def test_a_success_ends_the_pause_and_a_new_run_of_failures_starts_again() -> No
     slot = SlotFailures()
     starts = [slot.ended(HTTP, f"HTTP 400: no {i}") for i in range(5)]
     assert starts == [False, False, True, False, False]  # pausing starts once, at the third failure in a row
-    assert slot.in_a_row == 5 and slot.pause_s == backoff_s(5) and slot.first_message == "HTTP 400: no 0"
+    assert (slot.in_a_row, slot.pause_s, slot.first_message) == (5, backoff_s(5), "HTTP 400: no 0")
     assert slot.ended(None, None) is False
-    assert slot.in_a_row == 0 and slot.pause_s == 0.0 and slot.first_message is None
+    assert (slot.in_a_row, slot.pause_s, slot.first_message) == (0, 0.0, None)
     slot.ended("connection", "ConnectionRefusedError: refused")
     slot.ended("timeout", "read timeout")
     assert slot.first_message == "ConnectionRefusedError: refused" and slot.pause_s == 0.0  # two go again at once

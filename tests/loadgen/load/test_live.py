@@ -1,6 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loadgen.core.record import Phase, Status
 from loadgen.load.live import PENDING, LiveTable, summarise
 from loadgen.load.messages import CanaryDone
 
@@ -8,11 +9,11 @@ seqs = st.lists(st.integers(0, 5), max_size=12)
 
 
 def msg(
-    phase: str,
+    phase: Phase,
     level: int,
     ident: list[int] | None,
     ref: list[int] | None = None,
-    status: str = "ok",
+    status: Status = "ok",
     held: int | None = None,
 ) -> CanaryDone:
     return summarise(

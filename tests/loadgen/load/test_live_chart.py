@@ -9,8 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loadgen.core.record import Phase
 from loadgen.load.live import LiveTable
 from loadgen.load.live_chart import points, render
+from loadgen.load.messages import CanaryDone
 
 
 def _svgs(fragment: str) -> list[ET.Element]:
@@ -83,21 +85,24 @@ def test_a_hostile_canary_id_is_escaped() -> None:
         max_size=40,
     )
 )
-def test_a_point_for_every_level_the_live_table_has_completions_at(msgs: list[tuple[str, str, int, bool, int]]) -> None:
+def test_a_point_for_every_level_the_live_table_has_completions_at(
+    msgs: list[tuple[str, Phase, int, bool, int]],
+) -> None:
     """Fed real completion summaries through ``LiveTable``: the unique-completions chart has exactly one
     point per canary and sweep level with an ok completion, at the table's value."""
     table = LiveTable()
     for canary, phase, level, ok, h in msgs:
         table.add(
-            {
-                "canary": canary,
-                "phase": phase,
-                "level": level,
-                "status": "ok" if ok else "error",
-                "hashes": {"token_ids": f"h{h}"} if ok else {},
-                "identity": {"token_ids": [h]} if ok and phase == "baseline" else None,
-                "first_div": None,
-            }
+            CanaryDone(
+                stage=0,
+                canary=canary,
+                phase=phase,
+                level=level,
+                status="ok" if ok else "error",
+                hashes={"token_ids": f"h{h}"} if ok else {},
+                identity={"token_ids": [h]} if ok and phase == "baseline" else None,
+                first_div=None,
+            )
         )
     rows = table.rows()
     fragment = render(rows)

@@ -25,12 +25,13 @@ from loadgen.core.record import CanaryRecord
 from loadgen.load.live import LiveTable, summarise
 from loadgen.load.messages import CanaryDone
 from reports.analysis.build import build_report
+from reports.model.report import Report
 from tests.loadgen.load.test_messages import travelled
 from tests.reports.runkit import manifest
 
 LEVELS = (0, 2, 4)
 # an answer: ok with token ids (carrying ids, tokens and text, or only tokens and text, or only text), or an error
-answers = st.one_of(
+answers: st.SearchStrategy[tuple[str, list[int], str]] = st.one_of(
     st.tuples(
         st.just("ok"),
         st.lists(st.integers(0, 2), max_size=3),
@@ -105,7 +106,7 @@ def live_table(records: list[CanaryRecord]) -> LiveTable:
     return table
 
 
-def report_of(records: list[CanaryRecord], order: list[int]) -> dict[str, Any]:
+def report_of(records: list[CanaryRecord], order: list[int]) -> Report:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         levels = sorted({r.level for r in records if r.phase == "sweep"})

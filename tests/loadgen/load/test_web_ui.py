@@ -13,6 +13,7 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,11 +221,11 @@ def _served_report(base: str) -> bytes:
     return body
 
 
-def _live_table(base: str) -> list[dict[str, object]]:
+def _live_table(base: str) -> list[dict[str, Any]]:
     with urllib.request.urlopen(base + "/stats/requests", timeout=10) as resp:
         stats = json.loads(resp.read())
     (tab,) = stats["extended_stats"]
-    rows: list[dict[str, object]] = tab["data"]
+    rows: list[dict[str, Any]] = tab["data"]
     return rows
 
 

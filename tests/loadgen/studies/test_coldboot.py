@@ -42,6 +42,7 @@ def test_shipped_cold_boot_finds_the_first_request_differs_on_every_boot(tmp_pat
     assert [b["cached_prompt_tokens"][0] for b in c["boots"]] == [0, 0]  # a fresh engine: request 1 misses
 
     manifest = read_manifest(run_dir)
+    assert manifest.engine is not None
     assert manifest.status == "finished" and manifest.engine["starts"] == 2 and len(manifest.boots) == 2
     assert manifest.boots[0]["url"] != manifest.boots[1]["url"]  # two processes, two free ports
     assert manifest.labels == {"engine": "embedded", "who": "test"} and manifest.levels == [0]
@@ -66,7 +67,8 @@ def test_invariant_engine_behind_a_shell_command_shows_no_cold_start_effect(tmp_
     (c,) = result.summary["canaries"]
     assert c["first_differs_rest_agree"] == 0 and c["boots_counted"] == 2 and c["distinct_all"] == 1
     manifest = read_manifest(result.run_dir)
-    assert manifest.engine["kind"] == "command" and "--batch-invariant" in manifest.engine["command"]
+    assert manifest.engine is not None and manifest.engine["kind"] == "command"
+    assert isinstance(command := manifest.engine["command"], str) and "--batch-invariant" in command
     assert not (result.run_dir / "report.json").exists()
 
 

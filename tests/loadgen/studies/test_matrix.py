@@ -36,7 +36,7 @@ def test_d3_matrix_shows_first_request_divergence_only_with_prefix_caching_on_an
             c["distinct_warm"],
         )
         for cell in result.cells
-        for c in (cell.coldboot or {})["canaries"]
+        for c in (cell.coldboot["canaries"] if cell.coldboot else [])
     }
     assert table.pop(("apc-on_invariant-0", "short")) == (2, 2, 1, 1)
     assert set(table.values()) == {(0, 2, 1, 1)} and len(table) == 7
@@ -47,9 +47,8 @@ def test_d3_matrix_shows_first_request_divergence_only_with_prefix_caching_on_an
     assert [r["name"] for r in cmp["runs"]] == [c.name for c in result.cells]
     manifest = read_manifest(result.cells[3].run_dir)  # type: ignore[arg-type]
     assert manifest.labels["prefix_caching"] == "off" and manifest.labels["batch_invariant"] == "1"
-    assert manifest.engine is not None and manifest.engine["command"].endswith(
-        "--no-enable-prefix-caching --batch-invariant"
-    )
+    assert manifest.engine is not None and isinstance(command := manifest.engine["command"], str)
+    assert command.endswith("--no-enable-prefix-caching --batch-invariant")
 
 
 def test_sweep_matrix_over_external_endpoints_ends_in_one_comparison(fault_server: str, tmp_path: Path) -> None:

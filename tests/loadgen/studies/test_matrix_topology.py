@@ -25,6 +25,7 @@ def test_a_cells_sides_come_after_the_scenarios_and_its_args_reach_every_server(
         {"name": "reload", "topology": "reload", "decode": {"env": {"A": "2"}}},
     ]
     s = parse_scenario({**BASE, "matrix": {"cells": cells}}, "s.toml")
+    assert s.matrix is not None
     colocated, foreign, reload = s.matrix.cells
     assert [cell_mode(s, c) for c in s.matrix.cells] == ["colocated", "pd", "reload"]
     topo = cell_topology(s, foreign)
@@ -50,7 +51,8 @@ def test_a_cells_connector_replaces_the_scenarios_so_one_matrix_mixes_nixl_pairs
         {"name": "reload", "topology": "reload", "connector": "example"},
     ]
     s = parse_scenario({**BASE, "matrix": {"cells": cells}}, "s.toml")
-    topologies = [cell_topology(s, c) for c in s.matrix.cells]  # type: ignore[union-attr]
+    assert s.matrix is not None
+    topologies = [cell_topology(s, c) for c in s.matrix.cells]
     assert [(t.connector, t.connector_extra) for t in topologies if t is not None] == [
         ("nixl", {}),
         ("nixl", {}),

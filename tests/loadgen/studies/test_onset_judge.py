@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from loadgen.studies.onset import CLEAN, DIVERGENT, INCONCLUSIVE, judge, rule_block, upper_bound_95
+from reports.model.report import Report
+from tests.reports.runkit import partial_report
 
 REF = ("token_ids", [1, 2, 3])
 
 
-def report(
-    *, diverged: int = 0, errors: int = 0, completions: int = 4, ref: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def report(*, diverged: int = 0, errors: int = 0, completions: int = 4, ref: dict[str, Any] | None = None) -> Report:
     level = {
         "concurrency": 2,
         "canaries": completions + errors,
@@ -25,10 +25,10 @@ def report(
         "co_residency": {"min": 2, "not_held": 0},
     }
     reference = {"kind": "baseline", "self_consistent": True, "request_id": "r", "identity": "token_ids", **(ref or {})}
-    return {"input": {"records": 9}, "canaries": [{"id": "c", "reference": reference, "levels": [level]}]}
+    return partial_report(input={"records": 9}, canaries=[{"id": "c", "reference": reference, "levels": [level]}])
 
 
-def verdict(rep: dict[str, Any], refs: Any = None, first: Any = None, status: str = "finished") -> Any:
+def verdict(rep: Report, refs: Any = None, first: Any = None, status: str = "finished") -> Any:
     return judge(2, Path("r"), status, rep, 4, {"c": REF} if refs is None else refs, first)
 
 
@@ -50,7 +50,7 @@ def test_clean_divergent() -> None:
         (report(), {"c": None}, None, "finished", "not in the records"),
     ],
 )
-def test_inconclusive_says_why(rep: dict[str, Any], refs: Any, first: Any, status: str, reason: str) -> None:
+def test_inconclusive_says_why(rep: Report, refs: Any, first: Any, status: str, reason: str) -> None:
     r = verdict(rep, refs, first, status)
     assert r.verdict == INCONCLUSIVE and r.reason is not None and reason in r.reason
 

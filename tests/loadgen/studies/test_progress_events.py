@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from loadgen.core.manifest import BootFacts
 from loadgen.studies.events import (
     BootRequest,
     BootStarted,
@@ -133,7 +134,7 @@ def test_cold_boot_events_count_every_request_of_every_boot(tmp_path: Path) -> N
     assert isinstance(events[-1], LoadEnded) and events[-1].run_dir == result.run_dir
 
 
-def result_boots(run_dir: Path) -> list[dict[str, float]]:
+def result_boots(run_dir: Path) -> list[BootFacts]:
     from loadgen.core.manifest import read_manifest
 
     return list(read_manifest(run_dir).boots or [])

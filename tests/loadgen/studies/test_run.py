@@ -59,7 +59,7 @@ def test_every_canary_sent_is_recorded_once(fault_server: str, quickstart_short_
     assert manifest.features["completions"]["identity"] == "token_ids"
     assert manifest.levels == [0, 2, 4]
     # this server has no /metrics: a notice, not a failure
-    assert manifest.engine_metrics["available"] is False
+    assert manifest.engine_metrics is not None and manifest.engine_metrics["available"] is False
     assert f"{fault_server}/metrics: no Prometheus /metrics" in manifest.notices[0]
 
     background = read_jsonl(run_dir / "background.jsonl").rows

@@ -44,6 +44,7 @@ def test_a_pd_scenario_reads_as_written() -> None:
     decoder_direct = true
     """
     s = parse_scenario(tomllib.loads(text), "s.toml")
+    assert s.topology is not None and s.matrix is not None
     assert s.topology.mode == "pd" and s.topology.connector == "example"
     assert s.topology.prefill.args == ["--gpu-memory-utilization", "0.14"]
     assert s.topology.decode.env == {"CUDA_VISIBLE_DEVICES": "1"}

@@ -16,8 +16,8 @@ from loadgen.core.wire import Features, MalformedResponse, StreamError, build_bo
 from loadgen.core.wire.batch import batch_body, parse_batch
 
 FIXTURES = Path(__file__).with_name("fixtures")
-SGLANG = orjson.loads((FIXTURES / "sglang-0.5.15-h200" / "default" / "generate.json").read_bytes())
-VLLM = orjson.loads((FIXTURES / "vllm_completions.json").read_bytes())
+SGLANG: dict[str, Any] = orjson.loads((FIXTURES / "sglang-0.5.15-h200" / "default" / "generate.json").read_bytes())
+VLLM: dict[str, Any] = orjson.loads((FIXTURES / "vllm_completions.json").read_bytes())
 FEATURES = Features(return_token_ids=True, logprobs=True, top_logprobs=2)
 
 

@@ -9,6 +9,7 @@ as one request (``sweep.burst_send = "one-request"``, captured 2026-12-04): a ``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -29,7 +30,7 @@ def read(mode: str, name: str) -> bytes:
     return (ROOT / mode / name).read_bytes()
 
 
-def events(mode: str) -> list[dict[str, object]]:
+def events(mode: str) -> list[dict[str, Any]]:
     """The stream's JSON events, read independently of the tool's decoder."""
     body = read(mode, "generate-stream.txt").decode()
     return [orjson.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
@@ -39,7 +40,7 @@ def events(mode: str) -> list[dict[str, object]]:
 def test_whole_generate_gives_the_ids_and_logprobs_sglang_sent(mode: str) -> None:
     raw = orjson.loads(read(mode, "generate.json"))
     got = parse_body("generate", read(mode, "generate.json"))
-    assert got.token_ids == raw["output_ids"] and len(got.token_ids) == 8
+    assert got.token_ids is not None and got.token_ids == raw["output_ids"] and len(got.token_ids) == 8
     assert got.logprobs == [entry[0] for entry in raw["meta_info"]["output_token_logprobs"]]
     assert got.top_logprobs is not None and all(len(alts) == 2 for alts in got.top_logprobs)
     assert got.finish_reason == "length"
