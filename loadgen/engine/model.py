@@ -9,8 +9,10 @@ more than one token beside them) the decode rows go through the varlen kernel in
 step-kind path is fixed: one split, tiles of 16 keys walked back from the diagonal. Layers: RMSNorm ->
 QKV -> RoPE -> attention -> O proj -> residual; RMSNorm -> gated SiLU MLP -> residual.
 
-It writes K/V into the slots it is given and returns logits for the rows that sample; it never
-schedules, samples or talks HTTP.
+It writes K/V into the slots it is given and returns logits for the rows that sample, and, for a segment that
+asks (``every_row``: a request with ``prompt_logprobs``), logits for each of its rows but the last from an lm_head of
+those rows alone, as vLLM computes prompt logits apart from the step's sampling rows; it never schedules,
+samples or talks HTTP.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class Segment:
     token_ids: list[int]
     start: int
     wants_logits: bool
+    every_row: bool = False  # logits of every row but the last too (a teacher-forced re-score)
 
 
 def _rope(x: F32, pos: npt.NDArray[np.int64], cos: F32, sin: F32, heads: int) -> F32:
@@ -68,7 +71,11 @@ class TinyModel:
 
     def forward(self, segments: list[Segment]) -> F32:
         """Run one step; returns logits (n_sampling_segments, vocab) in segment order."""
-        cfg = self.w.config
+        return self.forward_rows(segments)[0]
+
+    def forward_rows(self, segments: list[Segment]) -> tuple[F32, list[F32 | None]]:
+        """Run one step; the sampling rows' logits as ``forward``'s, and per segment the logits of each of its
+        rows but the last (whose logits are its sampling row's) where it asked (``every_row``), else None."""
         ids = np.fromiter((t for s in segments for t in s.token_ids), dtype=np.int64)
         pos = np.concatenate([np.arange(s.start, s.start + len(s.token_ids)) for s in segments])
         plan = plan_step(len(ids), self.paths)
@@ -77,9 +84,18 @@ class TinyModel:
             x = self._layer(li, layer, x, pos, segments, plan)
         ends = np.cumsum([len(s.token_ids) for s in segments]) - 1
         pick = np.array([e for s, e in zip(segments, ends, strict=True) if s.wants_logits], dtype=np.int64)
-        hidden = rms_norm(x, self.w.final_norm, plan.norm_split)[pick]
+        normed = rms_norm(x, self.w.final_norm, plan.norm_split)
+        every: list[F32 | None] = [
+            self._logits(normed[e + 1 - len(s.token_ids) : e]) if s.every_row else None
+            for s, e in zip(segments, ends, strict=True)
+        ]
+        return self._logits(normed[pick]), every
+
+    def _logits(self, hidden: F32) -> F32:
+        """The lm_head over ``hidden``'s rows, its split count from their number, as one GEMM launch's."""
+        cfg = self.w.config
         vocab = self.w.lm_head.shape[1]
-        z = split_k_matmul(hidden, self.w.lm_head, split_k_count(len(pick), vocab, cfg.d_model, self.paths.matmul))
+        z = split_k_matmul(hidden, self.w.lm_head, split_k_count(len(hidden), vocab, cfg.d_model, self.paths.matmul))
         return (z * self.logit_scale + self.w.prior[None, :]).astype(np.float32)
 
     def _linear(self, x: F32, w: npt.NDArray[np.float64], plan: StepPlan) -> F32:

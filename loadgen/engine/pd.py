@@ -75,8 +75,8 @@ async def _client(app: web.Application) -> AsyncIterator[None]:
 
 
 def transfer_of(app: web.Application, body: object, stream: bool, prompts: int) -> KVTransfer | None:
-    """The request's ``kv_transfer_params``, checked against this server's role and the request (one prompt, and
-    a prefill leg unstreamed); raises :class:`ApiError`."""
+    """The request's ``kv_transfer_params``, checked against this server's role and the request (one choice: one
+    prompt and n of 1, given as ``prompts``; a prefill leg unstreamed); raises :class:`ApiError`."""
     value = body.get(FIELD) if isinstance(body, dict) else None
     role = app[PD_KEY].role
     if isinstance(value, dict) and value.get("do_remote_decode") is True and role == "decode":
@@ -87,7 +87,9 @@ def transfer_of(app: web.Application, body: object, stream: bool, prompts: int) 
     if transfer is None:
         return None
     if prompts > 1:  # one transfer id, one KV, one prompt's ids to check: a hand-over is of one prompt
-        raise ApiError(400, f"'{FIELD}' needs a single prompt; this request has {prompts} (a prompt list)", FIELD)
+        raise ApiError(
+            400, f"'{FIELD}' needs a single prompt; this request has {prompts} (a prompt list, or n > 1)", FIELD
+        )
     if transfer.hand_over and stream:
         raise ApiError(400, f"'{FIELD}.do_remote_decode' needs stream false: the KV's address rides on the one answer")
     return transfer

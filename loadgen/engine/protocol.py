@@ -3,10 +3,13 @@
 Why this module exists: a client mistake (bad JSON, unknown model, value out of range, prompt
 too long) must come back as a 4xx with a message naming the field, never a 500; and both
 dialects (``/v1/completions`` and ``/v1/chat/completions``) must map onto the same
-:class:`SamplingParams`. Parameters the engine cannot honour (n > 1, echo, penalties, logit
-bias) are rejected by name rather than silently ignored; other unknown fields are ignored, as vLLM
-does. The engine's own extension ``x_batch_sizes`` (a boolean: report the batch size of every step;
-see loadgen/engine/server.py) is validated like any flag. Pure: dicts in, dataclasses out.
+:class:`SamplingParams`. Parameters the engine cannot honour (echo, penalties, logit bias, and
+``prompt_logprobs`` on chat) are rejected by name rather than silently ignored; other unknown fields are
+ignored, as vLLM does. ``n`` asks for n choices of each prompt, each its own engine request, a seeded
+one's choice ``j`` seeded ``seed + j`` as vLLM's ``ParentRequest`` does (``choices``). ``prompt_logprobs``
+(completions; vLLM's extension) is checked with vLLM's messages: not with a stream, at least 0 (or -1, the
+whole vocabulary), at most 20. The engine's own extension ``x_batch_sizes`` (a boolean: report the batch size
+of every step; see loadgen/engine/server.py) is validated like any flag. Pure: dicts in, dataclasses out.
 
 A completions ``prompt`` may be a list of prompts (strings or token-id lists), as vLLM's OpenAI server
 takes it: one request whose prompts enter the engine together (a client's way to make N requests arrive
@@ -65,6 +68,11 @@ class ParsedRequest:
     cache_salt: str | None
     request_id: str | None
     x_batch_sizes: bool = False
+    n: int = 1  # choices per prompt
+
+    @property
+    def choice_count(self) -> int:
+        return len(self.prompts) * self.n
 
     @property
     def prompt_ids(self) -> list[int]:
@@ -76,6 +84,16 @@ class ParsedRequest:
     def one(self, index: int) -> ParsedRequest:
         """Prompt ``index`` as a request of its own: what a client sending it alone would have asked."""
         return replace(self, prompts=(self.prompts[index],))
+
+    def choices(self) -> list[ParsedRequest]:
+        """One request per choice, in choice order (prompt by prompt, its ``n`` children in turn): child ``j`` of a
+        seeded request is seeded ``seed + j``, as vLLM seeds the children of ``n``, so each is reproducible alone."""
+        seed = self.params.seed
+        return [
+            replace(self.one(i), n=1, params=replace(self.params, seed=None if seed is None else seed + j))
+            for i in range(len(self.prompts))
+            for j in range(self.n)
+        ]
 
 
 def _bad(field: str, expected: str, value: object) -> ApiError:
@@ -132,9 +150,6 @@ def _stop_ids(body: dict[str, Any], vocab: int) -> tuple[int, ...]:
 
 
 def _reject_unsupported(body: dict[str, Any]) -> None:
-    n = body.get("n")
-    if n not in (None, 1):
-        raise ApiError(400, f"'n' must be 1 on this engine; got {n!r}", "n")
     if body.get("echo"):
         raise ApiError(400, "'echo' is not supported by the embedded engine", "echo")
     if body.get("logit_bias"):
@@ -251,18 +266,21 @@ def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) 
     else:  # the prompt that does not fit is the one to name
         rooms = [_room(ids, max_tokens, max_model_len, f"prompt[{i}]", f"prompt[{i}]") for i, ids in enumerate(prompts)]
     seed = _int(body, "seed", None, -(2**63), 2**63 - 1)
+    n = _int(body, "n", 1, 1, MAX_PROMPTS // len(prompts)) or 1
+    stream = _bool(body, "stream")
     params = SamplingParams(
         max_tokens=max_tokens if max_tokens is not None else rooms[0],  # unset only in chat: one prompt
         temperature=_float(body, "temperature", 1.0, 0.0, 2.0),
         top_p=_float(body, "top_p", 1.0, 1e-9, 1.0),
         top_k=_int(body, "top_k", 0, -1, tok.vocab_size) or 0,
+        min_p=_float(body, "min_p", 0.0, 0.0, 1.0),
         seed=None if seed is None else seed % 2**63,
         stop=_stops(body),
         stop_token_ids=_stop_ids(body, tok.vocab_size),
         ignore_eos=_bool(body, "ignore_eos"),
         logprobs=logprobs,
+        prompt_logprobs=_prompt_logprobs(body, chat, stream, tok.vocab_size),
     )
-    stream = _bool(body, "stream")
     options = body.get("stream_options")
     if options is not None and (not isinstance(options, dict) or not stream):
         raise _bad("stream_options", "an object, and only with stream=true", options)
@@ -283,7 +301,46 @@ def parse_request(body: object, chat: bool, tok: Tokenizer, max_model_len: int) 
         cache_salt=salt,
         request_id=request_id if isinstance(request_id, str) and request_id else None,
         x_batch_sizes=_bool(body, "x_batch_sizes"),
+        n=n,
     )
+
+
+def _prompt_logprobs(body: dict[str, Any], chat: bool, stream: bool, vocab: int) -> int | None:
+    """vLLM's ``prompt_logprobs`` checks and messages (its protocol's ``check_logprobs``, its processor's bound);
+    -1 is the whole vocabulary, over the bound of 20. Chat is refused: the re-score is a completions feature here."""
+    value = body.get("prompt_logprobs")
+    if value is None:
+        return None
+    if chat:
+        raise ApiError(
+            400,
+            "'prompt_logprobs' is served on /v1/completions only (send the token ids as the prompt)",
+            "prompt_logprobs",
+        )
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad("prompt_logprobs", "an integer", value)
+    if stream and (value > 0 or value == -1):
+        raise ApiError(400, "`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs")
+    if value < -1:
+        raise ApiError(400, "`prompt_logprobs` must be a positive value or -1.", "prompt_logprobs")
+    k = vocab if value == -1 else value
+    if k > MAX_LOGPROBS:
+        raise ApiError(
+            400,
+            f"Requested prompt logprobs of {k}, which is greater than max allowed: {MAX_LOGPROBS}",
+            "prompt_logprobs",
+        )
+    return k
+
+
+def check_prompt_logprobs(parsed: ParsedRequest, transfer: bool, served: bool) -> None:
+    """``prompt_logprobs`` needs every prompt position computed here, on a backend that computes them."""
+    if parsed.params.prompt_logprobs is None:
+        return
+    if transfer:
+        raise ApiError(400, "'prompt_logprobs' cannot be served with 'kv_transfer_params'", "prompt_logprobs")
+    if not served:
+        raise ApiError(400, "'prompt_logprobs' is not served by this backend (--backend gpu)", "prompt_logprobs")
 
 
 REQUEST_ID_HEADER = "X-Request-Id"

@@ -7,7 +7,11 @@ chat puts ``token_ids`` on the choice, ``prompt_token_ids`` on the response (fir
 streaming) and logprobs in ``logprobs.content[]``. ``return_tokens_as_token_ids`` renders tokens
 as ``token_id:N``. A completions request of several prompts gets one choice per prompt, each rendered
 by its own :class:`Renderer` (``index``: the prompt's place in the list), and usage summed over them, as
-vLLM answers a prompt list. Pure: events in, dicts out; serialisation happens in the server.
+vLLM answers a prompt list; with ``n`` each prompt has n choices (``index`` prompt * n + child), its prompt
+counted once in usage, as vLLM counts it. ``prompt_logprobs`` goes on a completions choice as vLLM puts it:
+None for the first position, then per position ``{token_id: {logprob, rank, decoded_token}}``, the given
+token first with its rank, then the top k ranked 1..k (a given token among them keeps its place and takes
+its top-k rank, as vLLM's dict does). Pure: events in, dicts out; serialisation happens in the server.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadgen.engine.protocol import MODEL_ID, ParsedRequest
+from loadgen.engine.sampling import PositionLogprobs
 from loadgen.engine.scheduler import TokenEvent
 from loadgen.engine.tokenizer import Tokenizer
 
@@ -28,7 +33,8 @@ class Renderer:
     tok: Tokenizer
     response_id: str
     created: int
-    index: int = 0  # the choice's index: its prompt's place in the request's prompt list
+    index: int = 0  # the choice's index: prompt * n + child
+    child: int = 0  # its place among its prompt's n choices: only child 0 counts the prompt in summed usage
     text_offset: int = 0
     generated: int = 0
     prompt_tokens_details: bool = True  # vLLM sends them only with --enable-prompt-tokens-details
@@ -76,7 +82,24 @@ class Renderer:
             content.append(entry)
         return {"content": content}
 
-    def _choice(self, events: list[TokenEvent], stream: bool) -> dict[str, Any]:
+    def _prompt_logprobs(self, positions: tuple[PositionLogprobs, ...]) -> list[dict[str, Any] | None]:
+        out: list[dict[str, Any] | None] = [None]
+        for pos in positions:
+            ranked = [(pos.token_id, pos.logprob, pos.rank)]
+            ranked += [(t, lp, rank) for rank, (t, lp) in enumerate(pos.top, start=1)]
+            entry: dict[str, Any] = {}
+            for token, lp, rank in ranked:
+                entry[str(token)] = {
+                    "logprob": max(lp, -9999.0),
+                    "rank": rank,
+                    "decoded_token": self.tok.token_text(token),
+                }
+            out.append(entry)
+        return out
+
+    def _choice(
+        self, events: list[TokenEvent], stream: bool, prompt_logprobs: tuple[PositionLogprobs, ...] | None = None
+    ) -> dict[str, Any]:
         self.generated += len(events)
         last = events[-1] if events else None
         text = "".join(ev.text for ev in events)
@@ -104,19 +127,21 @@ class Renderer:
             choice["token_ids"] = [ev.token_id for ev in events]
         if not self.req.chat:
             if not stream:
-                choice["prompt_logprobs"] = None
+                choice["prompt_logprobs"] = None if prompt_logprobs is None else self._prompt_logprobs(prompt_logprobs)
             first = not stream or self._first_chunk
             choice["prompt_token_ids"] = self.req.prompt_ids if first and self.req.return_token_ids else None
         return choice
 
-    def full(self, events: list[TokenEvent], cached_tokens: int) -> dict[str, Any]:
-        """The non-streaming response body."""
+    def full(
+        self, events: list[TokenEvent], cached_tokens: int, prompt_logprobs: tuple[PositionLogprobs, ...] | None = None
+    ) -> dict[str, Any]:
+        """The non-streaming response body (``prompt_logprobs``: the prompt's re-score, when it was asked)."""
         body: dict[str, Any] = {
             "id": self.response_id,
             "object": "chat.completion" if self.req.chat else "text_completion",
             "created": self.created,
             "model": MODEL_ID,
-            "choices": [self._choice(events, stream=False)],
+            "choices": [self._choice(events, stream=False, prompt_logprobs=prompt_logprobs)],
             "system_fingerprint": None,
             "usage": self.usage(cached_tokens),
         }
@@ -136,7 +161,14 @@ class Renderer:
     def role_chunk(self) -> dict[str, Any]:
         """Chat streams open with the assistant role (and the prompt ids when asked)."""
         chunk = self._chunk(
-            [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]
+            [
+                {
+                    "index": self.index,
+                    "delta": {"role": "assistant", "content": ""},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
+            ]
         )
         if self.req.return_token_ids:
             chunk["prompt_token_ids"] = self.req.prompt_ids
@@ -157,21 +189,66 @@ class Renderer:
         return chunk
 
 
-def summed_usage(usages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Usage of a request of several prompts: every count summed, ``cached_tokens`` too where it is rendered."""
-    counts = ("prompt_tokens", "total_tokens", "completion_tokens")
-    total: dict[str, Any] = {k: sum(u[k] for u in usages) for k in counts}
-    details = [u["prompt_tokens_details"] for u in usages]
-    cached = None if details[0] is None else {"cached_tokens": sum(d["cached_tokens"] for d in details)}
-    total["prompt_tokens_details"] = cached
+def summed_usage(usages: list[tuple[Renderer, dict[str, Any]]]) -> dict[str, Any]:
+    """Usage of a request of several choices from each choice's own: completion tokens summed over every choice,
+    prompt and cached tokens over each prompt's first choice (vLLM counts a prompt once, whatever ``n``)."""
+    firsts = [u for r, u in usages if r.child == 0]
+    prompt = sum(u["prompt_tokens"] for u in firsts)
+    completion = sum(u["completion_tokens"] for _, u in usages)
+    total: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+    }
+    details = [u["prompt_tokens_details"] for u in firsts]
+    total["prompt_tokens_details"] = (
+        None if details[0] is None else {"cached_tokens": sum(d["cached_tokens"] for d in details)}
+    )
     return total
 
 
-def merged_body(bodies: list[dict[str, Any]]) -> dict[str, Any]:
-    """One answer to a prompt list from each prompt's own ``full`` body (same id): their choices in prompt
-    order, each carrying its index, and usage summed."""
+def merged_body(parts: list[tuple[Renderer, dict[str, Any]]]) -> dict[str, Any]:
+    """One answer to a request of several choices from each choice's own ``full`` body (same id): their choices
+    in order, each carrying its index, and usage summed (``summed_usage``)."""
+    bodies = [body for _, body in parts]
     return {
         **bodies[0],
         "choices": [choice for body in bodies for choice in body["choices"]],
-        "usage": summed_usage([body["usage"] for body in bodies]),
+        "usage": summed_usage([(r, body["usage"]) for r, body in parts]),
     }
+
+
+def generate_requests(parsed: ParsedRequest, request_id: str) -> list[dict[str, Any]]:
+    """vLLM's render routes' answer: per prompt, its token ids and sampling in ``GenerateRequest``'s fields (ids
+    ``<id>-<i>`` when there are several, as vLLM names a prompt list's engine requests)."""
+    p = parsed.params
+    sampling = {
+        "max_tokens": p.max_tokens,
+        "temperature": p.temperature,
+        "top_p": p.top_p,
+        "top_k": p.top_k,
+        "min_p": p.min_p,
+        "seed": p.seed,
+        "n": parsed.n,
+        "stop": list(p.stop),
+        "stop_token_ids": list(p.stop_token_ids),
+        "ignore_eos": p.ignore_eos,
+        "logprobs": p.logprobs,
+        "prompt_logprobs": p.prompt_logprobs,
+    }
+    several = len(parsed.prompts) > 1
+    return [
+        {
+            "request_id": f"{request_id}-{i}" if several else request_id,
+            "token_ids": prompt_ids,
+            "features": None,
+            "sampling_params": sampling,
+            "model": MODEL_ID,
+            "stream": parsed.stream,
+            "stream_options": None,
+            "cache_salt": parsed.cache_salt,
+            "priority": 0,
+            "kv_transfer_params": None,
+        }
+        for i, prompt_ids in enumerate(parsed.prompts)
+    ]

@@ -27,6 +27,7 @@ from loadgen.engine.kvwire import HandedKV
 from loadgen.engine.metrics import EngineGauges
 from loadgen.engine.model import TinyModel
 from loadgen.engine.plan import InvariantPaths
+from loadgen.engine.sampling import PositionLogprobs
 from loadgen.engine.scheduler import Delivery, EngineRequest, Scheduler, TokenEvent
 from loadgen.engine.steplog import open_step_trace
 from loadgen.engine.tokenizer import Tokenizer, load_tokenizer
@@ -83,6 +84,7 @@ class RequestStream:
     finished: bool = False
     batch_sizes: list[int] = field(default_factory=list)  # one per step the request had a row in
     handed: HandedKV | None = None  # a ``hand_over`` request's prompt KV, once its prefill step ran
+    prompt_logprobs: tuple[PositionLogprobs, ...] | None = None  # the prompt's re-score, once its prefill step ran
     _pending: list[TokenEvent] = field(default_factory=list)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -91,6 +93,8 @@ class RequestStream:
         self.batch_sizes.append(delivery.batch_size)
         if delivery.handed is not None:
             self.handed = delivery.handed
+        if delivery.prompt_logprobs is not None:
+            self.prompt_logprobs = delivery.prompt_logprobs
         self._pending.extend(delivery.events)
         self._ready.set()
 

@@ -11,7 +11,10 @@ gained, with the step's batch size (the sequences in that forward pass: a reques
 (``handed``): it is loaded into the slot, never recomputed, the prefill step's first token is taken
 as sampled there, and the sequence decodes from the next step on; or, with ``recompute_last`` (vLLM's
 decode server), every position but the last prompt token's is loaded, that token is prefilled here as
-a one-row prefill and the first token is sampled here. With ``trace`` set, each forward step's rows are
+a one-row prefill and the first token is sampled here. A request with ``prompt_logprobs`` skips the prefix-cache
+lookup (every prompt position is computed, as vLLM skips it for such a request) and its prefill step's delivery
+carries the re-score of its prompt. A seeded request samples from its own generator, an unseeded one from the
+scheduler's shared ``unseeded`` generator (loadgen/engine/sampling.py). With ``trace`` set, each forward step's rows are
 written to the step trace before the step runs (loadgen/engine/steplog.py). It is synchronous and single-threaded
 on purpose: :mod:`loadgen.engine.runner` drives it from a thread; tests call ``step`` directly. It
 knows nothing of HTTP.
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -31,7 +34,14 @@ from loadgen.engine.kernels import F32
 from loadgen.engine.kvcache import PrefixCache, SlotKV, block_hashes
 from loadgen.engine.kvwire import HandedKV
 from loadgen.engine.model import Segment, TinyModel
-from loadgen.engine.sampling import Sampled, SamplingParams, sample_row
+from loadgen.engine.sampling import (
+    PositionLogprobs,
+    Sampled,
+    SamplingParams,
+    prompt_logprobs,
+    request_rng,
+    sample_row,
+)
 from loadgen.engine.steplog import step_record
 from loadgen.engine.tokenizer import EOS_ID, Tokenizer
 
@@ -67,6 +77,8 @@ class Delivery:
     events: list[TokenEvent]
     batch_size: int
     handed: HandedKV | None = None  # a ``hand_over`` request's prompt KV, on its prefill step's delivery
+    # a ``prompt_logprobs`` request's re-score of prompt positions 1.., on its prefill step's delivery
+    prompt_logprobs: tuple[PositionLogprobs, ...] | None = None
 
 
 @dataclass
@@ -114,6 +126,7 @@ class RequestQueue(Generic[S]):
     running: dict[str, S]
     stats: SchedulerStats
     max_num_seqs: int
+    serves_prompt_logprobs: ClassVar[bool] = False  # whether ``prompt_logprobs`` is computed (the CPU engine's)
 
     @property
     def max_model_len(self) -> int:
@@ -163,6 +176,8 @@ class Scheduler(RequestQueue[_Seq]):
     # a decode leg recomputes its last prompt token and samples its first token itself, as vLLM's does
     recompute_last: bool = False
     trace: StepWriter | None = None  # the step trace's writer (``LOADGEN_STEP_TRACE``), if any
+    unseeded: np.random.Generator = field(default_factory=np.random.default_rng)  # what unseeded requests draw from
+    serves_prompt_logprobs: ClassVar[bool] = True
 
     @property
     def kv(self) -> SlotKV:
@@ -191,15 +206,15 @@ class Scheduler(RequestQueue[_Seq]):
             self.waiting.popleft()
             slot = self.kv.acquire()
             hashes = block_hashes(req.prompt_ids, req.cache_salt)
-            n_blocks = self.prefix_cache.match(hashes, len(req.prompt_ids))
+            rescore = req.params.prompt_logprobs is not None and req.handed is None
+            n_blocks = 0 if rescore else self.prefix_cache.match(hashes, len(req.prompt_ids))
             self.prefix_cache.load(hashes, n_blocks, self.kv, slot)
-            seed = req.params.seed
             seq = _Seq(
                 req=req,
                 slot=slot,
                 tokens=list(req.prompt_ids),
                 text=TextState(req.params.stop),
-                rng=np.random.default_rng(seed),
+                rng=request_rng(req.params.seed, self.unseeded),
                 hashes=hashes,
                 cached_tokens=n_blocks * 16,
             )
@@ -248,12 +263,14 @@ class Scheduler(RequestQueue[_Seq]):
         if not decoding and not admitted:
             return loaded
         segments = [Segment(s.slot, [s.tokens[-1]], len(s.tokens) - 1, True) for s in decoding]
-        segments += [Segment(s.slot, s.tokens[s.cached_tokens :], s.cached_tokens, True) for s in admitted]
+        segments += [
+            Segment(s.slot, s.tokens[s.cached_tokens :], s.cached_tokens, True, _rescores(s)) for s in admitted
+        ]
         order = decoding + admitted
         if self.trace is not None:
             prefills = [(s, s.cached_tokens) for s in admitted]
             self.trace.write(step_record(self.stats.steps_total, decoding, prefills))
-        logits = self.model.forward(segments)
+        logits, every = self.model.forward_rows(segments)
         self.stats.steps_total += 1
         self.stats.batch_rows_last = sum(len(seg.token_ids) for seg in segments)
         for seq in admitted:
@@ -263,7 +280,12 @@ class Scheduler(RequestQueue[_Seq]):
             event = self._advance(seq, logits[row])
             prefilled = row >= len(decoding)
             handed = self._hand_over(seq, event, len(order)) if prefilled and seq.req.hand_over else None
-            deliveries.append(Delivery(seq.req.request_id, seq.cached_tokens, [event], len(order), handed))
+            rows = every[row]
+            rescored = None
+            if rows is not None and seq.req.params.prompt_logprobs is not None:
+                rescored = prompt_logprobs(rows, seq.req.prompt_ids[1:], seq.req.params.prompt_logprobs)
+            delivery = Delivery(seq.req.request_id, seq.cached_tokens, [event], len(order), handed, rescored)
+            deliveries.append(delivery)
             if event.finish_reason is not None:
                 del self.running[seq.req.request_id]
                 self._release(seq)
@@ -272,6 +294,11 @@ class Scheduler(RequestQueue[_Seq]):
 
     def _advance(self, seq: _Seq, logits: F32) -> TokenEvent:
         return advance(seq, logits, tokenizer=self.tokenizer, max_model_len=self.max_model_len, stats=self.stats)
+
+
+def _rescores(seq: _Seq) -> bool:
+    """Whether this prefill computes every prompt position's logits: asked, and nothing of the prompt cached."""
+    return seq.req.params.prompt_logprobs is not None and seq.cached_tokens == 0
 
 
 def advance(

@@ -32,6 +32,11 @@ Request ids, as vLLM's: the base id is the ``X-Request-Id`` header (printable AS
 otherwise ignored), else the body's ``request_id``, else a fresh one; the answer's ``id`` is ``cmpl-<base>``
 (chat: ``chatcmpl-<base>``) and each prompt's engine request id that plus ``-`` and 8 random hex digits, so two
 requests in flight under one header never share an engine id. The step trace names requests by engine id.
+
+``n`` > 1: each prompt's n choices are n engine requests submitted together (ids ``<j>_<prompt's id>``, as vLLM
+names a parent's children), seeded ``seed + j`` when seeded (``ParsedRequest.choices``); choice ``index`` is
+prompt * n + j. ``prompt_logprobs`` (completions, unstreamed) puts each prompt's re-score on its choices; it
+is refused with ``kv_transfer_params`` (a handed-over KV computes no prompt row) and on a backend without it.
 """
 
 from __future__ import annotations
@@ -60,10 +65,11 @@ from loadgen.engine.protocol import (
     REQUEST_ID_HEADER,
     ApiError,
     ParsedRequest,
+    check_prompt_logprobs,
     header_request_id,
     parse_request,
 )
-from loadgen.engine.responses import Renderer, merged_body, summed_usage
+from loadgen.engine.responses import Renderer, generate_requests, merged_body, summed_usage
 from loadgen.engine.runner import EngineRunner, RequestStream
 from loadgen.engine.scheduler import EngineRequest, TokenEvent
 
@@ -141,7 +147,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     try:
         body_in = await _read_json(request)
         parsed = parse_request(body_in, chat, sched.tokenizer, sched.model.w.config.max_model_len)
-        transfer = pd.transfer_of(request.app, body_in, parsed.stream, len(parsed.prompts))
+        transfer = pd.transfer_of(request.app, body_in, parsed.stream, parsed.choice_count)
+        check_prompt_logprobs(parsed, transfer is not None, sched.serves_prompt_logprobs)
     except ApiError as err:
         return _error(err)
     fault = _draw_fault(request, parsed.stream)
@@ -165,15 +172,20 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             return _error(err)
     hand_over = transfer is not None and transfer.hand_over
     response_id = _response_id(request, parsed)
-    parts = [parsed.one(i) for i in range(len(parsed.prompts))]
-    reqs = [
-        EngineRequest(f"{response_id}-{uuid.uuid4().hex[:8]}", p.prompt_ids, p.params, p.cache_salt, hand_over, handed)
-        for p in parts
+    parts = parsed.choices()
+    prompt_ids = [f"{response_id}-{uuid.uuid4().hex[:8]}" for _ in parsed.prompts]
+    engine_ids = [
+        prompt_ids[i // parsed.n] if parsed.n == 1 else f"{i % parsed.n}_{prompt_ids[i // parsed.n]}"
+        for i in range(len(parts))
     ]
-    streams = runner.submit_all(reqs)  # every prompt before any is awaited: they enter the scheduler together
+    reqs = [
+        EngineRequest(rid, p.prompt_ids, p.params, p.cache_salt, hand_over, handed)
+        for rid, p in zip(engine_ids, parts, strict=True)
+    ]
+    streams = runner.submit_all(reqs)  # every choice before any is awaited: they enter the scheduler together
     details, created = request.app[SERVED_KEY].prompt_tokens_details, int(time.time())
     renderers = [
-        Renderer(p, sched.tokenizer, response_id, created, index=i, prompt_tokens_details=details)
+        Renderer(p, sched.tokenizer, response_id, created, index=i, child=i % parsed.n, prompt_tokens_details=details)
         for i, p in enumerate(parts)
     ]
     try:
@@ -212,10 +224,10 @@ async def _full_body(parsed: ParsedRequest, renderers: list[Renderer], streams: 
         events: list[TokenEvent] = []
         while got := await stream.next_events():
             events.extend(got)
-        body = renderer.full(events, stream.cached_tokens)
+        body = renderer.full(events, stream.cached_tokens, stream.prompt_logprobs)
         if parsed.x_batch_sizes:
             _put_batch_sizes(body, stream.batch_sizes, len(streams) > 1)
-        bodies.append(body)
+        bodies.append((renderer, body))
     return merged_body(bodies)
 
 
@@ -286,7 +298,8 @@ async def _stream(
 
     try:
         if parsed.chat:
-            await send(renderers[0].role_chunk())
+            for renderer in renderers:  # one role chunk per choice, as vLLM opens a chat stream of n choices
+                await send(renderer.role_chunk())
         async with contextlib.aclosing(_arrivals(streams)) as arrivals:
             async for index, events in arrivals:
                 deltas += 1
@@ -304,7 +317,7 @@ async def _stream(
             raise
         return resp  # the client hung up on a faulted stream (a malformed chunk): expected, not a server error
     if parsed.include_usage:
-        usages = [r.usage(s.cached_tokens) for r, s in zip(renderers, streams, strict=True)]
+        usages = [(r, r.usage(s.cached_tokens)) for r, s in zip(renderers, streams, strict=True)]
         await send(renderers[0].usage_chunk(summed_usage(usages)))
     if kind != "no_done":
         await resp.write(b"data: [DONE]\n\n")
@@ -329,35 +342,7 @@ async def _render(request: web.Request, chat: bool) -> web.Response:
         parsed = parse_request(await _read_json(request), chat, sched.tokenizer, sched.model.w.config.max_model_len)
     except ApiError as err:
         return _error(err)
-    p = parsed.params
-    sampling = {
-        "max_tokens": p.max_tokens,
-        "temperature": p.temperature,
-        "top_p": p.top_p,
-        "top_k": p.top_k,
-        "seed": p.seed,
-        "stop": list(p.stop),
-        "stop_token_ids": list(p.stop_token_ids),
-        "ignore_eos": p.ignore_eos,
-        "logprobs": p.logprobs,
-    }
-    request_id = _response_id(request, parsed)
-    several = len(parsed.prompts) > 1
-    rendered = [
-        {
-            "request_id": f"{request_id}-{i}" if several else request_id,
-            "token_ids": prompt_ids,
-            "features": None,
-            "sampling_params": sampling,
-            "model": MODEL_ID,
-            "stream": parsed.stream,
-            "stream_options": None,
-            "cache_salt": parsed.cache_salt,
-            "priority": 0,
-            "kv_transfer_params": None,
-        }
-        for i, prompt_ids in enumerate(parsed.prompts)
-    ]
+    rendered = generate_requests(parsed, _response_id(request, parsed))
     return web.Response(body=orjson.dumps(rendered[0] if chat else rendered), content_type="application/json")
 
 

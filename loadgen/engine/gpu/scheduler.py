@@ -29,6 +29,7 @@ from loadgen.core.steptrace import StepWriter
 from loadgen.engine.detok import TextState
 from loadgen.engine.gpu.model import F32, GpuModel, to_host
 from loadgen.engine.kvcache import PrefixCache
+from loadgen.engine.sampling import request_rng
 from loadgen.engine.scheduler import Delivery, EngineRequest, RequestQueue, SchedulerStats, TokenEvent, advance
 from loadgen.engine.steplog import step_record
 from loadgen.engine.tokenizer import Tokenizer
@@ -72,6 +73,7 @@ class GpuScheduler(RequestQueue[_Seq]):
     prefix_cache: PrefixCache = field(default_factory=lambda: PrefixCache(0, False))
     free: list[int] = field(default_factory=list)
     trace: StepWriter | None = None  # the step trace's writer (``LOADGEN_STEP_TRACE``), if any
+    unseeded: np.random.Generator = field(default_factory=np.random.default_rng)  # what unseeded requests draw from
 
     def __post_init__(self) -> None:
         self.free = list(range(self.max_num_seqs - 1, -1, -1))
@@ -91,7 +93,8 @@ class GpuScheduler(RequestQueue[_Seq]):
             if admitted and len(req.prompt_ids) > budget:
                 break
             self.waiting.popleft()
-            seq = _Seq(req, self.free.pop(), list(req.prompt_ids), TextState(req.params.stop), rng(req))
+            rng = request_rng(req.params.seed, self.unseeded)
+            seq = _Seq(req, self.free.pop(), list(req.prompt_ids), TextState(req.params.stop), rng)
             self.running[req.request_id] = seq
             admitted.append(seq)
             budget -= len(req.prompt_ids)
@@ -145,8 +148,3 @@ class GpuScheduler(RequestQueue[_Seq]):
     def _advance(self, seq: _Seq, logits: F32) -> TokenEvent:
         """Sample one token and apply the stop rules: the CPU scheduler's own function."""
         return advance(seq, logits, tokenizer=self.tokenizer, max_model_len=self.max_model_len, stats=self.stats)
-
-
-def rng(req: EngineRequest) -> np.random.Generator:
-    """The request's sampling generator (seeded as on the CPU engine)."""
-    return np.random.default_rng(req.params.seed)
