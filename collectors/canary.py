@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from collectors.jsonl import JsonlWriter
 from collectors.sidecar import SidecarWriter
+from loadgen.core.background_row import BackgroundRow
 from loadgen.core.record import CanaryRecord
 
 BACKGROUND_FLUSH_S = 0.5
@@ -64,8 +65,8 @@ class BackgroundCollector:
     def __init__(self, path: Path) -> None:
         self.writer = JsonlWriter(path, flush_s=BACKGROUND_FLUSH_S)
 
-    def on_request(self, row: dict[str, Any]) -> None:
-        self.writer.write(row)
+    def on_request(self, row: BackgroundRow) -> None:
+        self.writer.write(row)  # orjson writes the dataclass itself, its fields in order
 
     def close(self) -> None:
         self.writer.close()

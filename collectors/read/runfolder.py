@@ -48,6 +48,7 @@ from collectors.read.matrices import FloatMatrix, IntMatrix, _num, pad_int
 from collectors.read.parallel import read_canaries
 from collectors.read.steps import StepTable, read_traces, trace_paths
 from collectors.server_metrics import samples_file
+from loadgen.core import background_row
 from loadgen.core.errors import RunFolderError
 from loadgen.core.manifest import Manifest, read_manifest
 from loadgen.core.prepared import PreparedRun
@@ -159,21 +160,6 @@ def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
     return rows, FileRead(path.name, len(rows), len(skipped), skipped, _torn_tail(path, skipped))
 
 
-# the background rows' keys the reports read (docs/design.md, "background[-<worker>].jsonl"); numbers as float64
-BACKGROUND_COLUMNS = (
-    "level",
-    "phase",
-    "sent_at",
-    "latency_s",
-    "status",
-    "error_kind",
-    "error_message",
-    "http_status",
-    "prompt_tokens",
-    "completion_tokens",
-)
-
-
 def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:
     if not paths:
         return None, []
@@ -183,9 +169,9 @@ def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:
         got, read = _parse_rows(p)
         rows.extend(got)
         reads.append(read)
-    cols = BACKGROUND_COLUMNS
-    frame = pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=object) for c in cols})
-    for c in ("level", "sent_at", "latency_s", "http_status", "prompt_tokens", "completion_tokens"):
+    # one column per ``BackgroundRow`` field, None where a row lacks it (an older file); numbers as float64
+    frame = pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=object) for c in background_row.FIELDS})
+    for c in background_row.NUMERIC:
         frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(np.float64)
     return frame, reads
 

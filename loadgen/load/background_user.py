@@ -19,6 +19,7 @@ import gevent.pool
 from gevent.event import Event
 from locust import User, constant, task
 
+from loadgen.core.background_row import BackgroundRow
 from loadgen.core.wire.urls import api_path
 from loadgen.load.background import BackgroundBodies, BackgroundBody
 from loadgen.load.client import Outcome, send_background
@@ -222,20 +223,20 @@ class BackgroundUser(User):
         self._count(st, snap, out)
         usage = out.usage or {}
         st.background.on_request(
-            {
-                "level": level,
-                "phase": (snap.phase if snap else None) or "drain",
-                "sent_at": out.sent_at,
-                "latency_s": out.latency_s,
-                "ttft_s": out.ttft_s,
-                "status": "ok" if out.ok else "error",
-                "error_kind": out.error_kind,
-                "error_message": out.error_message,
-                "http_status": out.http_status,
-                "shared_prefix": body.shared_prefix,
-                "prompt_tokens": usage.get("prompt_tokens"),
-                "completion_tokens": usage.get("completion_tokens"),
-            }
+            BackgroundRow(
+                level=level,
+                phase=(snap.phase if snap else None) or "drain",
+                sent_at=out.sent_at,
+                latency_s=out.latency_s,
+                ttft_s=out.ttft_s,
+                status="ok" if out.ok else "error",
+                error_kind=out.error_kind,
+                error_message=out.error_message,
+                http_status=out.http_status,
+                shared_prefix=body.shared_prefix,
+                prompt_tokens=usage.get("prompt_tokens"),
+                completion_tokens=usage.get("completion_tokens"),
+            )
         )
         self.background_stats.add(out)
         if out.cancelled:

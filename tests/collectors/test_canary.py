@@ -1,11 +1,13 @@
 """Collectors fed with synthetic events through Locust's real EventHook: no HTTP."""
 
+import dataclasses
 from pathlib import Path
 
 from locust.event import EventHook
 
 from collectors.canary import BackgroundCollector, CanaryCollector
 from collectors.jsonl import read_jsonl
+from loadgen.core.background_row import FIELDS, BackgroundRow
 from loadgen.core.record import CanaryRecord
 
 
@@ -50,13 +52,32 @@ def test_write_failures_are_counted_not_raised(tmp_path: Path) -> None:
     col.close()
 
 
+def background(i: int) -> BackgroundRow:
+    ok = i % 3 != 0
+    return BackgroundRow(
+        level=4,
+        phase="sweep",
+        sent_at=100.0 + i,
+        latency_s=0.1,
+        ttft_s=0.01 if ok else None,
+        status="ok" if ok else "error",
+        error_kind=None if ok else "http_status",
+        error_message=None if ok else "HTTP 503: busy",
+        http_status=200 if ok else 503,
+        shared_prefix=i % 2 == 0,
+        prompt_tokens=12 if ok else None,
+        completion_tokens=8 if ok else None,
+    )
+
+
 def test_background_collector_writes_every_row_by_close(tmp_path: Path) -> None:
     col = BackgroundCollector(tmp_path / "background.jsonl")
-    rows = [{"level": 4, "status": "ok" if i else "error", "latency_s": 0.1} for i in range(10)]
+    rows = [background(i) for i in range(10)]
     for row in rows:
         col.on_request(row)
     col.close()
-    assert read_jsonl(tmp_path / "background.jsonl").rows == rows
+    read = read_jsonl(tmp_path / "background.jsonl").rows
+    assert read == [dataclasses.asdict(r) for r in rows] and all(tuple(r) == FIELDS for r in read)  # in field order
     assert col.writer.written == 10 and col.writer.failures == 0
 
 

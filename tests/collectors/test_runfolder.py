@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from collectors.canary import BackgroundCollector
 from collectors.read.runfolder import load_run, top_gap
+from loadgen.core.background_row import FIELDS, NUMERIC, BackgroundRow
 from loadgen.core.errors import RunFolderError
-from loadgen.core.record import CanaryRecord
+from loadgen.core.record import ERROR_KINDS, CanaryRecord
 
 MANIFEST = {"schema": 1, "run_id": "r", "levels": [1, 2], "status": "finished"}
 
@@ -183,3 +188,45 @@ def test_records_older_than_the_new_fields_read_as_missing(tmp_path: Path) -> No
     assert f["burst"].tolist() == [False]
     assert f["held_at_send"].isna().all() and np.isnan(f["background_held_at_send"].to_numpy()).all()
     assert np.isnan(f[["batch_others_min", "batch_others_median", "batch_others_max"]].to_numpy()).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.lists(
+        st.builds(
+            BackgroundRow,
+            level=st.none() | st.integers(min_value=0, max_value=512),
+            phase=st.sampled_from(["warmup", "baseline", "sweep", "drain"]),
+            sent_at=st.floats(min_value=1e9, max_value=2e9),
+            latency_s=st.none() | st.floats(min_value=0, max_value=600),
+            ttft_s=st.none() | st.floats(min_value=0, max_value=600),
+            status=st.sampled_from(["ok", "error"]),
+            error_kind=st.none() | st.sampled_from(ERROR_KINDS),
+            error_message=st.none() | st.text(max_size=20),
+            http_status=st.none() | st.integers(min_value=100, max_value=599),
+            shared_prefix=st.booleans(),
+            prompt_tokens=st.none() | st.integers(min_value=0, max_value=10_000),
+            completion_tokens=st.none() | st.integers(min_value=0, max_value=10_000),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_background_rows_read_back_as_the_collector_wrote_them(rows: list[BackgroundRow]) -> None:
+    """The writer (``collectors.canary.BackgroundCollector``) and the reader share ``BackgroundRow``: every field
+    comes back, numbers as float64 (NaN where None), the rest as written."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = write(Path(tmp), {"canaries.jsonl": lines(record(0, [5]))})
+        col = BackgroundCollector(run_dir / "background.jsonl")
+        for row in rows:
+            col.on_request(row)
+        col.close()
+        frame = load_run(run_dir).background
+    assert frame is not None and tuple(frame.columns) == FIELDS
+    for i, row in enumerate(rows):
+        for name in FIELDS:
+            want, got = getattr(row, name), frame[name].iloc[i]
+            if name in NUMERIC:
+                assert (math.isnan(got) and want is None) or got == want
+            else:
+                assert got == want
