@@ -419,9 +419,6 @@ PRODUCTION = ("loadgen", "collectors", "reports", "scenarios", "tools", "benchma
 MAX_LINES = 500
 EXPLAIN_FROM = 400
 LENGTH_REASON = "Why this length:"
-# Modules over EXPLAIN_FROM lines whose reason their current owner is writing (files another change holds):
-# each must still lack one, so an entry leaves this set once its module says why.
-AWAITING_REASON = frozenset({"loadgen/load/client.py", "loadgen/engine/server.py"})
 
 
 def says_why_long(source: str) -> bool:
@@ -448,10 +445,7 @@ def length_problems(root: Path, packages: tuple[str, ...]) -> list[str]:
 
 
 def test_modules_stay_short_or_say_why() -> None:
-    problems = length_problems(ROOT, PRODUCTION)
-    assert [p for p in problems if p.split(":")[0] not in AWAITING_REASON] == []
-    awaiting = {p.split(":")[0] for p in problems if "no '" in p}
-    assert sorted(AWAITING_REASON - awaiting) == []  # a module that now says why (or shrank) leaves the set
+    assert length_problems(ROOT, PRODUCTION) == []
 
 
 def test_the_length_test_catches_a_long_module(tmp_path: Path) -> None:

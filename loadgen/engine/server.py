@@ -37,6 +37,10 @@ requests in flight under one header never share an engine id. The step trace nam
 names a parent's children), seeded ``seed + j`` when seeded (``ParsedRequest.choices``); choice ``index`` is
 prompt * n + j. ``prompt_logprobs`` (completions, unstreamed) puts each prompt's re-score on its choices; it
 is refused with ``kv_transfer_params`` (a handed-over KV computes no prompt row) and on a backend without it.
+
+Why this length: the handlers share one request life (validate, submit, await or stream, abort on disconnect,
+apply a fault, render), and splitting them by route would repeat that life in each module or hide it behind
+callbacks; the renderers, the protocol checks and the prefill/decode legs already live in modules of their own.
 """
 
 from __future__ import annotations
