@@ -84,6 +84,8 @@ class CanaryRecord:
     # None where not a sweep canary above level 0
     level_bound: str | None = None
     engine_batch_sizes: list[int] | None = None  # the engine's own batch size at every step of this request
+    # which choice of an n > 1 request this is (0-based; its canary_id then ends ".choice<j>"); None: n = 1
+    choice: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -9,6 +9,7 @@ and ``reset_before_burst`` POST.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -17,8 +18,8 @@ from typing import Any, Literal
 from loadgen.core.band import LevelBound
 from loadgen.core.record import CanaryRecord, Phase
 from loadgen.core.scenario import Canary, Scenario
-from loadgen.core.wire import Features, Kind, build_body
-from loadgen.load.client import EndpointClient, Outcome, ResetAnswer, reset_cache
+from loadgen.core.wire import Features, Kind, Sampling, build_body
+from loadgen.load.client import EndpointClient, Outcome, ResetAnswer, reset_cache, send_burst, send_canary
 
 CacheAction = Literal["reset", "salt"] | None  # None: the cache was kept
 
@@ -105,8 +106,77 @@ def canary_body(
         stream=canary.stream,
         features=features,
         extra=extra,
+        sampling=Sampling(canary.temperature, canary.top_p, canary.top_k, canary.min_p, canary.n),
     )
     return kind, body
+
+
+def choice_id(canary_id: str, choice: int) -> str:
+    """The id choice ``choice`` of an ``n > 1`` canary is recorded under: each choice its own series, compared with
+    its own seeded baseline (vLLM seeds choice j with seed + j)."""
+    return f"{canary_id}.choice{choice}"
+
+
+def send_choices(
+    client: EndpointClient,
+    path: str,
+    kind: Kind,
+    body: dict[str, Any],
+    request_id: str,
+    *,
+    tokens_as_ids: bool = False,
+    secret: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[Outcome, list[Outcome]]:
+    """``send_canary``, and the outcome of each choice: the one outcome where the body asks one choice; for
+    ``n > 1`` (unstreamed: the scenario checked) the answer split by choice index, each choice with the request's
+    timing and status (``send_burst``'s split; ``progress`` unused: nothing streams)."""
+    n = body.get("n", 1)
+    if type(n) is not int or n <= 1:
+        out = send_canary(
+            client, path, kind, body, request_id, tokens_as_ids=tokens_as_ids, secret=secret, progress=progress
+        )
+        return out, [out]
+    choices = send_burst(
+        client,
+        path,
+        kind,
+        body,
+        [request_id] * n,
+        max_tokens=int(body["max_tokens"]),  # completions and chat: n > 1 is refused on /generate
+        tokens_as_ids=tokens_as_ids,
+        secret=secret,
+    )
+    return choices[0], choices
+
+
+def choice_records(record: CanaryRecord, choices: list[Outcome]) -> list[CanaryRecord]:
+    """``record`` as one record per choice: itself for one choice; for ``n > 1`` a copy per choice under
+    ``choice_id``, with that choice's completion and status (the request's body, id and timing shared)."""
+    if len(choices) == 1:
+        return [record]
+    out = []
+    for j, one in enumerate(choices):
+        c = one.completion
+        out.append(
+            dataclasses.replace(
+                record,
+                canary_id=choice_id(record.canary_id, j),
+                choice=j,
+                status="ok" if one.ok else "error",
+                error_kind=one.error_kind,
+                error_message=one.error_message,
+                token_ids=c.token_ids if c else None,
+                tokens=c.tokens if c else None,
+                logprobs=c.logprobs if c else None,
+                top_logprobs=c.top_logprobs if c else None,
+                text=c.text if c else None,
+                finish_reason=c.finish_reason if c else None,
+                usage=c.usage if c else None,
+                engine_batch_sizes=c.batch_sizes if c else None,
+            )
+        )
+    return out
 
 
 def canary_record(

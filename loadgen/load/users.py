@@ -28,8 +28,16 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from loadgen.core.record import CanaryRecord
 from loadgen.core.wire.batch import batch_body
 from loadgen.core.wire.urls import api_path
-from loadgen.load.canary_request import canary_body, canary_record, new_request_id, prepare_cache, reset_before_burst
-from loadgen.load.client import Outcome, ResetAnswer, make_client, send_burst, send_canary
+from loadgen.load.canary_request import (
+    canary_body,
+    canary_record,
+    choice_records,
+    new_request_id,
+    prepare_cache,
+    reset_before_burst,
+    send_choices,
+)
+from loadgen.load.client import Outcome, ResetAnswer, make_client, send_burst
 from loadgen.load.holding import level_bound
 from loadgen.load.live import summarise
 from loadgen.load.messages import CanaryDone
@@ -207,7 +215,7 @@ class CanaryUser(User):
         inflight_at_send = st.inflight.total
         st.inflight.canary += 1
         try:
-            out = send_canary(
+            out, choices = send_choices(
                 http,
                 api_path(st.base_url, kind),
                 kind,
@@ -237,7 +245,8 @@ class CanaryUser(User):
             background_buffered=buffered,
             level_bound=bound,
         )
-        self._recorded(st, ticket, record, out)
+        for one, answer in zip(choice_records(record, choices), choices, strict=True):  # n > 1: one record each
+            self._recorded(st, ticket, one, answer)
         if out.cancelled:
             raise gevent.GreenletExit
 

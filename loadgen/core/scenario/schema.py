@@ -26,6 +26,7 @@ from loadgen.core.errors import ScenarioError, control_character
 from loadgen.core.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
 from loadgen.core.scenario.limits import MAX_LEVEL, MAX_LEVELS
 from loadgen.core.scenario.messages import describe
+from loadgen.core.scenario.sampled import expand, sampling_problem
 from loadgen.core.scenario.topology import TopologySpec, check_topology
 
 EndpointKind = Literal["completions", "chat", "generate"]  # "generate": SGLang's native /generate
@@ -165,7 +166,9 @@ class Message(_Strict):
 
 
 class Canary(_Strict):
-    """One fixed request. Sampling is always greedy: temperature 0, top_p 1, sent explicitly."""
+    """One fixed request. Greedy by default (temperature 0, top_p 1, sent explicitly); with temperature > 0 a
+    seeded sample, a seed contract (``loadgen.core.scenario.sampled``; docs/design.md, "Sampled canaries and the
+    seed contracts")."""
 
     id: str = Field(default="canary", min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     prompt: str | None = Field(default=None, min_length=1)
@@ -173,6 +176,16 @@ class Canary(_Strict):
     kind: EndpointKind | None = None  # defaults to the endpoint's kind
     max_tokens: PositiveInt = 64
     seed: int | None = 0
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int | None = Field(default=None, ge=-1)  # sent only where set (hosted OpenAI APIs refuse it); -1: all
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)  # sent only where set
+    n: Annotated[int, Field(ge=1, le=16)] = 1  # choices of one request, each recorded as canary id + ".choice<j>"
+    # a set of seeds, or of routes: one canary each (ids "<id>.seed<s>", "<id>.<route>", "<id>.<route>.seed<s>"),
+    # compared with each other in the report's seed contracts
+    seeds: list[int] | None = Field(default=None, max_length=16)
+    routes: list[EndpointKind] | None = None
+    family: str | None = None  # set by the expansion of seeds/routes: the id written in the scenario
     logprobs: bool = True
     top_logprobs: Annotated[int, Field(ge=0, le=20)] = 2
     stream: bool = False
@@ -197,6 +210,8 @@ class Canary(_Strict):
             raise ValueError("give exactly one of 'prompt' or 'messages'")
         if self.kind in ("completions", "generate") and self.messages is not None:
             raise ValueError(f"a {self.kind} canary needs 'prompt', not 'messages'")
+        if (problem := sampling_problem(self)) is not None:
+            raise ValueError(problem)
         return self
 
 
@@ -344,6 +359,7 @@ class Scenario(_Strict):
     @field_validator("canaries")
     @classmethod
     def _distinct_ids(cls, v: list[Canary]) -> list[Canary]:
+        v = expand(v)  # a seeds or routes set: one canary each, named in the ids checked here
         ids = [c.id for c in v]
         if len(set(ids)) != len(ids):
             raise ValueError(f"canary ids must be distinct (give each [[canaries]] its own id), got {ids}")
@@ -394,11 +410,14 @@ class Scenario(_Strict):
                     f'burst_send = "one-request" sends unstreamed copies with the cache kept (canary {c.id!r} has '
                     f"stream = {str(c.stream).lower()}, cache = {c.cache!r}): reset the cache with burst_cache"
                 )
-            asks.add((kind, c.max_tokens, c.seed, c.logprobs, c.top_logprobs))
+            if c.n > 1:
+                raise ValueError(f'burst_send = "one-request" numbers its choices by prompt: canary {c.id!r} has n > 1')
+            sampling = (c.temperature, c.top_p, c.top_k, c.min_p)
+            asks.add((kind, c.max_tokens, c.seed, c.logprobs, c.top_logprobs, sampling))
         if len(asks) > 1:
             raise ValueError(
                 'burst_send = "one-request" sends one set of sampling parameters with every prompt: give the '
-                "canaries the same kind, max_tokens, seed, logprobs and top_logprobs"
+                "canaries the same kind, max_tokens, seed, sampling, logprobs and top_logprobs"
             )
         return v
 

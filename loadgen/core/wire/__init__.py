@@ -11,7 +11,7 @@ the hot path and in tests alike. Dialect evidence (which server file each shape 
 from loadgen.core.wire.features import features_from_probe
 from loadgen.core.wire.request import SAMPLING_DEFAULTS, build_body
 from loadgen.core.wire.response import StreamAccumulator, parse_body, parse_usage
-from loadgen.core.wire.types import KINDS, Completion, Features, Kind, MalformedResponse, StreamError
+from loadgen.core.wire.types import KINDS, Completion, Features, Kind, MalformedResponse, Sampling, StreamError
 
 __all__ = [
     "KINDS",
@@ -20,6 +20,7 @@ __all__ = [
     "Features",
     "Kind",
     "MalformedResponse",
+    "Sampling",
     "StreamAccumulator",
     "StreamError",
     "build_body",

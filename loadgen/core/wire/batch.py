@@ -11,6 +11,9 @@ arrives whole and is prefilled as one batch: what SGLang's ``test_deterministic`
 - ``generate`` (SGLang's native route): ``text`` is a list; the answer is a JSON list of the single answers,
   in prompt order, each with its own ``meta_info`` (usage per copy).
 
+The same split serves a canary with ``n > 1`` (one prompt, ``n`` choices, ``index`` saying which; chat too):
+each choice is a part of its own (docs/design.md, "Sampled canaries and the seed contracts").
+
 Pure: no I/O; it must not know about Locust or the record. A fault of the whole answer raises as
 ``parse_body`` does; a fault of one copy's part is that copy's alone (an element of the result).
 """
@@ -44,13 +47,12 @@ def batch_body(kind: Kind, bodies: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def parse_batch(kind: Kind, raw: bytes | str, n: int, *, tokens_as_ids: bool = False) -> list[CopyAnswer]:
-    """The answer to a ``batch_body`` of ``n`` prompts: one entry per prompt, in prompt order."""
+    """The answer to a ``batch_body`` of ``n`` prompts, or to one prompt asking ``n`` choices (completions or
+    chat): one entry per prompt or choice, in ``index`` order."""
     obj = _loads(raw, "response body")
     if kind == "generate":
         return _generate_parts(obj, n)
-    if kind != "completions":
-        raise ValueError(f"kind {kind!r} takes no prompt list")
-    return _completion_parts(obj, n, tokens_as_ids)
+    return _completion_parts(kind, obj, n, tokens_as_ids)
 
 
 def _generate_parts(obj: Any, n: int) -> list[CopyAnswer]:
@@ -63,7 +65,7 @@ def _generate_parts(obj: Any, n: int) -> list[CopyAnswer]:
     return [_part(GenerateBuilder(), part, f"answer [{i}]") for i, part in enumerate(obj)]
 
 
-def _completion_parts(obj: Any, n: int, tokens_as_ids: bool) -> list[CopyAnswer]:
+def _completion_parts(kind: Kind, obj: Any, n: int, tokens_as_ids: bool) -> list[CopyAnswer]:
     by_index: dict[int, dict[str, Any]] = {}
     for choice in checked_choices(obj):
         index = choice.get("index") if isinstance(choice, dict) else None
@@ -77,7 +79,7 @@ def _completion_parts(obj: Any, n: int, tokens_as_ids: bool) -> list[CopyAnswer]
         part: dict[str, Any] = {"choices": [{**by_index[i], "index": 0}]}
         if (sizes := by_index[i].get("x_batch_sizes")) is not None:
             part["x_batch_sizes"] = sizes
-        out.append(_part(_Builder("completions", tokens_as_ids), part, f"choice [{i}]"))
+        out.append(_part(_Builder(kind, tokens_as_ids), part, f"choice [{i}]"))
     return out
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.core.wire.types import Completion, Features, MalformedResponse, StreamError
+from loadgen.core.wire.types import GREEDY, Completion, Features, MalformedResponse, Sampling, StreamError
 
 # SGLang's sampling_params names for what build_body sends explicitly; top_k -1 is "whole vocabulary"
 # as in SGLang's OpenAI path, repetition_penalty 1 is "none" (the OpenAI routes' defaults).
@@ -42,17 +42,24 @@ def generate_body(
     features: Features,
     stop: list[str] | None,
     extra: dict[str, Any] | None,
+    sampling: Sampling = GREEDY,
 ) -> dict[str, Any]:
-    """A ``/generate`` body: every sampling parameter explicit, as the OpenAI bodies state them.
+    """A ``/generate`` body: every sampling parameter explicit, as the OpenAI bodies state them; the seed is
+    ``sampling_params.sampling_seed`` (SGLang's ``SamplingParams``; its OpenAI routes copy ``seed`` there).
 
     ``extra`` keys go into ``sampling_params`` except ``cache_salt``, which SGLang spells ``extra_key``
     on this route (its OpenAI routes copy ``cache_salt`` there too)."""
-    sampling: dict[str, Any] = {"max_new_tokens": max_tokens, **_SAMPLING}
+    params: dict[str, Any] = {"max_new_tokens": max_tokens, **_SAMPLING}
+    params.update(temperature=sampling.temperature, top_p=sampling.top_p, n=sampling.n)
+    if sampling.top_k is not None:
+        params["top_k"] = sampling.top_k
+    if sampling.min_p is not None:
+        params["min_p"] = sampling.min_p
     if seed is not None:
-        sampling["sampling_seed"] = seed
+        params["sampling_seed"] = seed
     if stop:
-        sampling["stop"] = list(stop)
-    body: dict[str, Any] = {"text": prompt, "sampling_params": sampling, "stream": stream}
+        params["stop"] = list(stop)
+    body: dict[str, Any] = {"text": prompt, "sampling_params": params, "stream": stream}
     if features.logprobs:
         body["return_logprob"] = True
         body["logprob_start_len"] = -1  # output tokens only, as the OpenAI route asks
@@ -61,10 +68,10 @@ def generate_body(
     for key, value in (extra or {}).items():
         if key == "cache_salt":
             body["extra_key"] = value
-        elif key in sampling:
+        elif key in params:
             raise ValueError(f"build_body: `extra` may not override {key!r}; it is set explicitly")
         else:
-            sampling[key] = value
+            params[key] = value
     return body
 
 

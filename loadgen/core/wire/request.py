@@ -4,11 +4,12 @@ Why it exists: servers fill every sampling parameter a request leaves out from t
 generation config (vLLM: "user -> server default -> OpenAI default"), so a canary that omits one
 is not the request it claims to be. This module sends temperature, top_p, seed, max_tokens, n and
 the two OpenAI penalties explicitly, every time, and asks for the optional parts (logprobs, token
-ids, usage) in each server's spelling.
+ids, usage) in each server's spelling. A sampled canary (``Sampling``) changes temperature, top_p and n.
 
-Non-OpenAI knobs (vLLM/SGLang ``repetition_penalty``, ``top_k``, ``min_p``; llama.cpp
-``repeat_penalty``) would be refused by hosted OpenAI APIs, so they travel in ``extra``; with
-temperature 0 only the repetition penalties change a greedy choice.
+Non-OpenAI knobs (vLLM/SGLang ``repetition_penalty``; llama.cpp ``repeat_penalty``) would be refused by
+hosted OpenAI APIs, so they travel in ``extra``; ``top_k`` and ``min_p`` (vLLM, SGLang, llama.cpp and the
+embedded engine take both) are sent only where a sampled canary sets them. With temperature 0 only the
+repetition penalties change a greedy choice.
 
 Pure: returns a dict, never sends it.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.core.wire.generate import generate_body
-from loadgen.core.wire.types import Features, Kind
+from loadgen.core.wire.types import GREEDY, Features, Kind, Sampling
 
 # Sent explicitly in every body; ``extra`` may not override them.
 SAMPLING_DEFAULTS: dict[str, Any] = {
@@ -42,6 +43,7 @@ def build_body(
     features: Features,
     stop: list[str] | None = None,
     extra: dict[str, Any] | None = None,
+    sampling: Sampling = GREEDY,
 ) -> dict[str, Any]:
     """The request body for ``kind``; raises ``ValueError`` on inputs no server could accept."""
     if max_tokens < 1:
@@ -52,7 +54,14 @@ def build_body(
         if prompt is None or messages is not None:
             raise ValueError("build_body: a generate request takes `prompt` and no `messages`")
         return generate_body(
-            prompt=prompt, max_tokens=max_tokens, seed=seed, stream=stream, features=features, stop=stop, extra=extra
+            prompt=prompt,
+            max_tokens=max_tokens,
+            seed=seed,
+            stream=stream,
+            features=features,
+            stop=stop,
+            extra=extra,
+            sampling=sampling,
         )
     body: dict[str, Any] = {"model": model}
     if kind == "completions":
@@ -69,6 +78,11 @@ def build_body(
     body["max_tokens"] = max_tokens
     body["seed"] = seed
     body.update(SAMPLING_DEFAULTS)
+    body.update(temperature=sampling.temperature, top_p=sampling.top_p, n=sampling.n)
+    if sampling.top_k is not None:
+        body["top_k"] = sampling.top_k
+    if sampling.min_p is not None:
+        body["min_p"] = sampling.min_p
     body["stream"] = stream
     if stream and features.include_usage:
         body["stream_options"] = {"include_usage": True}

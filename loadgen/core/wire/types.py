@@ -44,6 +44,21 @@ class Features:
     batch_sizes: bool = False  # ``x_batch_sizes``: the engine's own batch sizes (the embedded engine's extension)
 
 
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How a request samples: greedy (the default) or a sample at ``temperature`` > 0. ``top_k`` and ``min_p``
+    travel only where set (hosted OpenAI APIs refuse them); ``n``: choices of the one request."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    min_p: float | None = None
+    n: int = 1
+
+
+GREEDY = Sampling()
+
+
 class MalformedResponse(ValueError):
     """A body or stream payload that is not what an OpenAI-compatible server sends; says what is wrong."""
 
