@@ -245,8 +245,10 @@ class CanaryUser(User):
             background_buffered=buffered,
             level_bound=bound,
         )
-        for one, answer in zip(choice_records(record, choices), choices, strict=True):  # n > 1: one record each
-            self._recorded(st, ticket, one, answer)
+        first, *others = choice_records(record, choices)
+        for one in others:  # n > 1: each further choice's record (one request, counted once by the coordinator)
+            self.environment.events.canary_record.fire(record=one)
+        self._recorded(st, ticket, first, out)
         if out.cancelled:
             raise gevent.GreenletExit
 
