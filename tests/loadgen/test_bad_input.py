@@ -15,15 +15,13 @@ server), ``{FAULT_HOSTPORT}``, ``{FAULT_PORT}``, ``{CLOSED_SERVER}`` (a closed l
 ``{SILENT_SERVER}`` (accepts connections, never answers), ``{NOT_HTTP_SERVER}`` (answers in another
 protocol). Every case goes through ``loadgen.studies.run.run`` and must create no run folder and send no
 request beyond the probe's. Bad command-line options (``--out``, ``--levels``, ``--processes``) go through
-the real CLI and must be refused, exit 2, before even the probe.
+the CLI's entry point and must be refused, exit 2, before even the probe.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -38,6 +36,7 @@ from loadgen.core.errors import EndpointError, LoadgenError, ScenarioError
 from loadgen.core.request import RunRequest
 from loadgen.runs.probe import PROBE_PROMPT
 from loadgen.studies.run import run
+from tests.loadgen.cli.clikit import loadgen
 
 CORPUS = Path(__file__).with_name("bad_scenarios")
 FILES = sorted(CORPUS.glob("*.toml"))
@@ -218,9 +217,7 @@ def test_bad_option_fails_before_any_traffic(case: str, tmp_path: Path, fault_se
     if "--out" not in extra:
         extra += ["--out", str(tmp_path / "runs")]
     before = seen(fault_server)
-    out = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", str(scenario), *extra], capture_output=True, text=True, timeout=60
-    )
+    out = loadgen("run", str(scenario), *extra)
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("loadgen run: error: ") and option in out.stderr and text in out.stderr, out.stderr
     assert "Traceback" not in out.stderr

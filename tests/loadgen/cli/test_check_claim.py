@@ -1,22 +1,13 @@
-"""``loadgen check --claim-max-rate`` through the real CLI, on a hand-made run folder with levels 0, 1, 4, 16:
+"""``loadgen check --claim-max-rate`` through the CLI's entry point, on a hand-made run folder with levels 0, 1, 4, 16:
 the closing line lists the failed levels in numeric order, each FAIL line names its scope once, and a level
 short of canaries is "too few" in the gate as it is in report.md's claim table."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import rec, write_run
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _loadgen(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
 
 
 def test_claim_gate_speaks_like_the_report(tmp_path: Path) -> None:
@@ -24,8 +15,8 @@ def test_claim_gate_speaks_like_the_report(tmp_path: Path) -> None:
     for level in (0, 1, 4, 16):
         records += [rec([1, 5, 3] if level == 16 and i == 0 else [1, 2, 3], level=level) for i in range(4)]
     run_dir = write_run(tmp_path / "run", records, levels=[0, 1, 4, 16])
-    assert _loadgen("report", str(run_dir)).returncode == 0
-    done = _loadgen("check", str(run_dir), "--claim-max-rate", "0.3")
+    assert loadgen("report", str(run_dir)).returncode == 0
+    done = loadgen("check", str(run_dir), "--claim-max-rate", "0.3")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "not supported at: concurrency 0, 1, 4, 16\n" in done.stdout
     fails = [line for line in done.stdout.splitlines() if line.startswith("FAIL")]

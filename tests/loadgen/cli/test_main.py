@@ -1,10 +1,6 @@
-import subprocess
-import sys
 from pathlib import Path
 
-
-def loadgen(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=60)
+from tests.loadgen.cli.clikit import loadgen
 
 
 def test_serve_help_is_the_engines() -> None:

@@ -21,6 +21,8 @@ import pytest
 from collectors.jsonl import read_jsonl
 from loadgen.core.scenario import load_scenario
 from reports.repro.folder import FILES
+from tests.loadgen.cli.clikit import loadgen as in_process
+from tests.reports.runkit import rec, write_run
 
 KEY_ENV = "LOADGEN_REPRO_TEST_KEY"
 KEY = f"lgrepro-{uuid.uuid4().hex}"  # distinctive: a hit can only be a leak
@@ -139,29 +141,24 @@ def test_repro_of_a_real_run_and_its_replay(noisy_engine: str, tmp_path: Path) -
             assert KEY.encode() not in path.read_bytes(), path
 
 
-def test_bad_input_exits_2_naming_the_folder_the_option_and_what_was_expected(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    missing = loadgen("repro", str(tmp_path / "nothing"), "--canary", "story", timeout=60)
+def test_bad_input_exits_2_naming_the_folder_the_option_and_what_was_expected(tmp_path: Path) -> None:
+    missing = in_process("repro", str(tmp_path / "nothing"), "--canary", "story")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert missing.stderr == (
         f"loadgen repro: error: RUN_DIR: {tmp_path / 'nothing'}: not a directory (expected a run folder with "
         "manifest.json)\n"
     )
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "reports"))  # runkit: hand-made runs
-    from tests.reports.runkit import rec, write_run
-
     run_dir = write_run(tmp_path / "run", [rec([1, 2], phase="baseline"), rec([1, 2], level=1)])
-    unknown = loadgen("repro", str(run_dir), "--canary", "nope", timeout=60)
+    unknown = in_process("repro", str(run_dir), "--canary", "nope")
     assert unknown.returncode == 2
     assert unknown.stderr == (
         f"loadgen repro: error: {run_dir}: --canary 'nope': no such canary in this run (expected one of: c0)\n"
     )
-    beyond = loadgen("repro", str(run_dir), "--canary", "c0", "--record", "3", timeout=60)
+    beyond = in_process("repro", str(run_dir), "--canary", "c0", "--record", "3")
     assert (
         beyond.returncode == 2 and f"{run_dir}: --record 3: canary 'c0' has 2 record(s) (expected 1..2" in beyond.stderr
     )
-    same = loadgen("repro", str(run_dir), "--canary", "c0", timeout=60)
+    same = in_process("repro", str(run_dir), "--canary", "c0")
     assert (
         same.returncode == 2
         and "none diverged from the reference" in same.stderr

@@ -1,5 +1,5 @@
-"""``loadgen repro`` on crafted run folders, through the real CLI: no write through a planted link, no value of the
-folder turned into a shell command.
+"""``loadgen repro`` on crafted run folders, through the CLI's entry point: no write through a planted link, no
+value of the folder turned into a shell command.
 
 Each run folder is written by hand (``tests/reports/runkit``): one canary, a baseline and two records at level 1,
 the last diverged (so the default reproducer is ``repro-c0-3``). Then a link, a newline or a quote is planted.
@@ -19,15 +19,8 @@ import orjson
 import pytest
 
 from reports.repro.folder import FILES
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import rec, write_run
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def loadgen(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
 
 
 def small_run(tmp_path: Path, canary: str = "c0", **manifest: Any) -> Path:

@@ -1,4 +1,4 @@
-"""Through the real CLI: option values ``loadgen run`` and ``loadgen matrix`` cannot use end before anything
+"""Through the CLI's entry point: option values ``loadgen run`` and ``loadgen matrix`` cannot use end before anything
 starts, with one line naming the option (exit 2). ``--levels ''`` was read as 'the scenario's levels' and
 ran them; ``--ui --web-port 99999999`` gave Locust's traceback, then announced a run folder that never was.
 The endpoint here is a port nothing listens on: a check that came after the probe would say so instead.
@@ -6,11 +6,11 @@ The endpoint here is a port nothing listens on: a check that came after the prob
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.loadgen.cli.clikit import loadgen
 
 
 @pytest.mark.parametrize(
@@ -26,20 +26,14 @@ def test_an_unusable_value_ends_before_anything_starts(
     args: list[str], said: str, tmp_path: Path, free_port: int
 ) -> None:
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "loadgen", *args, "--host", f"http://127.0.0.1:{free_port}/v1", "--out", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    done = loadgen(*args, "--host", f"http://127.0.0.1:{free_port}/v1", "--out", str(out))
     assert done.returncode == 2, done
     assert done.stderr.strip().splitlines() == [f"loadgen run: error: {said}"]
     assert done.stdout == "" and not out.exists()
 
 
 def test_matrix_refuses_empty_levels(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "matrix", "quickstart", "--levels", "", "--out", str(tmp_path / "m")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = loadgen("matrix", "quickstart", "--levels", "", "--out", str(tmp_path / "m"))
     assert done.returncode == 2, done
     assert "--levels: expected comma-separated non-negative integers, got ''" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "m").exists()

@@ -2,7 +2,8 @@
 
 A run folder arrives as a tarball or an issue attachment: each test makes a small run folder by hand
 (``tests/reports/runkit``), plants a symbolic link, a FIFO or an oversized sparse file in it, and drives the
-real CLI (``python -m loadgen``) or the helper itself.
+real CLI (in this process, ``tests.loadgen.cli.clikit``; in a child where the process itself matters) or the
+helper itself.
 """
 
 from __future__ import annotations
@@ -24,15 +25,10 @@ from loadgen.core.runfiles import (
     read_regular,
     write_file,
 )
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import rec, write_run
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def loadgen(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
 
 
 def small_run(tmp_path: Path) -> Path:
@@ -88,7 +84,7 @@ def test_export_writes_fresh_files_and_replaces_old_ones(tmp_path: Path) -> None
     run = small_run(tmp_path)
     (run / "canaries.csv").write_text("old\n")
     os.link(run / "canaries.csv", tmp_path / "hard-link")  # a rename replaces the name, never the file behind it
-    out = loadgen("export", str(run), timeout=180)
+    out = loadgen("export", str(run))
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "hard-link").read_text() == "old\n"
     assert (run / "canaries.csv").read_text().startswith('"canary_id"')
@@ -162,7 +158,9 @@ def test_report_refuses_a_canary_file_linked_out_of_the_folder(tmp_path: Path) -
 def test_report_does_not_hang_on_a_fifo(tmp_path: Path) -> None:
     run = small_run(tmp_path)
     os.mkfifo(run / "background.jsonl")
-    out = loadgen("report", str(run), timeout=60)  # was: blocked forever opening the FIFO
+    out = subprocess.run(  # a child, so that a hang ends at a deadline (it blocked forever opening the FIFO)
+        [sys.executable, "-m", "loadgen", "report", str(run)], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert out.returncode == 2, out.stderr
     assert f"{run / 'background.jsonl'}: a FIFO, not a regular file; refused" in out.stderr
 

@@ -1,0 +1,64 @@
+"""The ``loadgen`` command as tests call it: in this process, or as a real child running a scenario.
+
+``loadgen(*args)`` calls ``loadgen.cli.main.main`` here, with standard output and error captured: a check of
+argument parsing, usage errors, or ``report``/``check``/``compare``/``export``/``repro`` on a run folder learns
+nothing more from a child process, and costs an interpreter start and every import per call. What a real
+process proves (a run's engine and Locust, signals, a terminal, the environment a child sees) goes through
+``loadgen_run``, which starts ``python -m loadgen run`` and finds the one run folder it wrote. Neither helper
+asserts anything: each test says what it expects of the exit code and the output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadgen.cli.main import main
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One in-process call: its exit code and what it wrote (the names ``subprocess.CompletedProcess`` uses)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def loadgen(*args: str) -> Ran:
+    """``loadgen ARGS`` in this process. argparse's ``SystemExit`` (a usage error, ``--help``) is its exit code."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+@dataclass(frozen=True)
+class RealRun:
+    """A ``loadgen run`` child that has ended, and the folder its run folders go to."""
+
+    done: subprocess.CompletedProcess[str]
+    out: Path
+
+    @property
+    def run_dir(self) -> Path:
+        """The one run folder under ``out`` (a hidden folder, such as the engine's while it runs, is none)."""
+        (found,) = [p for p in self.out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        return found
+
+
+def loadgen_run(scenario: Path | str, out: Path, *args: str, timeout: float = 120) -> RealRun:
+    """``python -m loadgen run SCENARIO --out OUT ARGS`` in a child process. ``scenario``: a file, or a
+    scenario's TOML text (any string with a line break), written beside ``out`` as ``scenario.toml``."""
+    if isinstance(scenario, str) and "\n" in scenario:
+        text, scenario = scenario, out.parent / "scenario.toml"
+        scenario.write_text(text)
+    command = [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), *args]
+    return RealRun(subprocess.run(command, capture_output=True, text=True, timeout=timeout), out)
