@@ -20,7 +20,7 @@ from loadgen.core.manifest import Manifest, RunStatus
 from loadgen.core.prepared import PreparedRun
 from loadgen.core.servers import loaded_side
 from loadgen.core.wire.server_config import describe
-from reports.analysis import client_load, coresidency, cost, level_load, sides, sides_notes
+from reports.analysis import client_load, coresidency, cost, level_load, seed_contracts, sides, sides_notes
 from reports.analysis.cache_checks import cache_expectations, cache_notices
 from reports.analysis.canary import ClaimRule, analyse, latency
 from reports.analysis.health import figures_notice, run_health
@@ -115,6 +115,8 @@ def build_report(run: RunData) -> Report:
     if run.client_cpu:
         report["client_load"] = client_load.section(run.client_cpu)
         report["run"]["notices"] += client_load.notices(report["client_load"]["levels"])
+    if (contracts := seed_contracts.section(cols, m.scenario, canaries)) is not None:
+        report["seed_contracts"] = contracts
     report["health"] = run_health(run, canaries)
     report["run"]["notices"] += report["health"]["notices"]
     if len(canaries) == 1:

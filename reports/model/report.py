@@ -24,6 +24,7 @@ from loadgen.core.identity import IdentityKind
 from loadgen.core.manifest import EndedByClaim, ServerSettings
 from reports.model.coresidency import CoResidency, CoResidencyGroup, Sides, SidesCoResidency, Witness
 from reports.model.engine_steps import EngineSteps, EngineTrace
+from reports.model.seeds import SeedContracts
 
 # -- one canary's figures ------------------------------------------------------------------------
 
@@ -383,6 +384,7 @@ class Report(TypedDict):
     background: list[BackgroundLevel] | None
     scenario_checks: ScenarioChecks
     client_load: NotRequired[ClientLoad]  # runs with client CPU samples only
+    seed_contracts: NotRequired[SeedContracts]  # runs with a sampled canary only (reports.analysis.seed_contracts)
     health: NotRequired[Health]
     verdict: NotRequired[str]
     reference: NotRequired[Reference]
