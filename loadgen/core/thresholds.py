@@ -20,6 +20,15 @@ METRICS: dict[str, tuple[Gated, Literal["max", "min"]]] = {
     "min_earliest_divergence": ("earliest_divergence", "min"),
     "max_errors": ("errors", "max"),
 }
+# the seed contracts (report.json ``seed_contracts``, reports.analysis.seed_check): option name -> the section
+# whose rates it bounds, each a share of that section's completions (issue 55)
+SeedSection = Literal["same_seed", "seeds", "choices", "routes"]
+SEED_METRICS: dict[str, SeedSection] = {
+    "max_seed_mismatch": "same_seed",  # same seed, other tokens than its seeded baseline
+    "max_seed_collision": "seeds",  # different seeds, the same completion ("seed ignored" at 1)
+    "max_duplicate_choices": "choices",  # n > 1: a choice repeating an earlier one of its request
+    "max_route_mismatch": "routes",  # one seed, other tokens on another route
+}
 EVERY_LEVEL = "each"
 # what each threshold may be: a share within 0..1, or a count or position of at least 0
 RANGES = {
@@ -28,6 +37,7 @@ RANGES = {
     "min_earliest_divergence": (0.0, None),
     "max_errors": (0.0, None),
     "max_error_rate": (0.0, 1.0),
+    **{metric: (0.0, 1.0) for metric in SEED_METRICS},
 }
 DEFAULT_MAX_ERROR_RATE = 0.05
 
