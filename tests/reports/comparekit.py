@@ -1,16 +1,13 @@
 """Two hand-made runs (batch invariance off and on, background load at levels 2 and 8, the first run
-diverging at level 8) compared by the real ``loadgen compare``: the page the layout tests read."""
+diverging at level 8) compared by ``loadgen compare``: the page the layout tests read."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import rec, write_run
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bg(level: int, t0: float, tokens: int) -> list[dict[str, Any]]:
@@ -36,15 +33,9 @@ def _run(tmp_path: Path, name: str, invariant: str, diverge: bool) -> Path:
     )
 
 
-def loadgen(args: list[str], timeout: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-
-
 def compare_two(tmp_path: Path) -> Path:
     runs = [_run(tmp_path, "20261130T113217Z-vllm-d3-2x2", "0", True), _run(tmp_path, "20261130T113218Z-b", "1", False)]
     out = tmp_path / "cmp"
-    done = loadgen(["compare", *map(str, runs), "--out", str(out)], 120)
+    done = loadgen("compare", *map(str, runs), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     return out

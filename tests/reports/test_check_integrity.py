@@ -1,25 +1,16 @@
 """``loadgen check`` fails a run whose evidence is not whole, whatever the thresholds say, and refuses
-thresholds outside their range. Hand-made run folders, the real CLI (exit 0 pass, 1 fail, 2 bad input)."""
+thresholds outside their range. Hand-made run folders, the CLI in this process (exit 0 pass, 1 fail, 2 bad input)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
 from reports.analysis.check import integrity
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import partial_report, rec, write_run
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def loadgen(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
 
 
 def good(n: int = 10, errors: int = 0) -> list[dict[str, object]]:

@@ -1,5 +1,5 @@
-"""The report, compare, check and export commands: in process through their ``run`` functions, and
-end to end through ``python -m loadgen`` (exit codes 0 pass, 1 threshold breached, 2 unusable input)."""
+"""The report, compare, check and export commands: through their ``run`` functions, and through the CLI's entry
+point ``loadgen.cli.main.main`` (exit codes 0 pass, 1 threshold breached, 2 unusable input)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from loadgen.cli import check, compare, export, report
 from loadgen.core.errors import RunFolderError, UsageError
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import rec, write_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,12 +57,6 @@ def test_check_in_process(run_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(RunFolderError):
         args = parse(check, ["check", str(tmp_path / "missing"), "--max-unique", "1"])
         args.func(args)
-
-
-def loadgen(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *argv], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
 
 
 def test_exit_codes_through_the_cli(run_dir: Path, tmp_path: Path) -> None:

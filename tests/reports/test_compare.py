@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from reports.analysis.build import build_report
 from reports.analysis.canary import analyse
 from reports.compare.runs import compare_reports, render_markdown, write_comparison
 from reports.model.report import Report
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import partial_report, rec, write_run
 
 
@@ -71,7 +70,6 @@ def test_duplicate_names_are_told_apart() -> None:
     assert [r["name"] for r in cmp["runs"]] == ["run", "run (2)"]
 
 
-ROOT = Path(__file__).resolve().parents[2]
 LEVELS = [0, 1, 4, 16, 64, 256]
 
 
@@ -111,13 +109,7 @@ def test_four_runs_compare_in_tables_no_wider_than_100_columns(tmp_path: Path) -
         _d3_run(tmp_path, f"20261130T11{32 + i}17Z-vllm-d3-2x2", pc, bi, seed=i) for i, (pc, bi) in enumerate(cells)
     ]
     out = tmp_path / "cmp"
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "compare", *map(str, runs), "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = loadgen("compare", *map(str, runs), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     md = (out / "comparison.md").read_text()
     rows = [line for line in md.splitlines() if line.startswith("|")]
@@ -183,13 +175,7 @@ def test_compare_checks_every_runs_reference_against_the_first_runs(tmp_path: Pa
     b = one(tmp_path / "y" / "run", [1, 2, 3, 7, 5, 6])
     c = one(tmp_path / "z" / "other", [1, 2, 3, 4, 5, 6])
     out = tmp_path / "cmp"
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "compare", str(a), str(b), str(c), "--out", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = loadgen("compare", str(a), str(b), str(c), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     cmp = json.loads((out / "comparison.json").read_text())
     verdicts = {(r["run"], r["compared_with"]): (r["verdict"], r["first_divergence"]) for r in cmp["references"]}

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.reports.comparekit import compare_two, loadgen
+from tests.loadgen.cli.clikit import loadgen, loadgen_process
+from tests.reports.comparekit import compare_two
 from tests.reports.svgkit import EXPONENT, hits, svgs, tick_labels
 
 
@@ -64,7 +65,7 @@ def test_a_cold_boot_matrix_shows_its_answer_in_html_not_one_dot_charts(tmp_path
     its cells' run folders finds their ``coldboot.json`` and shows the same table."""
     out = tmp_path / "d3"
     args = ["matrix", "d3-2x2", "--out", str(out), "--boots", "2", "--requests", "3", "--quiet"]
-    done = loadgen(args, 300)
+    done = loadgen_process(*args, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     html = (out / "comparison.html").read_text()
     table = html.split("<table class='coldboot'>")[1].split("</table>")[0]
@@ -79,7 +80,6 @@ def test_a_cold_boot_matrix_shows_its_answer_in_html_not_one_dot_charts(tmp_path
     assert "### First request after a cold boot versus the rest" in (out / "comparison.md").read_text()
     cells = [next((out / "cells" / name).iterdir()) for name in ("apc-on_invariant-0", "apc-off_invariant-0")]
     again = tmp_path / "again"
-    args = ["compare", *map(str, cells), "--out", str(again)]
-    done = loadgen(args, 120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    compared = loadgen("compare", *map(str, cells), "--out", str(again))
+    assert compared.returncode == 0, compared.stderr[-2000:]
     assert "<td class='l'><code>short</code></td><td>2 / 2</td>" in (again / "comparison.html").read_text()

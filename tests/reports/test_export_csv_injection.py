@@ -4,8 +4,6 @@ numbers stay numbers, and the Parquet file keeps every value as the endpoint sen
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reports.render.export import FORMULA_START, neutralise
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import rec, write_run
 
-ROOT = Path(__file__).resolve().parents[2]
 FORMULAS = ['=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]
 
 
@@ -24,13 +22,7 @@ def test_formulas_are_neutralised_in_the_csv_only(tmp_path: Path) -> None:
     records += [rec([1, 2], level=1, text=f, latency_s=-0.5) for f in FORMULAS]
     records.append(rec(None, level=1, status="error", error_kind="=cmd|' /C calc'!A0"))
     run_dir = write_run(tmp_path / "run", records)
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "export", str(run_dir), "--out", str(tmp_path / "exp")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = loadgen("export", str(run_dir), "--out", str(tmp_path / "exp"))
     assert done.returncode == 0, done.stderr
     with (tmp_path / "exp" / "canaries.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))

@@ -4,17 +4,13 @@ A run folder or a report travels as an attachment and may be hand-edited: one ca
 ids that are a string, a level that is not a count or a canary id that is a list is skipped, and the
 report names the file, the line and the field (``collectors.read.recordcheck.record_problem``); a ``report.json``
 with ``levels: "x"``, a level without ``concurrency`` or a canary entry that is a list is refused with
-one line naming the file and the place (``reports.model.conform``), exit 2. Each case drives the real CLI on a
-folder made by hand (``tests/reports/runkit``); the property tests put any JSON value in any field and
-ask for a report or a one-line error, never a traceback.
+one line naming the file and the place (``reports.model.conform``), exit 2. Each case drives the CLI in this
+process on a folder made by hand (``tests/reports/runkit``); the property tests put any JSON value in any field
+and ask for a report or a one-line error, never a traceback.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,23 +19,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadgen.cli.main import main
+from tests.loadgen.cli.clikit import Ran, loadgen
 from tests.reports.runkit import rec, write_run
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def loadgen(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=180, cwd=ROOT
-    )
 
 
 def records() -> list[dict[str, Any]]:
     return [rec([1, 2], phase="baseline")] + [rec([1, 2], level=1) for _ in range(6)] + [rec([1, 3], level=1)]
 
 
-def one_line_error(out: subprocess.CompletedProcess[str], *says: str) -> None:
+def one_line_error(out: Ran, *says: str) -> None:
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
     for s in says:
@@ -157,14 +145,6 @@ def put(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
     return doc
 
 
-def cli(*args: str) -> tuple[int, str]:
-    """The CLI's entry point in this process (a subprocess per example would take minutes): exit code and stderr."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main(list(args))
-    return code, err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return good_report(tmp_path_factory.mktemp("base"))
@@ -180,10 +160,10 @@ def test_any_value_anywhere_in_a_report_gives_a_result_or_one_line(
     doc = put(doc, path, data.draw(json_value))
     where = tmp_path_factory.mktemp("r") / "report.json"
     where.write_bytes(orjson.dumps(doc))
-    code, err = cli("check", str(where), "--max-unique", "5", "--claim-max-rate", "0.5")
-    assert code in (0, 1) or (code == 2 and len(err.strip().splitlines()) == 1), err
-    code, err = cli("compare", str(base), str(where), "--out", str(where.parent / "cmp"))
-    assert code == 0 or (code == 2 and len(err.strip().splitlines()) == 1), err
+    done = loadgen("check", str(where), "--max-unique", "5", "--claim-max-rate", "0.5")
+    assert done.returncode in (0, 1) or (done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1), done
+    done = loadgen("compare", str(base), str(where), "--out", str(where.parent / "cmp"))
+    assert done.returncode == 0 or (done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1), done
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -194,5 +174,5 @@ def test_any_value_in_any_field_of_a_record_gives_a_report_or_one_line(
     good = records()
     good[row][field] = value
     run = write_run(tmp_path_factory.mktemp("run"), good, levels=[1])
-    code, err = cli("report", "--quiet", str(run))
-    assert code == 0 or (code == 2 and len(err.strip().splitlines()) == 1), err
+    done = loadgen("report", "--quiet", str(run))
+    assert done.returncode == 0 or (done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1), done

@@ -2,14 +2,12 @@
 what they measured, levels whose load was not there without a verdict, and the gate failing them.
 
 Run folders written by hand in the collectors' layout (``runkit``), so each case says exactly what the client
-had in flight; the gate through the real CLI (``python -m loadgen check``). docs/design.md, "The level's band".
+had in flight; the gate through the CLI (``loadgen check``, in this process). docs/design.md, "The level's band".
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from collectors.read.runfolder import load_run
 from reports.analysis.build import build_report
 from reports.render.html import render_html
 from reports.render.md import render_markdown
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import rec, write_run
 
 T0 = 1_700_000_000.0
@@ -53,10 +52,6 @@ def canaries(level: int, starts: list[float], ids: list[int] = REF) -> list[dict
 def build(tmp_path: Path, records: list[dict[str, Any]], bg: list[dict[str, Any]], **over: Any) -> Any:
     run_dir = write_run(tmp_path / "run", records, extra={"background.jsonl": bg}, **over)
     return run_dir, build_report(load_run(run_dir))
-
-
-def loadgen(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loadgen", *argv], capture_output=True, text=True, timeout=120)
 
 
 def test_twice_the_level_is_measured_by_the_client_named_placed_and_gated(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.reports.comparekit import compare_two, loadgen
+from tests.loadgen.cli.clikit import loadgen
+from tests.reports.comparekit import compare_two
 from tests.reports.runkit import rec, write_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -101,7 +102,7 @@ def test_report_verdict_reads_first_and_tells_diverged_from_invariant(tmp_path: 
     div = _diverging(tmp_path)
     same = write_run(tmp_path / "same", [rec([1, 2], phase="baseline"), rec([1, 2], level=1), rec([1, 2], level=2)])
     for run in (div, same):
-        done = loadgen(["report", str(run), "--quiet"], 120)
+        done = loadgen("report", str(run), "--quiet")
         assert done.returncode == 0, done.stderr[-2000:]
     with sync_playwright() as p:
         browser = _browser(p)

@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from reports.render.writer import write_reports
+from tests.loadgen.cli.clikit import loadgen
 from tests.reports.runkit import rec, write_run
 
 EVIL = "<script>alert(1)</script></script><!--"
@@ -79,17 +80,7 @@ def test_page_has_the_verdict_and_the_charts(tmp_path: Path) -> None:
 
 
 def _report_cli(run_dir: Path) -> str:
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "report", str(run_dir), "--quiet"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = loadgen("report", str(run_dir), "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
     return (run_dir / "report.html").read_text()
 

@@ -4,8 +4,8 @@
 argument parsing, usage errors, or ``report``/``check``/``compare``/``export``/``repro`` on a run folder learns
 nothing more from a child process, and costs an interpreter start and every import per call. What a real
 process proves (a run's engine and Locust, signals, a terminal, the environment a child sees) goes through
-``loadgen_run``, which starts ``python -m loadgen run`` and finds the one run folder it wrote. Neither helper
-asserts anything: each test says what it expects of the exit code and the output.
+``loadgen_process`` (``python -m loadgen ARGS``), or ``loadgen_run``, which finds the one run folder a run wrote.
+No helper asserts anything: each test says what it expects of the exit code and the output.
 """
 
 from __future__ import annotations
@@ -54,11 +54,15 @@ class RealRun:
         return found
 
 
+def loadgen_process(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m loadgen ARGS`` in a child process, its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=timeout)
+
+
 def loadgen_run(scenario: Path | str, out: Path, *args: str, timeout: float = 120) -> RealRun:
     """``python -m loadgen run SCENARIO --out OUT ARGS`` in a child process. ``scenario``: a file, or a
     scenario's TOML text (any string with a line break), written beside ``out`` as ``scenario.toml``."""
     if isinstance(scenario, str) and "\n" in scenario:
         text, scenario = scenario, out.parent / "scenario.toml"
         scenario.write_text(text)
-    command = [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), *args]
-    return RealRun(subprocess.run(command, capture_output=True, text=True, timeout=timeout), out)
+    return RealRun(loadgen_process("run", str(scenario), "--out", str(out), *args, timeout=timeout), out)
