@@ -1,5 +1,6 @@
 """End to end through the real CLI: what a hostile endpoint sends never stops a report and never
-reaches ``report.md`` or ``comparison.md`` raw.
+reaches ``report.md`` or ``comparison.md`` raw. Each run is a real ``loadgen run``; ``report``, ``check``,
+``export`` and ``compare`` on its folder are called in this process.
 
 ``fault_server.py``: ``hostile-numbers`` answers logprobs of ±1.7e308 and alternatives' logprobs
 ``"NaN"``, ``"-Infinity"``, ``"Infinity"`` (stored as null); under ``/evil`` the model id is Markdown and
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import csv
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pyarrow.parquet as pq
+
+from tests.loadgen.cli.clikit import loadgen, loadgen_run
 
 NUMBERS = """
 name = "numbers"
@@ -50,17 +51,10 @@ baseline = 1
 """
 
 
-def loadgen(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loadgen", *argv], capture_output=True, text=True, timeout=120)
-
-
 def run_scenario(tmp_path: Path, text: str) -> Path:
-    scenario = tmp_path / "s.toml"
-    scenario.write_text(text)
-    out = loadgen("run", str(scenario), "--out", str(tmp_path / "runs"))
-    assert out.returncode == 0, out.stdout + out.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    return run_dir
+    done = loadgen_run(text, tmp_path / "runs")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.run_dir
 
 
 def test_nan_and_huge_logprobs_are_skipped_counted_and_every_command_works(fault_server: str, tmp_path: Path) -> None:
@@ -196,12 +190,9 @@ def test_more_ids_than_tokens_and_impossible_usage_are_noticed(fault_server: str
 def test_progress_counts_every_record_of_a_hostile_answer(fault_server: str, tmp_path: Path) -> None:
     """Live progress reads the records the run writes: an alternative's logprob the server sent as ``"NaN"``
     (written as null) is still a record, so the last progress line counts every canary written."""
-    scenario = tmp_path / "s.toml"
-    scenario.write_text(NUMBERS.format(url=fault_server))
-    out = loadgen("run", str(scenario), "--out", str(tmp_path / "runs"))
+    out = loadgen_run(NUMBERS.format(url=fault_server), tmp_path / "runs")
     assert out.returncode == 0, out.stdout + out.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    written = sum(len(p.read_text().splitlines()) for p in run_dir.glob("canaries*.jsonl"))
+    written = sum(len(p.read_text().splitlines()) for p in out.run_dir.glob("canaries*.jsonl"))
     assert written == 6
     done = next(line for line in out.stderr.splitlines() if line.startswith("load done:"))
     assert done.startswith(f"load done: {written}/{written} canaries"), out.stderr

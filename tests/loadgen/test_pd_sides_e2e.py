@@ -12,8 +12,6 @@ on; a router that is down is an error naming it and the servers behind it.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ import pytest
 from loadgen.core.manifest import read_manifest
 from loadgen.launchers.process import start_embedded
 from reports.render.mdtext import text
+from tests.loadgen.cli.clikit import loadgen_run
 from tests.loadgen.engine.pd_processes import router_available, start_router
 
 pytestmark = pytest.mark.skipif(not router_available(), reason="vllm-router is not installed (the test extra has it)")
@@ -107,25 +106,15 @@ settle_timeout_s = 2
     return path
 
 
-def loadgen_run(path: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    lines = proc.stdout.strip().splitlines()
-    return proc, Path(lines[-1]) if lines else out
-
-
 def medians(report: dict[str, Any], side: str) -> dict[int, float | None]:
     return {lv["concurrency"]: lv["co_residency_sides"][side]["median"] for lv in report["levels"]}
 
 
 @pytest.mark.parametrize("side", ["prefill", "decode"])
 def test_background_on_one_side_raises_that_sides_measured_others_only(pd: PD, tmp_path: Path, side: str) -> None:
-    proc, run_dir = loadgen_run(scenario(tmp_path, pd, side=side), tmp_path / "runs")
+    proc = loadgen_run(scenario(tmp_path, pd, side=side), tmp_path / "runs")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    run_dir = proc.run_dir
     report = orjson.loads((run_dir / "report.json").read_bytes())
     assert {f.name for f in run_dir.glob("engine_metrics*.jsonl")} == {
         "engine_metrics-p.jsonl",
@@ -159,8 +148,9 @@ def test_background_on_one_side_raises_that_sides_measured_others_only(pd: PD, t
 
 
 def test_a_router_without_its_servers_says_the_x_axis_is_unmeasured(pd: PD, tmp_path: Path) -> None:
-    proc, run_dir = loadgen_run(scenario(tmp_path, pd, side=None, servers=False, levels="[0, 2]"), tmp_path / "runs")
+    proc = loadgen_run(scenario(tmp_path, pd, side=None, servers=False, levels="[0, 2]"), tmp_path / "runs")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = proc.run_dir
     report = orjson.loads((run_dir / "report.json").read_bytes())
     said = report["run"]["x_axis_unmeasured"]
     assert said.startswith("The x-axis is unmeasured: no /metrics sample gave the engine's running requests")
@@ -174,8 +164,9 @@ def test_a_router_without_its_servers_says_the_x_axis_is_unmeasured(pd: PD, tmp_
 def test_a_server_whose_metrics_is_down_is_a_notice_naming_it_and_the_run_goes_on(pd: PD, tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{closed_port()}/metrics"
     path = scenario(tmp_path, pd, side="decode", decode_metrics=dead, levels="[0, 2]")
-    proc, run_dir = loadgen_run(path, tmp_path / "runs")
+    proc = loadgen_run(path, tmp_path / "runs")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = proc.run_dir
     m = read_manifest(run_dir)
     assert m.status == "finished"
     notice = next(n for n in m.notices if n.startswith("server 'd' (decode): "))
@@ -191,7 +182,7 @@ def test_a_server_whose_metrics_is_down_is_a_notice_naming_it_and_the_run_goes_o
 
 def test_a_router_that_is_down_is_an_error_naming_it_and_the_servers_behind_it(pd: PD, tmp_path: Path) -> None:
     gone = PD(f"http://127.0.0.1:{closed_port()}", pd.prefill, pd.decode)
-    proc, _ = loadgen_run(scenario(tmp_path, gone, side="decode"), tmp_path / "runs")
+    proc = loadgen_run(scenario(tmp_path, gone, side="decode"), tmp_path / "runs")
     assert proc.returncode == 2
     assert (
         "error: the router at endpoint.base_url, in front of server 'p' (prefill), server 'd' (decode): "

@@ -12,8 +12,6 @@ small ``http.server`` in this process, one per test, since ``/metrics`` lives at
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.loadgen.cli.clikit import RealRun, loadgen_run
 from tests.loadgen.fault_server import whole
 from tests.loadgen.local_http import LocalServer, QuietHandler, serving
 
@@ -105,24 +104,16 @@ settle_timeout_s = 30
 """
 
 
-def _run(server: TrickleServer, tmp_path: Path, levels: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    scenario = tmp_path / "trickle.toml"
-    scenario.write_text(SCENARIO.format(url=server.url, levels=levels))
-    out = tmp_path / "runs"
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=90,  # the trickle lasts until the test ends: without a deadline, the run would still be waiting
-    )
-    return done, out
+def _run(server: TrickleServer, tmp_path: Path, levels: str) -> RealRun:
+    # the trickle lasts until the test ends: without a deadline, the run would still be waiting
+    return loadgen_run(SCENARIO.format(url=server.url, levels=levels), tmp_path / "runs", "--quiet", timeout=90)
 
 
 @pytest.mark.parametrize("trickle_server", ["head"], indirect=True)
 def test_a_probe_answer_that_trickles_its_headers_ends_at_its_deadline(
     trickle_server: TrickleServer, tmp_path: Path
 ) -> None:
-    done, _ = _run(trickle_server, tmp_path, "[0]")
+    done = _run(trickle_server, tmp_path, "[0]")
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.strip()]
@@ -134,10 +125,9 @@ def test_a_probe_answer_that_trickles_its_headers_ends_at_its_deadline(
 def test_a_first_scrape_that_trickles_ends_at_its_deadline_and_the_run_goes_on(
     trickle_server: TrickleServer, tmp_path: Path
 ) -> None:
-    done, out = _run(trickle_server, tmp_path, "[0]")
+    done = _run(trickle_server, tmp_path, "[0]")
     assert done.returncode == 0, done.stderr
-    (run_dir,) = out.iterdir()
-    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    manifest = orjson.loads((done.run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "finished"
     metrics = manifest["engine_metrics"]
     assert metrics["available"] is False
@@ -150,10 +140,9 @@ def test_a_first_scrape_that_trickles_ends_at_its_deadline_and_the_run_goes_on(
 def test_the_held_level_gate_gives_up_on_a_trickled_page_and_says_so(
     trickle_server: TrickleServer, tmp_path: Path
 ) -> None:
-    done, out = _run(trickle_server, tmp_path, "[1]")
+    done = _run(trickle_server, tmp_path, "[1]")
     assert done.returncode == 0, done.stderr
-    (run_dir,) = out.iterdir()
-    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    manifest = orjson.loads((done.run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "finished"
     url = trickle_server.url.removesuffix("/v1") + "/metrics"
     gate = [n for n in manifest["notices"] if n.startswith("held-level gate:")]
@@ -162,6 +151,6 @@ def test_the_held_level_gate_gives_up_on_a_trickled_page_and_says_so(
         "(each byte within 1 s): the server trickles it); a level under non-streamed background counted as "
         "held without its running count"
     ]
-    report = orjson.loads((run_dir / "report.json").read_bytes())
+    report = orjson.loads((done.run_dir / "report.json").read_bytes())
     assert gate[0] in report["run"]["notices"]
     assert manifest["unsettled_levels"] == []  # the gate was not cut by its settle deadline: it gave up first

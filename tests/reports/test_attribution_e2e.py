@@ -8,12 +8,12 @@ with ``--batch-invariant``, find no drift at all.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
+
+from tests.loadgen.cli.clikit import loadgen_run
 
 SCENARIO = """
 name = "why"
@@ -48,18 +48,9 @@ ready_timeout_s = 60
 
 
 def _run(tmp_path: Path, args: list[str]) -> dict:  # type: ignore[type-arg]
-    scenario = tmp_path / "why.toml"
-    scenario.write_text(SCENARIO.replace("{args}", orjson.dumps(args).decode()))
-    out = tmp_path / "runs"
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = loadgen_run(SCENARIO.replace("{args}", orjson.dumps(args).decode()), tmp_path / "runs", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    report = orjson.loads((run_dir / "report.json").read_bytes())
+    report = orjson.loads((done.run_dir / "report.json").read_bytes())
     assert isinstance(report, dict)
     return report
 

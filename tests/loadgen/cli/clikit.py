@@ -41,16 +41,16 @@ def loadgen(*args: str) -> Ran:
 
 
 @dataclass(frozen=True)
-class RealRun:
+class RealRun(Ran):
     """A ``loadgen run`` child that has ended, and the folder its run folders go to."""
 
-    done: subprocess.CompletedProcess[str]
     out: Path
 
     @property
     def run_dir(self) -> Path:
-        """The one run folder under ``out`` (a hidden folder, such as the engine's while it runs, is none)."""
-        (found,) = [p for p in self.out.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        """The run folder: the one thing under ``out`` (no second run folder, no temporary left behind)."""
+        (found,) = self.out.iterdir()
+        assert found.is_dir(), found
         return found
 
 
@@ -65,4 +65,5 @@ def loadgen_run(scenario: Path | str, out: Path, *args: str, timeout: float = 12
     if isinstance(scenario, str) and "\n" in scenario:
         text, scenario = scenario, out.parent / "scenario.toml"
         scenario.write_text(text)
-    return RealRun(loadgen_process("run", str(scenario), "--out", str(out), *args, timeout=timeout), out)
+    done = loadgen_process("run", str(scenario), "--out", str(out), *args, timeout=timeout)
+    return RealRun(done.returncode, done.stdout, done.stderr, out)

@@ -12,14 +12,13 @@ and what to do. The same run shows the two "held" figures under their two names.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.loadgen.cli.clikit import loadgen_run
+
 SCENARIO = """
 name = "buffered"
 [[canaries]]
@@ -43,19 +42,9 @@ baseline = 2
 def buffered_run(fault_server: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """One real ``loadgen run`` against ``/buffered``: its run folder, standard output and standard error."""
     tmp = tmp_path_factory.mktemp("buffered")
-    path = tmp / "buffered.toml"
-    path.write_text(SCENARIO)
-    command = [sys.executable, "-m", "loadgen", "run", str(path), "--host", f"{fault_server}/buffered"]
-    done = subprocess.run(
-        [*command, "--out", str(tmp / "runs")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = loadgen_run(SCENARIO, tmp / "runs", "--host", f"{fault_server}/buffered", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    (run_dir,) = (tmp / "runs").iterdir()
-    return run_dir, done.stdout, done.stderr
+    return done.run_dir, done.stdout, done.stderr
 
 
 def test_a_buffered_stream_holds_levels_from_the_send_and_says_so(buffered_run: tuple[Path, str, str]) -> None:

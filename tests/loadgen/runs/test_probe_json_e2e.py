@@ -10,14 +10,13 @@ decoded and the run goes on, saying so in the manifest's notices; a model id the
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.loadgen.cli.clikit import RealRun, loadgen_run
 from tests.loadgen.fault_server import whole
 from tests.loadgen.local_http import LocalServer, QuietHandler, serving
 
@@ -74,12 +73,8 @@ baseline = 0
 """
 
 
-def _run(server: JsonServer, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
-    scenario = tmp_path / "json.toml"
-    scenario.write_text(SCENARIO.format(url=server.url))
-    out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), "--quiet"]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120), out
+def _run(server: JsonServer, tmp_path: Path) -> RealRun:
+    return loadgen_run(SCENARIO.format(url=server.url), tmp_path / "runs", "--quiet")
 
 
 @pytest.mark.parametrize(
@@ -94,11 +89,10 @@ def _run(server: JsonServer, tmp_path: Path) -> tuple[subprocess.CompletedProces
     indirect=True,
 )
 def test_unkeepable_json_is_normalised_and_said_and_the_run_goes_on(json_server: JsonServer, tmp_path: Path) -> None:
-    done, out = _run(json_server, tmp_path)
+    done = _run(json_server, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    (run_dir,) = out.iterdir()
-    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    manifest = orjson.loads((done.run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "finished"
     settings = manifest["server"]["config"]["settings"]
     assert settings["max_num_seqs"] is None and settings["dtype"] is None
@@ -118,7 +112,7 @@ def test_unkeepable_json_is_normalised_and_said_and_the_run_goes_on(json_server:
         "number(s) (NaN, Infinity) made null; 1 string(s) with a lone surrogate, not UTF-8, given U+FFFD in "
         "its place, kept as normalised (loadgen.core.jsonsafe)",
     ]
-    report = orjson.loads((run_dir / "report.json").read_bytes())
+    report = orjson.loads((done.run_dir / "report.json").read_bytes())
     assert set(normalised) <= set(report["run"]["notices"])
 
 
@@ -139,9 +133,9 @@ def test_unkeepable_json_is_normalised_and_said_and_the_run_goes_on(json_server:
 def test_a_model_list_the_run_cannot_use_ends_it_in_one_line(
     json_server: JsonServer, said: str, tmp_path: Path
 ) -> None:
-    done, out = _run(json_server, tmp_path)
+    done = _run(json_server, tmp_path)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.strip()]
     assert f"{json_server.url}{said}" in line, line
-    assert not out.exists() or not any(out.iterdir())
+    assert not done.out.exists() or not any(done.out.iterdir())

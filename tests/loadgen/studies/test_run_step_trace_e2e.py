@@ -3,14 +3,13 @@ the run folder (loadgen/launchers/step_trace.py), joined to the canary records b
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 
 from loadgen.core.manifest import read_manifest
 from loadgen.core.steptrace import FILE_GLOB, StepRecord, record_key
+from tests.loadgen.cli.clikit import loadgen_run
 
 SCENARIO = """
 name = "step-trace"
@@ -45,18 +44,9 @@ ready_timeout_s = 60
 
 
 def test_an_embedded_launcher_writes_its_step_trace_into_the_run_folder(tmp_path: Path) -> None:
-    scenario = tmp_path / "step-trace.toml"
-    scenario.write_text(SCENARIO)
-    out = tmp_path / "runs"
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), "--no-report"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = loadgen_run(SCENARIO, tmp_path / "runs", "--no-report", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    assert not [p for p in out.iterdir() if p.name.startswith(".loadgen-engine-")]  # the temporary folder is gone
+    run_dir = done.run_dir  # the one thing in the output folder: the engine's temporary folder is gone
     assert read_manifest(run_dir).step_trace_requested
     (trace,) = run_dir.glob(FILE_GLOB)
     assert trace.name.startswith("engine_steps-embedded-") and (run_dir / "engine.log").exists()

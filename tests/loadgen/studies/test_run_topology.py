@@ -3,12 +3,11 @@ and its role with its log tail, exit 2, no run folder, and every log it wrote ke
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.loadgen.cli.clikit import loadgen_run
 from tests.loadgen.engine.pd_processes import router_available
 
 pytestmark = pytest.mark.skipif(not router_available(), reason="vllm-router is not installed (pip install '.[test]')")
@@ -35,15 +34,8 @@ SCENARIO = 'name = "pd"\n[[canaries]]\nprompt = "hi"\n[topology]\nmode = "pd"\n'
 def test_a_topology_that_cannot_start_names_the_part_and_keeps_its_logs(
     tmp_path: Path, part: str, says: list[str], logs: set[str]
 ) -> None:
-    scenario = tmp_path / "pd.toml"
-    scenario.write_text(SCENARIO + part)
     out = tmp_path / "runs"
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = loadgen_run(SCENARIO + part, out)
     assert done.returncode == 2, done.stderr
     assert all(s in done.stderr for s in says), done.stderr
     assert {p.name for p in out.iterdir()} == {*logs, "engine-failed.txt"}  # no run folder, no temporary folder
