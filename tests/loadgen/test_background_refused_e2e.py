@@ -1,4 +1,5 @@
-"""End to end through the real CLI: a background the endpoint refuses gives no verdict, and the gate fails it.
+"""End to end through the real CLI: a background the endpoint refuses gives no verdict, and the gate fails it
+(``loadgen check`` on the run folder, in this process).
 
 A new user's first mistake: background prompts longer than the engine's context (the embedded engine, started by
 ``loadgen run`` itself, refuses them with HTTP 400 and vLLM's words). Every canary at the level then runs alone.
@@ -10,9 +11,9 @@ docs/design.md, "The level's band".
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.loadgen.cli.clikit import loadgen, loadgen_run
 
 SCENARIO = """
 name = "refused"
@@ -34,15 +35,9 @@ settle_timeout_s = 0.5
 REASON = "maximum context length is 512 tokens"
 
 
-def loadgen(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loadgen", *argv], capture_output=True, text=True, timeout=300)
-
-
 def test_refused_background_is_said_first_gives_no_verdict_and_fails_the_gate(tmp_path: Path) -> None:
-    scenario = tmp_path / "refused.toml"
-    scenario.write_text(SCENARIO)
-    out = loadgen("run", str(scenario), "--out", str(tmp_path / "runs"))
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    out = loadgen_run(SCENARIO, tmp_path / "runs", timeout=300)
+    run_dir = out.run_dir
     said = out.stdout + out.stderr
     # the terminal: the background's failure with the server's own reason, and the level without a verdict
     assert "Background failed:" in said and REASON in said, said

@@ -11,13 +11,12 @@ deadline and cap ``tests/loadgen/load/test_client.py`` checks directly.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 
 from collectors.jsonl import read_jsonl
+from tests.loadgen.cli.clikit import loadgen_run
 
 SCENARIO = """
 name = "hostile"
@@ -53,16 +52,9 @@ baseline = 0
 
 
 def test_hostile_answers_become_records_and_the_run_finishes(fault_server: str, tmp_path: Path) -> None:
-    scenario = tmp_path / "hostile.toml"
-    scenario.write_text(SCENARIO.format(url=fault_server))
-    out = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(tmp_path / "runs")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = loadgen_run(SCENARIO.format(url=fault_server), tmp_path / "runs")
     assert out.returncode == 0, out.stderr
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    run_dir = out.run_dir
     records = {r["canary_id"]: r for r in read_jsonl(run_dir / "canaries.jsonl").rows}
     assert set(records) == {"trickle-stream", "trickle-whole", "huge", "too-long", "fine"}
 

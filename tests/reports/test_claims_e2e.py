@@ -1,6 +1,6 @@
 """End to end through the real CLI on the embedded engine: ``loadgen run --claim-max-rate 0.3`` (n = 9
-canaries per level), then ``loadgen check --claim-max-rate 0.3``. A batch-invariant engine never diverges:
-every level gets its 9 canaries, the claim holds everywhere and the gate passes. The default engine
+canaries per level), then ``loadgen check --claim-max-rate 0.3`` (in this process). A batch-invariant engine
+never diverges: every level gets its 9 canaries, the claim holds everywhere and the gate passes. The default engine
 diverges under load: the level where it does ends early (fewer than 9 canaries, recorded in the manifest),
 its claim is impossible, the clean level got all 9, the integrity checks still pass and the gate fails
 naming that level."""
@@ -8,11 +8,10 @@ naming that level."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.loadgen.cli.clikit import loadgen, loadgen_run
+
 SCENARIO = """
 name = "claims-e2e"
 [[canaries]]
@@ -27,20 +26,12 @@ baseline = 2
 """
 
 
-def _loadgen(*args: str, timeout: int = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-
-
 def _run(tmp_path: Path, name: str, tokens: int, *engine: str) -> Path:
-    (tmp_path / f"{name}.toml").write_text(SCENARIO.format(tokens=tokens))
-    out = tmp_path / name
-    args = ["run", str(tmp_path / f"{name}.toml"), "--out", str(out), "--claim-max-rate", "0.3"]
-    done = _loadgen(*args, *[f"--engine-arg={a}" for a in engine])
+    engine_args = [f"--engine-arg={a}" for a in engine]
+    scenario = SCENARIO.format(tokens=tokens)
+    done = loadgen_run(scenario, tmp_path / name, "--claim-max-rate", "0.3", *engine_args, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
-    (run_dir,) = out.iterdir()
-    return run_dir
+    return done.run_dir
 
 
 def test_batch_invariant_run_supports_the_claim(tmp_path: Path) -> None:
@@ -54,10 +45,10 @@ def test_batch_invariant_run_supports_the_claim(tmp_path: Path) -> None:
         assert lv["claim"]["upper_bound"] < 0.3
     assert "holds at concurrency 0, 8" in (run_dir / "report.md").read_text()
     assert "<h3>Claim</h3>" in (run_dir / "report.html").read_text()
-    done = _loadgen("check", str(run_dir), "--claim-max-rate", "0.3")
+    done = loadgen("check", str(run_dir), "--claim-max-rate", "0.3")
     assert done.returncode == 0, done.stdout
-    assert _loadgen("check", str(run_dir), "--claim-max-rate", "0.05").returncode == 1  # 9 < 59 canaries
-    bad = _loadgen("check", str(run_dir), "--claim-max-rate", "1.5")
+    assert loadgen("check", str(run_dir), "--claim-max-rate", "0.05").returncode == 1  # 9 < 59 canaries
+    bad = loadgen("check", str(run_dir), "--claim-max-rate", "1.5")
     assert bad.returncode == 2 and "--claim-max-rate" in bad.stderr
 
 
@@ -74,7 +65,7 @@ def test_default_engine_divergence_ends_the_level_and_fails_the_claim(tmp_path: 
     assert ended["level"] == 8 and ended["completed"] == busy["canaries"] < 9 and ended["canary"] == "story"
     assert busy["claim"]["ended_early"]
     assert manifest["status"] == "finished"
-    done = _loadgen("check", str(run_dir), "--claim-max-rate", "0.3")
+    done = loadgen("check", str(run_dir), "--claim-max-rate", "0.3")
     assert done.returncode == 1
     assert "not supported at: concurrency 8" in done.stdout
     assert "FAIL  story concurrency 8" in done.stdout and "PASS  story concurrency 0" in done.stdout

@@ -1,17 +1,16 @@
 """End to end through the real CLI on the embedded engine: ``python -m loadgen run`` twice (default and
-``--batch-invariant``), then ``report`` and ``compare``: fork classes, the drift heatmap, the
+``--batch-invariant``), then ``report`` and ``compare`` (in this process): fork classes, the drift heatmap, the
 first-divergence and gap pictures, and the cost rows and frontier are present and agree with each other."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.loadgen.cli.clikit import loadgen, loadgen_run
+
 SCENARIO = """
 name = "forks-e2e"
 [[canaries]]
@@ -26,18 +25,10 @@ baseline = 2
 """
 
 
-def _loadgen(*args: str, timeout: int = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-
-
 def _run(tmp_path: Path, name: str, *engine: str) -> Path:
-    out = tmp_path / name
-    done = _loadgen("run", str(tmp_path / "s.toml"), "--out", str(out), *[f"--engine-arg={a}" for a in engine])
+    done = loadgen_run(SCENARIO, tmp_path / name, *[f"--engine-arg={a}" for a in engine], timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
-    (run_dir,) = out.iterdir()
-    return run_dir
+    return done.run_dir
 
 
 def _svgs(html: str) -> list[str]:
@@ -62,10 +53,9 @@ def _check_entry(entry: dict[str, Any]) -> None:
 
 
 def test_forks_pictures_and_cost_through_the_cli(tmp_path: Path) -> None:
-    (tmp_path / "s.toml").write_text(SCENARIO)
     default = _run(tmp_path, "default")
     invariant = _run(tmp_path, "invariant", "--batch-invariant")
-    assert _loadgen("report", str(default)).returncode == 0
+    assert loadgen("report", str(default)).returncode == 0
     report = json.loads((default / "report.json").read_text())
     entry = report["canaries"][0]
     _check_entry(entry)
@@ -83,7 +73,7 @@ def test_forks_pictures_and_cost_through_the_cli(tmp_path: Path) -> None:
     assert inv["overall"]["diverged"] == 0  # batch-invariant: one completion, nothing to classify
 
     out = tmp_path / "cmp"
-    done = _loadgen("compare", str(default), str(invariant), "--out", str(out))
+    done = loadgen("compare", str(default), str(invariant), "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     cmp = json.loads((out / "comparison.json").read_text())
     assert cmp["frontier"] is True and [r["batch_invariant"] for r in cmp["runs"]] == [False, True]
