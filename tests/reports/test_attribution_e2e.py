@@ -14,41 +14,12 @@ import orjson
 import pytest
 
 from tests.loadgen.cli.clikit import loadgen_run
-
-SCENARIO = """
-name = "why"
-
-[endpoint]
-kind = "completions"
-
-[[canaries]]
-id = "story"
-prompt = "The history of the old harbour town begins with a small group of fishermen who"
-max_tokens = 24
-seed = 0
-logprobs = true
-
-[background]
-seed = 7
-prompt_words = [20, 60]
-max_tokens = [2, 6]
-
-[sweep]
-levels = [0, 4]
-canaries_per_level = 6
-warmup = 0
-baseline = 2
-settle_timeout_s = 2
-
-[launcher]
-kind = "embedded"
-args = {args}
-ready_timeout_s = 60
-"""
+from tests.loadgen.scenariokit import embedded_scenario, story
 
 
 def _run(tmp_path: Path, args: list[str]) -> dict:  # type: ignore[type-arg]
-    done = loadgen_run(SCENARIO.replace("{args}", orjson.dumps(args).decode()), tmp_path / "runs", timeout=300)
+    scenario = embedded_scenario("why", story(max_tokens=24), engine_args=args, levels=[0, 4], canaries_per_level=6)
+    done = loadgen_run(scenario, tmp_path / "runs", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = orjson.loads((done.run_dir / "report.json").read_bytes())
     assert isinstance(report, dict)

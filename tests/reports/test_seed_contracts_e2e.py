@@ -1,4 +1,5 @@
-"""The seed contracts against the embedded engine's known truth, through ``loadgen run`` and ``loadgen check``.
+"""The seed contracts against the embedded engine's known truth, through ``loadgen run`` and ``loadgen check``
+(the gate in this process).
 
 The embedded engine follows vLLM V1's sampler (docs/engine.md, "Sampling and the re-score"): a seeded request
 draws from its own generator, choice j of n seeded seed + j. With ``--batch-invariant`` its logits do not move
@@ -8,22 +9,18 @@ with the batch's shape, so under load some seeded samples take another token.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-SCENARIO = """
-name = "rl"
+from tests.loadgen.cli.clikit import Ran, loadgen, loadgen_run
+from tests.loadgen.scenariokit import STORY_PROMPT, embedded_scenario
 
-[endpoint]
-kind = "completions"
-
+CANARIES = f"""
 [[canaries]]
 id = "roll"
-prompt = "The history of the old harbour town begins with a small group of fishermen who"
+prompt = "{STORY_PROMPT}"
 max_tokens = 24
 temperature = 1.0
 top_p = 0.95
@@ -36,42 +33,20 @@ max_tokens = 24
 temperature = 1.0
 seed = 5
 n = 3
-
-[background]
-seed = 7
-prompt_words = [20, 60]
-max_tokens = [2, 6]
-
-[sweep]
-levels = [0, 6]
-canaries_per_level = 5
-warmup = 0
-baseline = 2
-settle_timeout_s = 2
-
-[launcher]
-kind = "embedded"
-args = {args}
-ready_timeout_s = 60
 """
 
 
 def _run(tmp_path: Path, args: list[str]) -> tuple[Path, dict[str, Any]]:
-    scenario = tmp_path / "rl.toml"
-    scenario.write_text(SCENARIO.replace("{args}", orjson.dumps(args).decode()))
-    out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    scenario = embedded_scenario("rl", CANARIES, engine_args=args, levels=[0, 6], canaries_per_level=5)
+    done = loadgen_run(scenario, tmp_path / "runs", timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    report = orjson.loads((run_dir / "report.json").read_bytes())
+    report = orjson.loads((done.run_dir / "report.json").read_bytes())
     assert isinstance(report, dict)
-    return run_dir, report
+    return done.run_dir, report
 
 
-def _check(run_dir: Path, *gates: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "loadgen", "check", str(run_dir), "--allow-unmeasured-levels", *gates]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+def _check(run_dir: Path, *gates: str) -> Ran:
+    return loadgen("check", str(run_dir), "--allow-unmeasured-levels", *gates)
 
 
 def test_batch_invariant_engine_keeps_every_seed_contract_at_every_level(tmp_path: Path) -> None:

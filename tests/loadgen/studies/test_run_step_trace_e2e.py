@@ -10,37 +10,18 @@ import orjson
 from loadgen.core.manifest import read_manifest
 from loadgen.core.steptrace import FILE_GLOB, StepRecord, record_key
 from tests.loadgen.cli.clikit import loadgen_run
+from tests.loadgen.scenariokit import embedded_scenario, story
 
-SCENARIO = """
-name = "step-trace"
-
-[endpoint]
-kind = "completions"
-
-[[canaries]]
-id = "story"
-prompt = "The history of the old harbour town begins with a small group of fishermen who"
-max_tokens = 8
-seed = 0
-logprobs = true
-
-[background]
-seed = 7
-prompt_words = [8, 40]
-max_tokens = [4, 16]
-
-[sweep]
-levels = [0, 3]
-canaries_per_level = 2
-warmup = 0
-baseline = 1
-settle_timeout_s = 2
-
-[launcher]
-kind = "embedded"
-args = ["--invariant-paths", "matmul,attention,norm"]
-ready_timeout_s = 60
-"""
+SCENARIO = embedded_scenario(
+    "step-trace",
+    story(max_tokens=8),
+    engine_args=["--invariant-paths", "matmul,attention,norm"],
+    levels=[0, 3],
+    canaries_per_level=2,
+    baseline=1,
+    prompt_words=(8, 40),
+    max_tokens=(4, 16),
+)
 
 
 def test_an_embedded_launcher_writes_its_step_trace_into_the_run_folder(tmp_path: Path) -> None:
