@@ -1,6 +1,6 @@
 """The routes the test servers answer alike (fault_server.py, concurrency_server.py, onset_server.py):
-``GET /v1/models`` with the one model ``m`` the tests' scenarios name, and a vLLM-style ``GET /metrics``
-whose running gauge is the server's own count of requests in flight.
+``GET /v1/models`` with the one model ``m`` the tests' scenarios name, a vLLM-style ``GET /metrics``
+whose running gauge is the server's own count of requests in flight, and the close of a streamed answer.
 
 Why one module: the probe asks every endpoint for its model list and the scraper reads every engine's
 gauges, so each server needs both; one copy keeps them saying the same. Imported by the servers from
@@ -10,6 +10,7 @@ starts nothing and holds no state of its own: the gauge reads the state the serv
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,6 +36,20 @@ def running_gauge(state: dict[str, Any]) -> Handler:
         return web.Response(text=text, content_type="text/plain")
 
     return metrics
+
+
+async def end_stream(
+    resp: web.StreamResponse, body: dict[str, Any], obj: str, usage: dict[str, int]
+) -> web.StreamResponse:
+    """A streamed answer's close: the usage chunk when ``body`` asked for it (``stream_options.include_usage``,
+    no choices, as vLLM sends it), then ``[DONE]``. ``obj``: the answer's object, ``text_completion`` or
+    ``chat.completion``."""
+    if (body.get("stream_options") or {}).get("include_usage"):
+        final = {"id": "x", "object": obj + ".chunk", "model": "m", "choices": [], "usage": usage}
+        await resp.write(b"data: " + json.dumps(final).encode() + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
 
 
 def legacy_text(tid: int) -> str:

@@ -39,7 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.loadgen.common_routes import models, running_gauge
+from tests.loadgen.common_routes import end_stream, models, running_gauge
 from tests.loadgen.serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "arrivals": [], "dialect": "legacy", "token_s": 0.01, "incremental": False}
@@ -208,12 +208,7 @@ async def _answer(request: web.Request, body: dict[str, Any], ids: list[int]) ->
         chunk: dict[str, Any] = {"id": "x", "object": obj + ".chunk", "model": "m"}
         chunk["choices"] = [_choice([tid], chat=chat, stream=True, finish=finish, body=body, start=i)]
         await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-    if (body.get("stream_options") or {}).get("include_usage"):
-        final = {"id": "x", "object": obj + ".chunk", "model": "m", "choices": [], "usage": usage}
-        await resp.write(b"data: " + json.dumps(final).encode() + b"\n\n")
-    await resp.write(b"data: [DONE]\n\n")
-    await resp.write_eof()
-    return resp
+    return await end_stream(resp, body, obj, usage)
 
 
 async def main() -> None:

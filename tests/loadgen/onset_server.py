@@ -30,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.loadgen.common_routes import legacy_choice, models, running_gauge
+from tests.loadgen.common_routes import end_stream, legacy_choice, models, running_gauge
 from tests.loadgen.serve_app import run, serve
 
 STATE: dict[str, Any] = {"inflight": 0, "seen": [], "k": 1, "token_s": 0.01, "first_piece": 1}
@@ -82,12 +82,7 @@ async def _answer(request: web.Request, body: dict[str, Any], entry: dict[str, A
         if i + 1 >= min(STATE["first_piece"], n):
             await resp.write(piece)
             piece = b""
-    if (body.get("stream_options") or {}).get("include_usage"):
-        final = {"id": "x", "object": "text_completion.chunk", "model": "m", "choices": [], "usage": usage}
-        await resp.write(b"data: " + json.dumps(final).encode() + b"\n\n")
-    await resp.write(b"data: [DONE]\n\n")
-    await resp.write_eof()
-    return resp
+    return await end_stream(resp, body, "text_completion", usage)
 
 
 async def main() -> None:
