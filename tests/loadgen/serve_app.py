@@ -48,7 +48,8 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
 
 @contextmanager
 def script_server(script: Path, *args: str) -> Iterator[str]:
-    """Run ``script`` (one of the servers above) with ``args`` as a real process; yield its base URL."""
+    """Run ``script`` (one of the servers above, or another that prints the same READY line, such as
+    engine/pd_recorder.py) with ``args`` as a real process; yield its base URL."""
     proc = subprocess.Popen(script_command(script, *args), cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -16,20 +16,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from loadgen.core.wire.request import build_body
 from loadgen.core.wire.types import Features
 from tests.loadgen.engine.pd_processes import ROUTER_VERSION, router_command, start_router
+from tests.loadgen.serve_app import script_server
 
 HERE = Path(__file__).parent
 RECORDER = HERE / "pd_recorder.py"
@@ -60,21 +57,6 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "decode_fails": ("/v1/completions", _body("completions", False, "decode-status:502 answers the decoder")),
     "decode_fails_stream": ("/v1/completions", _body("completions", True, "decode-status:502 answers the decoder")),
 }
-
-
-@contextmanager
-def _recorder(role: str, log: Path, *flags: str) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(RECORDER), "--role", role, "--log", str(log), *flags], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("READY "), line
-        yield line.split()[1]
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _send(url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +97,10 @@ class Logs:
 def _capture(out: Path, work: Path, render: bool) -> None:
     plog, dlog = work / f"prefill-{render}.jsonl", work / f"decode-{render}.jsonl"
     flags = () if render else ("--no-render",)
-    with _recorder("prefill", plog, *flags) as p_url, _recorder("decode", dlog, *flags) as d_url:
+    with (
+        script_server(RECORDER, "--role", "prefill", "--log", str(plog), *flags) as p_url,
+        script_server(RECORDER, "--role", "decode", "--log", str(dlog), *flags) as d_url,
+    ):
         p_port, d_port = p_url.rsplit(":", 1)[1], d_url.rsplit(":", 1)[1]
         logs = Logs(plog, dlog, {p_port: "PREFILL_PORT", d_port: "DECODE_PORT"})
         router_log = work / f"router-{render}.log"

@@ -10,8 +10,6 @@ colocated server; all with prefix caching off, so that every prefill is a whole 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -31,6 +29,7 @@ from loadgen.engine.kvwire import HandedKV, ModelShape, decode
 from loadgen.engine.prompts import D3_SHORT_PROMPT
 from tests.loadgen.engine.engine_http import post
 from tests.loadgen.engine.pd_processes import free_port, router_available, start_router
+from tests.loadgen.serve_app import script_server
 
 pytestmark = pytest.mark.skipif(
     not router_available(), reason="vllm-router is not installed (pip install '.[test]' brings vllm-router==0.1.17)"
@@ -69,15 +68,7 @@ def pd(engine_process: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             )
         ]
         p, f, d, c = urls
-        recorder = subprocess.Popen(
-            [sys.executable, str(RECORDER), "--role", "prefill", "--log", str(logs / "recorder.jsonl")],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        stack.callback(recorder.wait, 10)
-        stack.callback(recorder.terminate)
-        assert recorder.stdout is not None
-        rec = recorder.stdout.readline().split()[1]
+        rec = stack.enter_context(script_server(RECORDER, "--role", "prefill", "--log", str(logs / "recorder.jsonl")))
         router = stack.enter_context(start_router([p], [d], logs / "router.log"))
         foreign_router = stack.enter_context(start_router([f], [d], logs / "foreign-router.log"))
         garbage_router = stack.enter_context(start_router([rec], [d], logs / "garbage-router.log"))
