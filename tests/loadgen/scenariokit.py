@@ -1,9 +1,11 @@
-"""The scenario that end-to-end tests of the embedded engine's known truths run: the tables they share, built once.
+"""Scenarios that several end-to-end tests run: the tables they share, built once.
 
-Each such test runs ``loadgen run`` on a completions endpoint served by an embedded engine the run starts itself
-(``[launcher] kind = "embedded"`` with the engine flags under test), a seeded background, and a sweep that waits
-at most 2 s for a level to be held. Only what a test varies is an argument; its canaries stay TOML in the test.
-This module writes text only: it neither runs anything nor checks what a run gives.
+``embedded_scenario``: tests of the embedded engine's known truths run ``loadgen run`` on a completions endpoint
+served by an embedded engine the run starts itself (``[launcher] kind = "embedded"`` with the engine flags under
+test), a seeded background, and a sweep that waits at most 2 s for a level to be held; their canaries stay TOML
+in the test. ``tiny_scenario``: tests of a hand-written local server (a trickling answer, a full disk, JSON the
+manifest cannot keep) need the least a run sends, one unstreamed three-token canary per level. Only what a test
+varies is an argument. This module writes text only: it neither runs anything nor checks what a run gives.
 """
 
 from __future__ import annotations
@@ -58,4 +60,31 @@ settle_timeout_s = 2
 kind = "embedded"
 args = {json.dumps(engine_args)}
 ready_timeout_s = 60
+"""
+
+
+def tiny_scenario(
+    name: str, url: str, *, levels: list[int], background: bool, endpoint: str = "", settle_timeout_s: float = 10
+) -> str:
+    """Canary ``c`` (prompt ``ok``, 3 tokens, unstreamed) against ``url``, no baseline or warm-up; with
+    ``background``, unstreamed background requests of 3 tokens that start at once. ``endpoint``: more of
+    ``[endpoint]``'s lines (timeouts)."""
+    more = "[background]\nstream = false\nmax_tokens = [3, 3]\nspawn_jitter_s = 0\n" if background else ""
+    return f"""
+name = "{name}"
+[endpoint]
+base_url = "{url}"
+{endpoint}
+[[canaries]]
+id = "c"
+prompt = "ok"
+max_tokens = 3
+stream = false
+{more}
+[sweep]
+levels = {levels}
+canaries_per_level = 1
+warmup = 0
+baseline = 0
+settle_timeout_s = {settle_timeout_s}
 """

@@ -23,6 +23,7 @@ import pytest
 from tests.loadgen.cli.clikit import RealRun, loadgen_run
 from tests.loadgen.fault_server import whole
 from tests.loadgen.local_http import LocalServer, QuietHandler, serving
+from tests.loadgen.scenariokit import tiny_scenario
 
 GAUGES = b'vllm:num_requests_running{model_name="m"} 1\nvllm:num_requests_waiting{model_name="m"} 0\n'
 TRICKLE_EVERY_S = 0.2
@@ -80,40 +81,20 @@ def trickle_server(request: pytest.FixtureRequest) -> Iterator[TrickleServer]:
             server.stopped.set()  # the trickling answers end, so that the server can shut down
 
 
-SCENARIO = """
-name = "trickle"
-[endpoint]
-base_url = "{url}"
-connect_timeout_s = 1
-read_timeout_s = 5
-[[canaries]]
-id = "c"
-prompt = "ok"
-max_tokens = 3
-stream = false
-[background]
-stream = false
-max_tokens = [3, 3]
-spawn_jitter_s = 0
-[sweep]
-levels = {levels}
-canaries_per_level = 1
-warmup = 0
-baseline = 0
-settle_timeout_s = 30
-"""
-
-
-def _run(server: TrickleServer, tmp_path: Path, levels: str) -> RealRun:
+def _run(server: TrickleServer, tmp_path: Path, levels: list[int]) -> RealRun:
+    timeouts = "connect_timeout_s = 1\nread_timeout_s = 5"
+    scenario = tiny_scenario(
+        "trickle", server.url, levels=levels, background=True, endpoint=timeouts, settle_timeout_s=30
+    )
     # the trickle lasts until the test ends: without a deadline, the run would still be waiting
-    return loadgen_run(SCENARIO.format(url=server.url, levels=levels), tmp_path / "runs", "--quiet", timeout=90)
+    return loadgen_run(scenario, tmp_path / "runs", "--quiet", timeout=90)
 
 
 @pytest.mark.parametrize("trickle_server", ["head"], indirect=True)
 def test_a_probe_answer_that_trickles_its_headers_ends_at_its_deadline(
     trickle_server: TrickleServer, tmp_path: Path
 ) -> None:
-    done = _run(trickle_server, tmp_path, "[0]")
+    done = _run(trickle_server, tmp_path, [0])
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.strip()]
@@ -125,7 +106,7 @@ def test_a_probe_answer_that_trickles_its_headers_ends_at_its_deadline(
 def test_a_first_scrape_that_trickles_ends_at_its_deadline_and_the_run_goes_on(
     trickle_server: TrickleServer, tmp_path: Path
 ) -> None:
-    done = _run(trickle_server, tmp_path, "[0]")
+    done = _run(trickle_server, tmp_path, [0])
     assert done.returncode == 0, done.stderr
     manifest = orjson.loads((done.run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "finished"
@@ -140,7 +121,7 @@ def test_a_first_scrape_that_trickles_ends_at_its_deadline_and_the_run_goes_on(
 def test_the_held_level_gate_gives_up_on_a_trickled_page_and_says_so(
     trickle_server: TrickleServer, tmp_path: Path
 ) -> None:
-    done = _run(trickle_server, tmp_path, "[1]")
+    done = _run(trickle_server, tmp_path, [1])
     assert done.returncode == 0, done.stderr
     manifest = orjson.loads((done.run_dir / "manifest.json").read_bytes())
     assert manifest["status"] == "finished"

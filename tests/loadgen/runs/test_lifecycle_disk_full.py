@@ -18,6 +18,7 @@ import pytest
 
 from tests.loadgen.fault_server import whole
 from tests.loadgen.local_http import LocalServer, QuietHandler, serving
+from tests.loadgen.scenariokit import tiny_scenario
 
 
 class Handler(QuietHandler):
@@ -53,28 +54,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-SCENARIO = """
-name = "full"
-[endpoint]
-base_url = "{url}"
-[[canaries]]
-id = "c"
-prompt = "ok"
-max_tokens = 3
-stream = false
-[background]
-stream = false
-max_tokens = [3, 3]
-spawn_jitter_s = 0
-[sweep]
-levels = [0, 1]
-canaries_per_level = 1
-warmup = 0
-baseline = 0
-settle_timeout_s = 5
-"""
-
-
 def _fill(disk: Path) -> None:
     with open(disk / "filler", "wb") as fh:
         try:
@@ -90,7 +69,7 @@ def test_a_disk_that_fills_before_the_end_gives_a_status_and_names_the_file(
     server: LocalServer, small_disk: Path, tmp_path: Path
 ) -> None:
     scenario = tmp_path / "full.toml"
-    scenario.write_text(SCENARIO.format(url=server.url))
+    scenario.write_text(tiny_scenario("full", server.url, levels=[0, 1], background=True, settle_timeout_s=5))
     out = small_disk / "runs"
     cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--out", str(out), "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -19,6 +19,7 @@ import pytest
 from tests.loadgen.cli.clikit import RealRun, loadgen_run
 from tests.loadgen.fault_server import whole
 from tests.loadgen.local_http import LocalServer, QuietHandler, serving
+from tests.loadgen.scenariokit import tiny_scenario
 
 
 def nested(depth: int) -> str:
@@ -56,25 +57,8 @@ def json_server(request: pytest.FixtureRequest) -> Iterator[JsonServer]:
         yield server
 
 
-SCENARIO = """
-name = "json"
-[endpoint]
-base_url = "{url}"
-[[canaries]]
-id = "c"
-prompt = "ok"
-max_tokens = 3
-stream = false
-[sweep]
-levels = [0]
-canaries_per_level = 1
-warmup = 0
-baseline = 0
-"""
-
-
 def _run(server: JsonServer, tmp_path: Path) -> RealRun:
-    return loadgen_run(SCENARIO.format(url=server.url), tmp_path / "runs", "--quiet")
+    return loadgen_run(tiny_scenario("json", server.url, levels=[0], background=False), tmp_path / "runs", "--quiet")
 
 
 @pytest.mark.parametrize(
