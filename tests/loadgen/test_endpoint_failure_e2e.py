@@ -1,5 +1,6 @@
 """End to end through the real CLI: a run whose endpoint dies, and a run whose records cannot all be
-written, must not end "finished" with exit 0, and ``loadgen check`` must not pass them.
+written, must not end "finished" with exit 0, and ``loadgen check`` must not pass them (``report`` and ``check``
+on the run folder in this process).
 
 ``fault_server.py`` under ``/dying/<key>/<n>`` answers ``n`` completion requests, then cuts every later
 one before any byte: here the probe, the baseline and level 0 are answered, and the endpoint is dead
@@ -23,6 +24,7 @@ import orjson
 import pytest
 
 from loadgen.core.manifest import read_manifest
+from tests.loadgen.cli import clikit
 
 DYING = """
 name = "dying"
@@ -89,12 +91,12 @@ def test_an_endpoint_that_dies_mid_run_is_said_first_and_fails_the_gate(fault_se
     html = (run_dir / "report.html").read_text()
     assert html.index(lines[1]) < html.index("<table>")
 
-    gate = loadgen("check", str(run_dir), "--max-unique", "1")
+    gate = clikit.loadgen("check", str(run_dir), "--max-unique", "1")
     assert gate.returncode == 1, gate.stdout + gate.stderr
     assert "FAIL  plain: every planned level has completions: no completions at concurrency 2, 4" in gate.stdout
     assert "FAIL  error rate: the endpoint failed: 8 of 14 canaries failed (connection 8)" in gate.stdout
     assert "PASS  plain overall: max-unique 1" in gate.stdout  # the threshold alone would have passed
-    relaxed = loadgen("check", str(run_dir), "--max-unique", "1", "--max-error-rate", "1")
+    relaxed = clikit.loadgen("check", str(run_dir), "--max-unique", "1", "--max-error-rate", "1")
     assert relaxed.returncode == 1 and "FAIL  plain: every planned level has completions" in relaxed.stdout
 
 
@@ -114,7 +116,7 @@ def test_records_that_cannot_be_written_change_the_status_and_are_counted(fault_
     assert out.stdout.splitlines()[0] == "run finished_with_losses"
     assert out.stdout.splitlines()[1].startswith(said)
 
-    report = loadgen("report", str(run_dir))  # the torn last line is reported, not a crash
+    report = clikit.loadgen("report", str(run_dir))  # the torn last line is reported, not a crash
     assert report.returncode == 0, report.stderr
     data = orjson.loads((run_dir / "report.json").read_bytes())
     assert data["health"]["write_failures"]["canaries"] == failed and data["health"]["torn_files"] == ["canaries.jsonl"]
@@ -122,7 +124,7 @@ def test_records_that_cannot_be_written_change_the_status_and_are_counted(fault_
     md = (run_dir / "report.md").read_text()
     assert md.splitlines()[2].startswith(f"**{said}") and f"> **Notice:** {said}" in md
 
-    gate = loadgen("check", str(run_dir), "--max-unique", "1")
+    gate = clikit.loadgen("check", str(run_dir), "--max-unique", "1")
     assert gate.returncode == 1, gate.stdout + gate.stderr
     assert f"FAIL  no records lost: {failed} record(s) could not be written; canaries.jsonl end(s) in a torn line" in (
         gate.stdout

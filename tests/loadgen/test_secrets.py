@@ -8,8 +8,6 @@ even where the server echoes it back (``/echo``, ``/hostile``: the key must not 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -25,6 +23,7 @@ from loadgen.core.manifest import read_manifest
 from loadgen.core.request import RunRequest
 from loadgen.core.scenario import parse_scenario
 from loadgen.studies.run import run
+from tests.loadgen.cli.clikit import loadgen
 from tests.loadgen.serve_app import script_server
 
 FAULT_SERVER = Path(__file__).with_name("fault_server.py")
@@ -243,21 +242,17 @@ def test_a_probe_error_that_echoes_the_key_and_terminal_escapes_is_printed_safel
     servers: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Under ``/hostile`` every completion is a 503 whose body holds the key among ESC, an OSC title, BEL
-    and NUL; the probe gives up on it and the real CLI prints the server's text: without the key, and
-    with every control character written as an escape."""
+    and NUL; the probe gives up on it and the CLI (in this process) prints the server's text: without the key,
+    and with every control character written as an escape."""
     keyed, _ = servers
     monkeypatch.setenv(ENV, KEY)
     out_dir = tmp_path / "runs"
-    cli = subprocess.run(
-        [sys.executable, "-m", "loadgen", "run", str(scenario(tmp_path, f"{keyed}/hostile")), "--out", str(out_dir)],
-        capture_output=True,
-        timeout=120,
-    )
+    cli = loadgen("run", str(scenario(tmp_path, f"{keyed}/hostile")), "--out", str(out_dir))
     assert cli.returncode == 2, cli.stderr
-    err = cli.stderr.decode()
+    err = cli.stderr
     # after the progress lines ("probing URL ..."), the error is the last line
     assert err.splitlines()[-1].startswith("loadgen run: error: ") and "HTTP 503 to every probe request" in err
     assert KEY not in err and "Bearer [redacted]" in err
-    assert not any(c in cli.stderr for c in (b"\x1b", b"\x07", b"\x00")), cli.stderr
+    assert not any(c in err for c in ("\x1b", "\x07", "\x00")), err
     assert "\\x1b]0;owned\\x07\\x1b[2J\\x00overloaded" in err  # shown, not obeyed
     assert not out_dir.exists() or not any(out_dir.iterdir())
