@@ -88,7 +88,7 @@ def _no_gevent_patching() -> Iterator[None]:
 #    (``run``, ``run_matrix``, ``cold_boot``, ``onset``), ``ensure_server`` (llama.cpp), Playwright, or
 #    ``loadgen.cli.main.main`` with one of the subcommands in ``CLI_STARTS`` among its constants; or calls a
 #    function or ``with`` helper defined under ``tests/`` that does (``script_server``, ``engine_process``,
-#    a module's ``_loadgen(...)``), followed through any depth; or
+#    ``clikit.loadgen_run(...)``), followed through any depth; or
 # 3. a parameter of it names such a fixture (``request.getfixturevalue(name)``).
 #
 # The scan reads names in compiled code, so it cannot see a process started through a value handed in at run
