@@ -19,7 +19,8 @@ from loadgen.core.band import LevelBound
 from loadgen.core.record import CanaryRecord, Phase
 from loadgen.core.scenario import Canary, Scenario
 from loadgen.core.wire import Features, Kind, Sampling, build_body
-from loadgen.load.client import EndpointClient, Outcome, ResetAnswer, reset_cache, send_burst, send_canary
+from loadgen.load.cache_reset import ResetAnswer, reset_cache
+from loadgen.load.client import EndpointClient, Outcome, send_burst, send_canary
 
 CacheAction = Literal["reset", "salt"] | None  # None: the cache was kept
 

@@ -28,6 +28,7 @@ from locust.user.task import LOCUST_STATE_STOPPING
 from loadgen.core.record import CanaryRecord
 from loadgen.core.wire.batch import batch_body
 from loadgen.core.wire.urls import api_path
+from loadgen.load.cache_reset import ResetAnswer
 from loadgen.load.canary_request import (
     canary_body,
     canary_record,
@@ -37,7 +38,7 @@ from loadgen.load.canary_request import (
     reset_before_burst,
     send_choices,
 )
-from loadgen.load.client import Outcome, ResetAnswer, make_client, send_burst
+from loadgen.load.client import Outcome, make_client, send_burst
 from loadgen.load.holding import level_bound
 from loadgen.load.live import summarise
 from loadgen.load.messages import CanaryDone

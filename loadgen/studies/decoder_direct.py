@@ -27,7 +27,8 @@ from loadgen.core.errors import EndpointError
 from loadgen.core.manifest import RunStatus
 from loadgen.core.scenario import LauncherSpec, Scenario, TopologySpec
 from loadgen.launchers.topology import RunningTopology
-from loadgen.load.client import make_client, reset_cache
+from loadgen.load.cache_reset import reset_cache
+from loadgen.load.client import make_client
 from loadgen.runs.prepare import api_key_of
 from loadgen.studies.events import Progress
 from loadgen.studies.run import RunResult, endpoint_for

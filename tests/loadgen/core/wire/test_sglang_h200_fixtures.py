@@ -20,7 +20,7 @@ from loadgen.core.wire.batch import parse_batch
 from loadgen.core.wire.server_config import describe, server_settings
 from loadgen.core.wire.sse import SSEDecoder
 from loadgen.core.wire.sse_frames import FrameReader
-from loadgen.load.client import reset_dropped
+from loadgen.load.cache_reset import reset_dropped
 
 ROOT = Path(__file__).with_name("fixtures") / "sglang-0.5.15-h200"
 MODES = ["default", "deterministic"]

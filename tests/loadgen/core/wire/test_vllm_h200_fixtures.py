@@ -12,7 +12,7 @@ import pytest
 from collectors.engine_metrics import parse_metrics
 from loadgen.core.wire import Completion, StreamAccumulator, parse_body
 from loadgen.core.wire.sse import SSEDecoder
-from loadgen.load.client import reset_dropped
+from loadgen.load.cache_reset import reset_dropped
 
 H200 = Path(__file__).with_name("fixtures") / "vllm-0.26-h200"
 
