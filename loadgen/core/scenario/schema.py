@@ -1,7 +1,8 @@
 """Scenario files: validated data describing one run, loaded before any traffic is sent.
 
 Why: a typo in a scenario must fail at once with the file and the field named, not after an hour of
-load. This module reads TOML and validates; it sends nothing and imports nothing from Locust.
+load. This module validates (``loadgen.core.scenario.loading`` reads the file and applies overrides); it sends
+nothing and imports nothing from Locust.
 Its messages (``loadgen.core.scenario.messages``) never echo a value that may be a secret
 (``api_key_env``, credentials in a URL).
 
@@ -14,8 +15,6 @@ modules for the types they compare, and the shared field types would need a modu
 from __future__ import annotations
 
 import re
-import tomllib
-from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -444,53 +443,3 @@ def parse_scenario(data: dict[str, Any], source: str) -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(describe(exc, source)) from None
-
-
-def load_scenario(path: Path) -> Scenario:
-    """Read and validate a TOML scenario; every failure names ``path`` (and the field where one is at fault)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read scenario file ({exc.strerror or exc})") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: not UTF-8 text; expected a TOML scenario") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid TOML ({exc})") from None
-    return parse_scenario(data, str(path))
-
-
-def with_overrides(
-    scenario: Scenario,
-    *,
-    base_url: str | None = None,
-    levels: list[int] | None = None,
-    canaries_per_level: int | None = None,
-    labels: dict[str, str] | None = None,
-    claim_max_rate: float | None = None,
-    servers: list[Server] | None = None,
-) -> Scenario:
-    """Apply command-line overrides, re-validating so an override gets the same checks as the file.
-    ``claim_max_rate`` also raises ``canaries_per_level`` to the canaries the claim needs, where fewer.
-    ``servers``: the engines behind ``base_url`` (a topology the tool started), replacing the file's."""
-    data = scenario.model_dump(mode="python")
-    if base_url is not None:
-        data["endpoint"]["base_url"] = base_url
-    if servers is not None:
-        data["endpoint"]["servers"] = [s.model_dump(mode="python") for s in servers]
-    if levels is not None:
-        data["sweep"]["levels"] = levels
-    if canaries_per_level is not None:
-        data["sweep"]["canaries_per_level"] = canaries_per_level
-    if labels:
-        data["labels"] = {**data["labels"], **labels}
-    if claim_max_rate is not None:
-        data["sweep"]["claim_max_rate"] = claim_max_rate
-        if 0 < claim_max_rate < 1:
-            need = canaries_needed(claim_max_rate)
-            data["sweep"]["canaries_per_level"] = max(data["sweep"]["canaries_per_level"], need)
-    try:
-        return Scenario.model_validate(data)
-    except ValidationError as exc:
-        raise ScenarioError(describe(exc, "command line", options=True)) from None

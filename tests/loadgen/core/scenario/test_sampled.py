@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from loadgen.core.errors import ScenarioError
 from loadgen.core.scenario import parse_scenario
-from loadgen.core.scenario.schema import with_overrides
+from loadgen.core.scenario.loading import with_overrides
 from loadgen.core.wire import Features
 from loadgen.load.canary_request import canary_body
 
