@@ -15,6 +15,7 @@ from typing import Any
 
 from loadgen.core.manifest import Manifest
 from loadgen.core.scenario import Server
+from loadgen.core.scenario.phase import parse_phase
 from loadgen.core.servers import SIDES, Side, servers_of
 
 
@@ -25,13 +26,15 @@ class PreparedRun:
     where the manifest gives no per-level count. ``claim_max_rate``: the P of "divergence rate < P at 95%"
     the run asked for (``sweep.claim_max_rate``), None where none or out of (0, 1). ``metrics_interval_s``: the
     scraper's period asked for, None for its default. ``background_side``: ``background.side`` where it names a
-    side, else None."""
+    side, else None. ``background_phase``: ``background.phase``, normalised (``loadgen.core.scenario.phase``); "all"
+    where the manifest predates it or holds no mode, as such runs' background was held throughout."""
 
     servers: tuple[Server, ...]
     level_quota: int | None
     claim_max_rate: float | None
     metrics_interval_s: float | None
     background_side: Side | None
+    background_phase: str = "all"
 
     @classmethod
     def of(cls, m: Manifest) -> PreparedRun:
@@ -42,18 +45,27 @@ class PreparedRun:
         rate = _number(_section(sc, "sweep").get("claim_max_rate"))
         every = _number(_section(sc, "endpoint").get("metrics_interval_s"))
         side = _section(sc, "background").get("side")
+        phase = _section(sc, "background").get("phase")
         return cls(
             servers=tuple(servers_of(sc)),
             level_quota=quota,
             claim_max_rate=rate if rate is not None and 0 < rate < 1 else None,
             metrics_interval_s=every if every is not None and every > 0 else None,
             background_side=next((s for s in SIDES if s == side), None),
+            background_phase=_phase(phase),
         )
 
 
 def _section(scenario: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     got = scenario.get(name)
     return got if isinstance(got, Mapping) else {}
+
+
+def _phase(value: object) -> str:
+    try:
+        return str(parse_phase(value)) if isinstance(value, str) else "all"
+    except ValueError:
+        return "all"
 
 
 def _number(value: object) -> float | None:

@@ -83,6 +83,10 @@ class CanaryRecord:
     # a stream that came in one piece, or no hand-over; each slot sends its next request once the last has ended);
     # None where not a sweep canary above level 0
     level_bound: str | None = None
+    # the sweep's background.phase when this canary was sent (docs/design.md, "Background aimed at one phase"):
+    # "all" (background held throughout), "decode", "from:<p>" or "prefill"; None for warm-up, baseline, burst
+    # copies and runs that predate it
+    background_phase: str | None = None
     engine_batch_sizes: list[int] | None = None  # the engine's own batch size at every step of this request
     # which choice of an n > 1 request this is (0-based; its canary_id then ends ".choice<j>"); None: n = 1
     choice: int | None = None

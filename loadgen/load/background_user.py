@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Any
 
 import gevent
@@ -26,6 +27,7 @@ from loadgen.load.client import Outcome, send_background
 from loadgen.load.coordination import StageSnapshot
 from loadgen.load.failing import SlotFailures, backoff_notice
 from loadgen.load.holding import BUFFERED_NOTICE, Progress, Slot, hands_over, spawn_delay
+from loadgen.load.phase import SlotTurn
 from loadgen.load.runstate import RunState
 from loadgen.load.user_side import user_side
 from loadgen.load.users import asked_to_stop, endpoint_client
@@ -89,9 +91,11 @@ class BackgroundUser(User):
         self.path = api_path(st.base_url, self.kind)
         self.slot = Slot(st.holding)
         self.failures = SlotFailures()
+        self.turn = SlotTurn()  # its place in the phase gate (background.phase)
         self.children = gevent.pool.Group()
         st.holding.slots += 1
-        gevent.sleep(spawn_delay(spec.seed, index, spec.spawn_jitter_s))
+        if not st.phase_gate.aimed:  # aimed at one phase, the slots wait for the canary, each counted from now
+            gevent.sleep(spawn_delay(spec.seed, index, spec.spawn_jitter_s))
 
     def on_stop(self) -> None:
         if "clients" not in vars(self):
@@ -128,19 +132,25 @@ class BackgroundUser(User):
 
     def _may_send(self, st: RunState) -> bool:
         """Wait out this slot's pause after failed requests, and a stage whose background failed for good in this
-        process (docs/design.md, "Failing background"); False once Locust asks this user to stop."""
+        process (docs/design.md, "Failing background"), then the phase gate's turn (``loadgen.load.phase``: always
+        at once unless ``background.phase`` aims the background at one phase of the canary); False once Locust
+        asks this user to stop."""
         if asked_to_stop(self):
             return False
         pause = self.failures.pause_s
         if not pause and not _stage_failed(st):
-            return True  # the hot path: nothing to wait for
+            return not st.phase_gate.aimed or self._turn(st)  # the hot path: nothing to wait for
         until = time.monotonic() + pause
         while not asked_to_stop(self):
             left = until - time.monotonic()
             if left <= 0 and not _stage_failed(st):
-                return True
+                return not st.phase_gate.aimed or self._turn(st)
             gevent.sleep(min(left, _PAUSE_SLICE_S) if left > 0 else _PAUSE_SLICE_S)
         return False
+
+    def _turn(self, st: RunState) -> bool:
+        """The phase gate's turn for this slot's next request; False once Locust asks this user to stop."""
+        return st.phase_gate.wait_turn(self.turn, partial(asked_to_stop, self))
 
     def _handing_over(self, st: RunState, handover_s: float) -> None:
         """Two lanes, one per connection, each a greenlet for the slot's life sending requests one after another:
@@ -198,6 +208,7 @@ class BackgroundUser(User):
         level = snap.level if snap is not None else None
         if progress is None:
             progress = Progress(self.slot, body.max_tokens, 0.0)
+        st.phase_gate.sending(progress)
         buffered = st.buffering.seen
         if not stream or _from_send(st) or buffered:
             progress(0)  # a non-streamed (prefill-side, buffered) request counts as started once sent

@@ -201,6 +201,7 @@ def canary_record(
     background_held_at_send: int | None = None,
     background_buffered: bool | None = None,
     level_bound: LevelBound | None = None,
+    background_phase: str | None = None,
 ) -> CanaryRecord:
     c = out.completion
     return CanaryRecord(
@@ -238,5 +239,6 @@ def canary_record(
         background_held_at_send=background_held_at_send,
         background_buffered=background_buffered,
         level_bound=level_bound,
+        background_phase=background_phase,
         engine_batch_sizes=c.batch_sizes if c else None,
     )

@@ -177,6 +177,7 @@ def send_canary(
     *,
     tokens_as_ids: bool = False,
     secret: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> Outcome:
     """One canary (a sweep's, a cold boot's): POST ``body`` as ``request_id`` and parse the whole answer into
     ``completion``; never raises for endpoint faults.
@@ -184,7 +185,9 @@ def send_canary(
     ``request_id``: the canary record's (32 hex digits), sent as ``X-Request-Id`` and, on SGLang's
     ``/generate``, as ``rid`` in the body too (``body`` itself, what the record keeps, is left without it).
     ``tokens_as_ids``: the body asked vLLM for ``token_id:N`` token strings; read ids from them.
-    ``secret``: the API key, removed from everything kept of the answer (a server may echo our headers)."""
+    ``secret``: the API key, removed from everything kept of the answer (a server may echo our headers).
+    ``progress``: a streamed answer calls it with the number of its events that carried a generated token, at
+    each one (``loadgen.load.phase`` opens a canary's background by it)."""
     max_tokens = body.get("max_tokens", body.get("sampling_params", {}).get("max_new_tokens"))
     sent = {**body, "rid": request_id} if kind == "generate" else body
     return _exchange(
@@ -197,6 +200,7 @@ def send_canary(
         tokens_as_ids=tokens_as_ids,
         secret=secret,
         max_tokens=max_tokens if type(max_tokens) is int else None,
+        progress=progress,
     )
 
 
@@ -290,7 +294,8 @@ def _exchange(
     """The core the ``send_*`` entry points share: POST ``payload`` as ``request_id``, time it, read the answer
     as asked, and classify every fault into the outcome; never raises for endpoint faults.
 
-    ``usage_only`` (background): keep the usage alone, a stream read by its frames, reporting to ``progress``.
+    ``usage_only`` (background): keep the usage alone, a stream read by its frames, reporting to ``progress``
+    (a canary's stream reports to it too, event by event).
     ``max_tokens``: what the body asks for (read from ``payload`` when not given): it sets the default
     deadline, and a completion longer than it is malformed.
     ``batch``: the unstreamed body carries this many prompts (``loadgen.core.wire.batch``): the answer is
@@ -319,7 +324,7 @@ def _exchange(
         elif stream and usage_only:
             _read_frames(resp, kind, out, t0, progress)
         elif stream:
-            _read_stream(resp, kind, out, t0, tokens_as_ids)
+            _read_stream(resp, kind, out, t0, tokens_as_ids, progress)
         else:
             raw = resp.read()
             out.response_bytes = len(raw)
@@ -402,15 +407,23 @@ def _redact_outcome(out: Outcome, secret: str) -> None:
         redact_completion(out.completion, secret)
 
 
-def _read_stream(resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: bool) -> None:
-    """A canary's stream: every event decoded and folded into the completion."""
+def _read_stream(
+    resp: Any, kind: Kind, out: Outcome, t0: float, tokens_as_ids: bool, progress: Callable[[int], None] | None
+) -> None:
+    """A canary's stream: every event decoded and folded into the completion; ``progress`` hears the count of
+    events that carried a token, at each."""
     decoder = SSEDecoder()
     acc = StreamAccumulator(kind, tokens_as_ids=tokens_as_ids)
+    seen = 0
     try:
         for lines in whole_lines(resp, out):
             for event in decoder.feed(lines):
-                if acc.add(event.data) and out.ttft_s is None:
-                    out.ttft_s = time.perf_counter() - t0
+                if acc.add(event.data):
+                    if out.ttft_s is None:
+                        out.ttft_s = time.perf_counter() - t0
+                    seen += 1
+                    if progress is not None:
+                        progress(seen)
     finally:
         resp.release()  # a stream left mid-body (a bad chunk) must give its connection back to the pool now
     for event in decoder.flush():

@@ -31,6 +31,7 @@ from loadgen.core.manifest import read_manifest, update_manifest
 from loadgen.core.request import RunRequest
 from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Scenario, Server, load_scenario, parse_scenario, with_overrides
+from loadgen.core.scenario.phase import parse_phase
 from loadgen.load.coordination import Coordinator, claim_stop
 from loadgen.load.live import LiveTable, with_report
 from loadgen.load.messages import CanaryDone, Inflight
@@ -89,7 +90,9 @@ class CoordinatorSide:
             plan = Plan.of(run_dir)
             scenario = parse_scenario(plan.scenario, f"{run_dir}/manifest.json")
             sweep = scenario.sweep
-            tracker = StageTracker(build_stages(sweep, len(scenario.canaries)), sweep.settle_timeout_s)
+            aimed = one_process_phase(scenario, self.environment)  # a run folder made by hand with --processes
+            stages = build_stages(sweep, len(scenario.canaries))
+            tracker = StageTracker(stages, sweep.settle_timeout_s, held_first=not aimed)
             self.run = CoordinatorRun(
                 run_dir,
                 Coordinator(tracker),
@@ -119,6 +122,7 @@ class CoordinatorSide:
             return run_dir, None, None
         base_url = opts.host or self.environment.host or None
         request, scenario = self._start_scenario(opts, base_url)
+        one_process_phase(scenario, self.environment)  # before a run folder is made for it
         started = self._started_engine(scenario)
         extra: dict[str, Any] = {}
         if started is not None:  # as a headless run records the engine it started (``loadgen.studies.run``)
@@ -293,6 +297,19 @@ class CoordinatorSide:
             # the table's report-only cells (drift, others, held throughout) from the report just written
             self.ended = EndedRun(st.run_dir, with_report(rows, report))
         log.info("%s%s", RUN_ENDED, st.run_dir)  # the last word on this run: ``loadgen run --ui`` reads it
+
+
+def one_process_phase(scenario: Scenario, environment: Environment) -> bool:
+    """Whether ``background.phase`` aims the background at one phase of the canary; ``UsageError`` where it does
+    and Locust runs workers: the canary's tokens time the background (``loadgen.load.phase``), and only users of
+    the canary user's own process see them."""
+    phase = parse_phase(scenario.background.phase)
+    if phase.aimed and isinstance(environment.runner, MasterRunner):
+        raise UsageError(
+            f'background.phase = "{phase}" needs the canary user and the background in one process (the '
+            "canary's tokens time the background): run without --processes"
+        )
+    return phase.aimed
 
 
 def written_report(run_dir: Path) -> Report | None:

@@ -18,6 +18,7 @@ from collectors.canary import BackgroundCollector, CanaryCollector
 from loadgen.core.errors import RunFolderError
 from loadgen.core.manifest import read_manifest
 from loadgen.core.scenario import Scenario, parse_scenario
+from loadgen.core.scenario.phase import parse_phase
 from loadgen.core.wire import Features
 from loadgen.load.client import Inflight
 from loadgen.load.coordination import Mirror
@@ -25,6 +26,7 @@ from loadgen.load.engine_check import EngineCheck
 from loadgen.load.failing import BackgroundFailures
 from loadgen.load.holding import Buffering, Holding
 from loadgen.load.live import References
+from loadgen.load.phase import PhaseGate
 from loadgen.runs.prepare import api_key_of, canary_features
 
 
@@ -47,9 +49,11 @@ class RunState:
     backoff_said: bool = False  # the notice that background slots pause after failures was given
     distributed: bool = False  # a Locust worker: other workers hold part of the level
     engine: EngineCheck = field(init=False)  # the engine's own running count (the loaded side's), to confirm a level
+    phase_gate: PhaseGate = field(init=False)  # background aimed at one phase of the canary (background.phase)
 
     def __post_init__(self) -> None:
         self.engine = EngineCheck.for_run(self.scenario, self.base_url, self.api_key)
+        self.phase_gate = PhaseGate(parse_phase(self.scenario.background.phase))
 
     references: References = field(default_factory=dict)  # canary id -> kind -> reference identity, once chosen
     _next_user_index: int = 0

@@ -91,9 +91,12 @@ class FailedBackground:
 class StageTracker:
     """Which stage the run is in, how many of its canaries completed, and whether it may send."""
 
-    def __init__(self, stages: list[Stage], settle_timeout_s: float) -> None:
+    def __init__(self, stages: list[Stage], settle_timeout_s: float, *, held_first: bool = True) -> None:
         self.stages = stages
         self.settle_timeout_s = settle_timeout_s
+        # False: background aimed at one phase of the canary (background.phase) holds nothing before a canary goes,
+        # so a stage is ready once its background users exist (the canary user's phase gate waits for the rest)
+        self.held_first = held_first
         self.index = 0
         self.completed = 0
         self.stage_started_at: float | None = None
@@ -111,7 +114,8 @@ class StageTracker:
         return self.current is None
 
     def check_ready(self, now: float, background_users: int, background_held: int) -> bool:
-        """A stage may send once its background users all exist and each holds a request the server started."""
+        """A stage may send once its background users all exist and each holds a request the server started (only
+        the first where ``held_first`` is False)."""
         stage = self.current
         if stage is None:
             return False
@@ -120,7 +124,7 @@ class StageTracker:
         if self.stage_started_at is None:
             self.stage_started_at = now
         want = stage.background
-        if background_users == want and background_held >= want:
+        if background_users == want and (background_held >= want or not self.held_first):
             self.ready = True
         elif now - self.stage_started_at >= self.settle_timeout_s and background_users >= want:
             self.ready = True

@@ -1,7 +1,8 @@
 """The canary user Locust runs, the wait for a held level, and what every user of the run shares (its client).
 
 Why: the canary user sends each canary only when the stage says so and only once the level is held
-(docs/design.md, "held"), and not at all once its level has ended. The background users that hold the level
+(docs/design.md, "held"; with ``background.phase`` aimed at one phase of it, once ``loadgen.load.phase``'s gate
+has readied the engine instead), and not at all once its level has ended. The background users that hold the level
 are ``loadgen.load.background_user``'s. Users are thin: stage arithmetic lives in ``loadgen.load.stages`` and
 ``loadgen.load.coordination``, request/timing/fault handling in ``loadgen.load.client``, holding a level in
 ``loadgen.load.holding``, dialects in ``loadgen.core.wire``, writing in ``collectors``.
@@ -204,7 +205,17 @@ class CanaryUser(User):
             action, reset = "reset", burst_reset
         kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=action == "salt")
         gone = partial(_gone, self, st, ticket)
-        held = None if burst else _wait_held(st, ticket.level, stopping=gone)
+        gate = st.phase_gate if st.phase_gate.aimed and ticket.phase == "sweep" and ticket.level and not burst else None
+        if gate is not None:  # background aimed at one phase of this canary (loadgen.load.phase)
+            held: bool | None = gate.before_canary(
+                ticket.level,
+                alive=lambda: st.holding.slots,
+                in_flight=lambda: st.inflight.background,
+                timeout_s=st.scenario.sweep.settle_timeout_s,
+                stopping=gone,
+            )
+        else:
+            held = None if burst else _wait_held(st, ticket.level, stopping=gone)
         if not burst and gone():
             return  # stopped, or the level ended, while it was being reached: a canary sent now would not share it
         background_held = st.holding.held
@@ -224,9 +235,12 @@ class CanaryUser(User):
                 request_id,
                 tokens_as_ids=features.tokens_as_ids,
                 secret=st.api_key,
+                progress=None if gate is None else gate.canary_tokens,
             )
         finally:
             st.inflight.canary -= 1
+            if gate is not None:
+                gate.canary_ended()
         record = canary_record(
             out,
             request_id=request_id,
@@ -245,6 +259,7 @@ class CanaryUser(User):
             background_held_at_send=None if burst else background_held,
             background_buffered=buffered,
             level_bound=bound,
+            background_phase=spec.phase if ticket.phase == "sweep" and not burst else None,
         )
         first, *others = choice_records(record, choices)
         for one in others:  # n > 1: each further choice's record (one request, counted once by the coordinator)

@@ -38,6 +38,7 @@ from loadgen.core.manifest import EngineFacts, RunStatus
 from loadgen.core.request import RunRequest, WebUi
 from loadgen.core.runfiles import open_append
 from loadgen.core.scenario import LauncherSpec, Scenario, TopologySpec, with_overrides
+from loadgen.core.scenario.phase import parse_phase
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
@@ -362,6 +363,11 @@ def run(request: RunRequest, *, progress: Progress = no_progress) -> RunResult:
     out_dir = request.out_dir
     check_options(out_dir, request.processes)
     scenario = request.scenario()
+    if request.processes and parse_phase(scenario.background.phase).aimed:
+        raise UsageError(
+            f'--processes {request.processes}: background.phase = "{scenario.background.phase}" needs the canary user '
+            "and the background in one process (the canary's tokens time the background): leave --processes out"
+        )
     started = endpoint_for(
         scenario,
         list(request.engine_args),

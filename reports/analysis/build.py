@@ -196,6 +196,7 @@ def run_section(m: Manifest, prepared: PreparedRun) -> RunSection:
         "tool_version": m.tool.get("version"),
         "levels": m.levels,
         "canaries_per_level": m.canaries_per_level,
+        "background_phase": prepared.background_phase,
         "claim_max_rate": prepared.claim_max_rate,
         "levels_ended_by_claim": list(m.levels_ended_by_claim),
         "notices": run_notices(m, prepared),

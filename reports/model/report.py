@@ -235,6 +235,7 @@ class RunSection(TypedDict):
     tool_version: str | None
     levels: list[int]
     canaries_per_level: int | None
+    background_phase: NotRequired[str]  # background.phase (docs/design.md, "Background aimed at one phase")
     claim_max_rate: NotRequired[float | None]
     levels_ended_by_claim: NotRequired[list[EndedByClaim]]
     notices: list[str]

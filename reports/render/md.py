@@ -189,6 +189,24 @@ def headline(report: Report) -> list[str]:
     return list(health.get("headline") or []) if isinstance(health, dict) else []
 
 
+def phase_line(phase: str | None) -> str | None:
+    """What the levels' background was when ``background.phase`` aimed it at one phase of each sweep canary
+    (docs/design.md, "Background aimed at one phase"); None where it was held throughout."""
+    if phase is None or phase == "all":
+        return None
+    said = f"(background.phase = {code(phase)})"
+    if phase == "prefill":
+        return (
+            f"Background aimed at each sweep canary's prefill {said}: each background user sent one request, "
+            "prefilled before the canary was sent, and none while it ran."
+        )
+    after = "its first token" if phase == "decode" else f"{phase.removeprefix('from:')} of its tokens"
+    return (
+        f"Background aimed at each sweep canary's decode {said}: sent only once the canary's stream showed {after}, "
+        "none after it ended; each canary was sent with no background request in flight."
+    )
+
+
 def render_markdown(report: Report) -> str:
     run = report["run"]
     lines = [f"## Batch-invariance report: run {text(run.get('id'))}", ""]
@@ -201,6 +219,8 @@ def render_markdown(report: Report) -> str:
         lines.append(f"Server says: {text(run['server_config']['summary'])}.")
     if witness := run.get("witness"):
         lines.append(f"Witness: {text(witness['summary'])}.")
+    if aimed := phase_line(run.get("background_phase")):
+        lines.append(aimed)
     if client := report.get("client_load", {}).get("summary"):
         lines.append(f"{text(client)}.")
     lines += [f"> **Notice:** {text(n)}" for n in run.get("notices") or []]

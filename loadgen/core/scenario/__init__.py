@@ -1,7 +1,7 @@
 """The scenario schema, all of it: what one run, study or engine matrix is, validated before any traffic.
 
 ``schema`` holds the run itself (endpoint, canaries, background, sweep; a failure worded by ``messages``; the
-sweep's bounds in ``limits``), ``loading`` reads it from a TOML file or
+sweep's bounds in ``limits``; the background's phase mode in ``phase``), ``loading`` reads it from a TOML file or
 applies the command line's overrides;
 ``engines`` holds the sections that say how engines are started and compared (``[launcher]``,
 ``[cold_boot]``, ``[matrix]``); ``topology`` the endpoint as prefill and decode engines behind a router

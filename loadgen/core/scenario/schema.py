@@ -25,6 +25,7 @@ from loadgen.core.errors import ScenarioError, control_character
 from loadgen.core.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
 from loadgen.core.scenario.limits import MAX_LEVEL, MAX_LEVELS
 from loadgen.core.scenario.messages import describe
+from loadgen.core.scenario.phase import parse_phase
 from loadgen.core.scenario.sampled import expand, sampling_problem
 from loadgen.core.scenario.topology import TopologySpec, check_topology
 
@@ -240,6 +241,10 @@ class Background(_Strict):
     # never move as a wave; a streamed request starts its successor 3 tokens, or this long, before its expected end
     spawn_jitter_s: float = Field(default=0.25, ge=0.0)
     handover_s: float = Field(default=0.05, ge=0.0)  # 0: no hand-over (a slot is empty between requests)
+    # which phase of each sweep canary the background loads (docs/design.md, "Background aimed at one phase"):
+    # "all" (held throughout), "decode" or "from:<p>" (sent once the canary shows its first or p-th token, stopped
+    # at its end), "prefill" (one request per slot, prefilled before the canary goes, none while it runs)
+    phase: str = "all"
 
     @model_validator(mode="before")
     @classmethod
@@ -248,6 +253,11 @@ class Background(_Strict):
         if isinstance(data, dict) and isinstance(data.get("side"), str) and data["side"] in SIDE_PRESETS:
             return {**SIDE_PRESETS[data["side"]], **data}
         return data
+
+    @field_validator("phase")
+    @classmethod
+    def _phase(cls, v: str) -> str:
+        return str(parse_phase(v))
 
     @field_validator("prompt_words", "max_tokens", mode="before")
     @classmethod
@@ -362,6 +372,26 @@ class Scenario(_Strict):
         ids = [c.id for c in v]
         if len(set(ids)) != len(ids):
             raise ValueError(f"canary ids must be distinct (give each [[canaries]] its own id), got {ids}")
+        return v
+
+    @field_validator("background")
+    @classmethod
+    def _phase_streams(cls, v: Background, info: ValidationInfo) -> Background:
+        """A background aimed at one phase of the canary is timed by the canary's stream (its first token, its
+        p-th), and in prefill mode by each background request's first token."""
+        phase = parse_phase(v.phase)
+        if not phase.aimed:
+            return v
+        for c in info.data.get("canaries") or []:
+            if not c.stream:
+                raise ValueError(
+                    f'phase = "{phase}" times the background by the canary\'s tokens as they stream: set '
+                    f"stream = true on canary {c.id!r}"
+                )
+        if phase.kind == "prefill" and not v.stream:
+            raise ValueError(
+                'phase = "prefill" waits for each background request\'s first token: set background.stream = true'
+            )
         return v
 
     @field_validator("sweep")
