@@ -24,6 +24,7 @@ from reports.model.report import CanaryAnalysis, Health, HealthFacts
 if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust's processes, which load no pandas
     from collectors.read.runfolder import FileRead, RunData
 
+
 def _trailing(failed: np.ndarray[Any, Any]) -> int:
     ok = np.flatnonzero(~failed)
     return int(len(failed) - (ok[-1] + 1)) if ok.size else len(failed)
