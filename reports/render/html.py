@@ -30,6 +30,7 @@ from reports.render.md import (
     pct,
     unmeasured_lines,
 )
+from reports.render.seeds import seeds_html
 from reports.render.sides import sides_html
 from reports.render.steps import steps_html
 
@@ -329,7 +330,8 @@ def page(title: str, body: str, data: object) -> str:
 
 def render_html(report: Report) -> str:
     """The page: what failed first (``headline``), then each canary's verdict with its cue, then who ran what,
-    then the notices (they qualify the verdict; they must not be read before it), then per canary the rest."""
+    then the notices (they qualify the verdict; they must not be read before it), the seed contracts (a verdict on
+    the run's sampled canaries together), then per canary the rest."""
     run = report["run"]
     labels = ", ".join(f"{k}={v}" for k, v in sorted(run.get("labels", {}).items()))
     head = "<h1>Batch-invariance report</h1>" + "".join(f'<p class="alert">{esc(h)}</p>' for h in headline(report))
@@ -352,4 +354,5 @@ def render_html(report: Report) -> str:
     if report["input"]["skipped_lines"]:
         head += f'<p class="warn">Skipped {report["input"]["skipped_lines"]} unreadable line(s) while reading.</p>'
     body = "".join(canary_html(e) for e in report["canaries"]) or "<p>No canary records in this run.</p>"
+    head += seeds_html(report.get("seed_contracts"))
     return page(f"Batch-invariance report {run.get('id')}", head + body, report)

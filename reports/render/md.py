@@ -14,7 +14,7 @@ from reports.model.coresidency import CoResidencyGroup
 from reports.model.report import Canary, Figures, Fork, ForkClass, ForkMethod, Level, Report
 from reports.render.cells import ci, fmt, held, level_cells, others, pct, rate_cell
 from reports.render.mdtext import code, text
-from reports.render.seeds_md import seeds_md
+from reports.render.seeds import seeds_md
 from reports.render.sides import sides_md
 from reports.render.steps import steps_md
 

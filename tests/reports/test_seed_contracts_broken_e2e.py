@@ -11,6 +11,8 @@ everything, or the wrong route, fails here. The honest server keeps every contra
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +62,30 @@ GATES = {
 }
 
 
-def _run(tmp_path: Path, mode: str) -> tuple[Path, dict[str, Any], str]:
+@dataclass(frozen=True)
+class Seen:
+    """What a person sees of one run: its folder, report.json, report.md, and the run's own summary lines."""
+
+    run_dir: Path
+    report: dict[str, Any]
+    md: str
+    said: list[str]
+
+    def html_rows(self, warn: bool) -> list[str]:
+        """report.html's seed contract rows, marked broken (``warn``) or not, as their cells' text."""
+        html = (self.run_dir / "report.html").read_text()
+        table = html[html.index("<h2>Seed contracts</h2>") :].split("</table>")[0]
+        rows = table.split("<tr")[2:]
+        return [re.sub("<[^>]+>", "|", r) for r in rows if r.startswith(' class="warn"') == warn]
+
+
+def _run(tmp_path: Path, mode: str) -> Seen:
     with script_server(SERVER, "--break", mode) as url:
         done = loadgen_run(SCENARIO, tmp_path / "runs", "--host", url)
     assert done.returncode == 0, done.stderr[-3000:]
     report = orjson.loads((done.run_dir / "report.json").read_bytes())
-    return done.run_dir, report, (done.run_dir / "report.md").read_text()
+    said = [line for line in done.stdout.splitlines() if line.startswith("Seed contract")]
+    return Seen(done.run_dir, report, (done.run_dir / "report.md").read_text(), said)
 
 
 def _check(run_dir: Path, *gates: str) -> Ran:
@@ -97,8 +117,11 @@ def _md_row(md: str, contract: str, subject: str) -> str:
 
 
 def test_honest_server_keeps_every_seed_contract(tmp_path: Path) -> None:
-    run_dir, report, _ = _run(tmp_path, "none")
+    seen = _run(tmp_path, "none")
+    run_dir, report = seen.run_dir, seen.report
     _kept_same_seed(report)
+    assert seen.said == ["Seed contracts held: none of 15 broken at any level."]
+    assert len(seen.html_rows(warn=False)) == 15 and not seen.html_rows(warn=True)
     for route, block in _seed_sets(report).items():
         assert block["verdict"].startswith(f"seeds honoured on {route}"), block
     (choices,) = report["seed_contracts"]["choices"]
@@ -110,7 +133,8 @@ def test_honest_server_keeps_every_seed_contract(tmp_path: Path) -> None:
 
 
 def test_seed_ignored_on_chat_is_named_and_fails_the_collision_gate(tmp_path: Path) -> None:
-    run_dir, report, md = _run(tmp_path, "chat-seed")
+    seen = _run(tmp_path, "chat-seed")
+    run_dir, report, md = seen.run_dir, seen.report, seen.md
     _kept_same_seed(report)  # one seed is still one completion on every route: only the seeds set shows it
     sets = _seed_sets(report)
     assert sets["chat"]["verdict"].startswith("seed ignored on chat"), sets["chat"]
@@ -120,6 +144,10 @@ def test_seed_ignored_on_chat_is_named_and_fails_the_collision_gate(tmp_path: Pa
         assert all(k == 0 for _, k, _ in _counts(sets[route]))
     assert "seed ignored on chat" in _md_row(md, "different seeds, same completion", "roll on chat")
     assert "seeds honoured" in _md_row(md, "different seeds, same completion", "roll on completions")
+    (said,) = seen.said
+    assert said.startswith("Seed contract broken: different seeds, same completion: roll on chat: 8/8 = 100.0%")
+    (row,) = seen.html_rows(warn=True)
+    assert "|roll on chat|" in row and "seed ignored on chat" in row, row
 
     done = _check(run_dir, *GATES)
     assert done.returncode == 1
@@ -130,7 +158,8 @@ def test_seed_ignored_on_chat_is_named_and_fails_the_collision_gate(tmp_path: Pa
 
 
 def test_duplicate_choices_are_counted_per_level_and_fail_their_gate(tmp_path: Path) -> None:
-    run_dir, report, md = _run(tmp_path, "duplicate-choices")
+    seen = _run(tmp_path, "duplicate-choices")
+    run_dir, report, md = seen.run_dir, seen.report, seen.md
     (choices,) = report["seed_contracts"]["choices"]
     # each request's choices 1 and 2 repeat its choice 0: 2 of every 3
     assert _counts(choices) == [(None, 2, 3), (0, 2 * PER_LEVEL, 3 * PER_LEVEL), (2, 2 * PER_LEVEL, 3 * PER_LEVEL)]
@@ -138,6 +167,11 @@ def test_duplicate_choices_are_counted_per_level_and_fail_their_gate(tmp_path: P
     assert all(b["verdict"].startswith("seeds honoured") for b in report["seed_contracts"]["seeds"])
     row = _md_row(md, "n choices, duplicates", "group")
     assert f"0: {2 * PER_LEVEL}/{3 * PER_LEVEL} = 66.7%" in row and "duplicate choices" in row, row
+    assert [line.split(": 8/12")[0] for line in seen.said] == [
+        "Seed contract broken: n choices, duplicates: group (n = 3)"
+    ], seen.said
+    (html_row,) = seen.html_rows(warn=True)
+    assert "|group (n = 3)|" in html_row and "duplicate choices" in html_row, html_row
 
     done = _check(run_dir, *GATES)
     assert done.returncode == 1
@@ -148,7 +182,8 @@ def test_duplicate_choices_are_counted_per_level_and_fail_their_gate(tmp_path: P
 
 
 def test_generate_route_mismatch_is_named_and_fails_the_route_gate(tmp_path: Path) -> None:
-    run_dir, report, md = _run(tmp_path, "generate-route")
+    seen = _run(tmp_path, "generate-route")
+    run_dir, report, md = seen.run_dir, seen.report, seen.md
     _kept_same_seed(report)  # each route is self-consistent: only comparing the routes shows it
     routes = report["seed_contracts"]["routes"]
     assert sorted(r["seed"] for r in routes) == [11, 12]
@@ -157,6 +192,11 @@ def test_generate_route_mismatch_is_named_and_fails_the_route_gate(tmp_path: Pat
         assert _counts(block) == [(None, 1, 1), (0, PER_LEVEL, PER_LEVEL), (2, PER_LEVEL, PER_LEVEL)]
         row = _md_row(md, "one seed, other route", f"roll seed {block['seed']}")
         assert "differing: generate" in row, row
+    assert [line.split(" (completions")[0] for line in seen.said] == [
+        "Seed contract broken: one seed, other route: roll seed 11",
+        "Seed contract broken: one seed, other route: roll seed 12",
+    ], seen.said
+    assert len(seen.html_rows(warn=True)) == 2
 
     done = _check(run_dir, *GATES)
     assert done.returncode == 1

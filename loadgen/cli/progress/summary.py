@@ -14,12 +14,13 @@ import orjson
 from loadgen.core.errors import visible
 from reports.model.report import Report, is_report
 from reports.render.md import levels_table, unmeasured_lines
+from reports.render.seeds import seeds_summary
 
 
 def summary_lines(report: Report) -> list[str]:
     """Verdict, blank line, per-level table, blank line, per canary (the id first when there are several); a
     prefill/decode run's sentence on which side's load the divergence follows; with an engine step trace, the
-    factor the drift followed; why the x-axis is unmeasured."""
+    factor the drift followed; the seed contracts broken, or that they held; why the x-axis is unmeasured."""
     entries = report.get("canaries") or []
     lines: list[str] = []
     for entry in entries:
@@ -32,6 +33,8 @@ def summary_lines(report: Report) -> list[str]:
             lines += [follows["sentence"], ""]
         if steps := entry.get("engine_steps"):
             lines += [f"Why: {steps['sentence']}", ""]
+    if seeds := seeds_summary(report.get("seed_contracts")):
+        lines += [*seeds, ""]
     if unmeasured := report["run"].get("x_axis_unmeasured"):
         lines += [f"Notice: {unmeasured}", ""]
     return [visible(line) for line in lines]
