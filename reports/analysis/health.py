@@ -25,6 +25,19 @@ if TYPE_CHECKING:  # a type only: the run's owner imports this module in Locust'
     from collectors.read.runfolder import FileRead, RunData
 
 
+def missing_choices(frame: Any, scenario: Any) -> int:
+    """Choices absent from the ``n > 1`` requests read: each such request is ``n`` records, ``<id>.choice<j>``
+    (``loadgen.load.canary_request.choice_records``), ``n`` the scenario's."""
+    n_of = {str(c.get("id")): int(c.get("n") or 1) for c in (scenario or {}).get("canaries") or []}
+    ids = frame["canary_id"].to_numpy().astype(str) if len(frame) else np.zeros(0, str)
+    chosen = np.char.find(ids, ".choice") >= 0
+    if not chosen.any():
+        return 0
+    counts = frame[chosen].groupby("request_id")["canary_id"].agg(["first", "size"])
+    expected = [n_of.get(str(first).rsplit(".choice", 1)[0], int(size)) for first, size in counts.to_numpy()]
+    return int(sum(max(0, e - int(size)) for e, size in zip(expected, counts["size"], strict=True)))
+
+
 def _trailing(failed: np.ndarray[Any, Any]) -> int:
     ok = np.flatnonzero(~failed)
     return int(len(failed) - (ok[-1] + 1)) if ok.size else len(failed)
@@ -59,8 +72,13 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
     lost = lost_records(failures, m.engine_metrics, *(s.get("engine_metrics") for s in m.servers))
     torn = [r.name for r in run.files + run.background_files if r.torn_tail]
     reported = m.canaries_reported
-    # canaries the coordinator counted that neither reached the records nor are counted as write failures
-    unwritten = max(0, reported - sent - failures.get("canaries", 0)) if isinstance(reported, int) else 0
+    # canaries the coordinator counted that neither reached the records nor are counted as write failures: it
+    # counts requests, so the records are counted as requests (an n > 1 request is one, its choices n records),
+    # and a request read with fewer than its n choices has lost the rest
+    unwritten = 0
+    if isinstance(reported, int):
+        requests = int(f["request_id"].nunique()) if len(f) else 0
+        unwritten = max(0, reported - requests + missing_choices(f, m.scenario) - failures.get("canaries", 0))
     unusable = f["unusable_numbers"].to_numpy() if "unusable_numbers" in f else np.zeros(0, np.int64)
     background = level_load.background_errors(run.background)
     unmeasured = {str(e["id"]): got for e in canaries if (got := level_load.unmeasured_levels(e["levels"]))}
