@@ -30,7 +30,7 @@ from reports.render.md import (
     pct,
     unmeasured_lines,
 )
-from reports.render.seeds import seeds_html
+from reports.render.seeds import sampled_forks, seeds_html
 from reports.render.sides import sides_html
 from reports.render.steps import steps_html
 
@@ -234,7 +234,9 @@ def reference_html(ref: Reference) -> str:
     return "".join(out)
 
 
-def canary_html(entry: Canary) -> str:
+def canary_html(entry: Canary, sampled: str | None = None) -> str:
+    """``sampled``: a sampled canary's fork classes (``reports.render.seeds.sampled_forks``), said instead of the
+    near-tie table."""
     named = [("this run", entry)]
     charts = [
         plots.unique_vs_level(named),
@@ -251,7 +253,7 @@ def canary_html(entry: Canary) -> str:
         f"{verdict_box(entry)}{reference_html(entry['reference'])}"
         f"{levels_table(entry['levels'])}{_sides_or_groups(entry)}{steps_html(entry.get('engine_steps'))}"
         f"<div class='charts'>{''.join(charts)}</div>"
-        f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{fork_classes_html(entry)}"
+        f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{_fork_classes(entry, sampled)}"
         f"{forks_table(entry['forks'])}{claim_html(entry)}"
     )
 
@@ -299,6 +301,10 @@ def bounds_note(entry: Canary) -> str:
         "is decided on the exact one-sided (Clopper-Pearson) 95% upper bound, a guarantee, so their upper ends "
         "differ (" + "; ".join(differ) + ")."
     )
+
+
+def _fork_classes(entry: Canary, sampled: str | None) -> str:
+    return f"<p class='meta'>{escape(sampled)}</p>" if sampled else fork_classes_html(entry)
 
 
 def fork_classes_html(entry: Canary) -> str:
@@ -353,6 +359,8 @@ def render_html(report: Report) -> str:
     head += "".join(f'<p class="warn">{esc(n)}</p>' for n in run.get("notices") or [])
     if report["input"]["skipped_lines"]:
         head += f'<p class="warn">Skipped {report["input"]["skipped_lines"]} unreadable line(s) while reading.</p>'
-    body = "".join(canary_html(e) for e in report["canaries"]) or "<p>No canary records in this run.</p>"
+    contracts = report.get("seed_contracts")
+    body = "".join(canary_html(e, sampled_forks(contracts, str(e["id"]))) for e in report["canaries"])
+    body = body or "<p>No canary records in this run.</p>"
     head += seeds_html(report.get("seed_contracts"))
     return page(f"Batch-invariance report {run.get('id')}", head + body, report)

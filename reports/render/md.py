@@ -14,7 +14,7 @@ from reports.model.coresidency import CoResidencyGroup
 from reports.model.report import Canary, Figures, Fork, ForkClass, ForkMethod, Level, Report
 from reports.render.cells import ci, fmt, held, level_cells, others, pct, rate_cell
 from reports.render.mdtext import code, text
-from reports.render.seeds import seeds_md
+from reports.render.seeds import sampled_forks, seeds_md
 from reports.render.sides import sides_md
 from reports.render.steps import steps_md
 
@@ -79,7 +79,9 @@ def _forks(forks: list[Fork], limit: int = 10) -> list[str]:
     return rows
 
 
-def canary_section(entry: Canary, heading: str) -> list[str]:
+def canary_section(entry: Canary, heading: str, sampled: str | None = None) -> list[str]:
+    """``sampled``: a sampled canary's fork classes (``reports.render.seeds.sampled_forks``), said instead of the
+    near-tie table."""
     ref = entry["reference"]
     lines = [f"{heading} Canary {code(str(entry['id']))}", "", f"**{text(entry['verdict'])}**", ""]
     kind = "the baseline (sent alone before the sweep)" if ref["kind"] == "baseline" else "the modal completion"
@@ -95,7 +97,7 @@ def canary_section(entry: Canary, heading: str) -> list[str]:
     if unmeasured := unmeasured_lines(entry["levels"]):
         lines += [*unmeasured, ""]
     lines += [*_forks(entry["forks"]), ""]
-    lines += _fork_classes(entry)
+    lines += [text(sampled), ""] if sampled else _fork_classes(entry)
     sides = entry.get("sides")
     lines += sides_md(sides) if sides else _co_residency_table(entry.get("by_co_residency"))
     lines += steps_md(entry.get("engine_steps"))
@@ -230,7 +232,8 @@ def render_markdown(report: Report) -> str:
     lines.append("")
     many = len(report["canaries"]) > 1
     for entry in report["canaries"]:
-        lines += canary_section(entry, "###" if many else "####")
+        sampled = sampled_forks(report.get("seed_contracts"), str(entry["id"]))
+        lines += canary_section(entry, "###" if many else "####", sampled)
     if not report["canaries"]:
         lines.append("No canary records in this run.")
     lines += seeds_md(report.get("seed_contracts"))

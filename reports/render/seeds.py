@@ -109,3 +109,19 @@ def seeds_summary(contracts: SeedContracts | None) -> list[str]:
         f"Seed contract broken: {r.contract}: {r.subject}: {rate_cell(r.overall)} over the sweep; {r.says}"
         for r in broken
     ]
+
+
+def sampled_forks(contracts: SeedContracts | None, canary: str) -> str | None:
+    """For a sampled canary, what its forks table says instead of the near-tie classes: the seed contract's split
+    of its mismatches (``reports.analysis.seed_contracts``, the one owner of the rule); None for a greedy one or
+    one that never forked."""
+    found = [s for s in (contracts["same_seed"] if contracts else []) if s["canary"] == canary]
+    if not found or not found[0]["overall"]["k"]:  # greedy, or nothing forked: no table either
+        return None
+    s = found[0]
+    return (
+        f"Sampled canary (seed {s['seed']}): the near-tie test reads a greedy choice, so its forks are classed by "
+        f"the seed contract: of {s['overall']['k']} over the sweep, {s['logits_moved']} after a chosen-token "
+        f"logprob moved (the batch changed the numerics), {s['draw_only']} with every logprob before the fork "
+        f"unchanged (only the draw differed), {s['unclassified']} without logprobs to tell."
+    )

@@ -8,8 +8,8 @@ from typing import Any
 from loadgen.cli.progress.summary import summary_lines
 from reports.model.seeds import Rate, SeedContracts
 from reports.render.html import render_html
-from reports.render.md import render_markdown
-from reports.render.seeds import rows, seeds_html, seeds_md, seeds_summary
+from reports.render.md import canary_section, render_markdown
+from reports.render.seeds import rows, sampled_forks, seeds_html, seeds_md, seeds_summary
 from tests.reports.runkit import partial_report
 
 HOSTILE = "chat<script>alert(1)</script>\x1b]0;title\x07|x"
@@ -88,3 +88,18 @@ def test_the_pages_carry_the_table() -> None:
     page = render_html(partial_report(**base))
     assert "<h2>Seed contracts</h2>" in page and page.count('<tr class="warn">') == 1
     assert "### Seed contracts" in render_markdown(partial_report(**base))
+
+
+def test_a_sampled_canarys_forks_are_classed_by_its_seed_contract_not_the_near_tie_test() -> None:
+    found = contracts(broken=False)
+    same = found["same_seed"][0]
+    assert sampled_forks(found, "roll.seed1") is None  # nothing forked
+    same["overall"], same["logits_moved"], same["draw_only"] = rate(3, 8), 2, 1
+    line = sampled_forks(found, "roll.seed1")
+    assert line is not None and "of 3 over the sweep, 2 after a chosen-token logprob moved" in line
+    assert "1 with every logprob before the fork unchanged" in line and sampled_forks(found, "greedy") is None
+    entry: Any = {"id": "roll.seed1", "forks": [], "overall": {"diverged": 3}, "levels": [], "verdict": "v"}
+    entry["reference"] = {"kind": "baseline", "identity": "token_ids", "length": 3, "unit": "token"}
+    md = "\n".join(canary_section(entry, "###", line))
+    assert line in md and "near-tie" not in md.replace(line, "")
+    assert "near-tie" in "\n".join(canary_section(entry, "###"))  # a greedy canary keeps its near-tie table
