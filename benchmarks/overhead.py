@@ -137,7 +137,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, fast_server(server_cpu) as (url, _):
         os.sched_setaffinity(0, {gen_cpu})
         scenario = parse_scenario({**SCENARIO, "endpoint": {"kind": "completions", "base_url": url}}, "overhead")
-        st = state_from_plan(Plan.of(prepare_run(scenario, source="overhead", out_dir=Path(tmp))), worker="")
+        st = state_from_plan(Plan.of(prepare_run(scenario, source="overhead", out_dir=Path(tmp))[0]), worker="")
         env = Environment(user_classes=[CanaryUser], events=locust.events)
         runner = env.create_local_runner()
         runner.register_message("lg_done", lambda *_, **__: None)  # the coordinator's stage bookkeeping

@@ -111,16 +111,22 @@ class RunData:
 
 
 def load_run(
-    run_dir: Path, *, workers: int | None = None, reference: bool = False, engine_traces: Sequence[Path] = ()
+    run_dir: Path,
+    *,
+    workers: int | None = None,
+    reference: bool = False,
+    engine_traces: Sequence[Path] = (),
+    manifest: Manifest | None = None,
 ) -> RunData:
     """Read ``manifest.json``, every ``canaries*.jsonl`` and, where present, background and engine files.
 
     ``workers`` and ``reference``: see ``collectors.read.parallel.read_canaries``. ``engine_traces``: step trace
-    files brought from elsewhere (an engine the tool did not start), read after the folder's own."""
+    files brought from elsewhere (an engine the tool did not start), read after the folder's own. ``manifest``:
+    the folder's as its caller holds it, having just written it (the run's end): not read again."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunFolderError(f"{run_dir}: not a directory (expected a run folder with manifest.json)")
-    manifest = read_manifest(run_dir)
+    manifest = manifest or read_manifest(run_dir)
     prepared = PreparedRun.of(manifest)
     canary_paths = sorted(run_dir.glob("canaries*.jsonl"))
     if not canary_paths:

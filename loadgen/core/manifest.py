@@ -453,10 +453,16 @@ FIELDS = frozenset(f.alias or name for name, f in Manifest.model_fields.items())
 
 
 def update_manifest(run_dir: Path, **changes: Any) -> Manifest:
-    """Read, change the named fields, validate and write back atomically.
+    """Read, change the named fields, validate and write back atomically (``write_changes``)."""
+    return write_changes(run_dir, read_manifest(run_dir), **changes)
+
+
+def write_changes(run_dir: Path, current: Manifest, **changes: Any) -> Manifest:
+    """``current`` (the manifest as its caller last read or wrote it, not read again) with the named fields
+    changed, validated and written back atomically; returns what was written.
 
     Only fields of ``Manifest`` may be named: a misspelt one is a ``TypeError`` and nothing is written (it
-    would otherwise land in the file as a key nobody reads). Unknown keys read from the file are kept."""
+    would otherwise land in the file as a key nobody reads). Unknown keys ``current`` holds are kept."""
     unknown = sorted(set(changes) - FIELDS)
     if unknown:
         hints = [
@@ -464,7 +470,6 @@ def update_manifest(run_dir: Path, **changes: Any) -> Manifest:
             for name in unknown
         ]
         raise TypeError(f"update_manifest: not a manifest field: {', '.join(hints)}")
-    current = read_manifest(run_dir).to_json()
-    manifest = _validated({**current, **changes}, run_dir / MANIFEST)
+    manifest = _validated({**current.to_json(), **changes}, run_dir / MANIFEST)
     write_manifest(run_dir, manifest)
     return manifest

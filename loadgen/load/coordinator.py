@@ -130,9 +130,10 @@ class CoordinatorSide:
             if started.servers:
                 scenario = with_overrides(scenario, servers=[Server.model_validate(s) for s in started.servers])
         source = request.source
-        run_dir = prepare_run(scenario, source=source, out_dir=request.out_dir, extra=extra)
+        run_dir, manifest = prepare_run(scenario, source=source, out_dir=request.out_dir, extra=extra)
         keep_engine_logs(started, run_dir)
-        return run_dir, OwnedRun.begin(run_dir, base_url=base_url, api_key=api_key_of(scenario, source)), started
+        owned = OwnedRun.begin(run_dir, manifest, base_url=base_url, api_key=api_key_of(scenario, source))
+        return run_dir, owned, started
 
     def _started_engine(self, scenario: Scenario) -> StartedEngine | None:
         """The engine ``loadgen run --ui`` started, where this start runs against it (with

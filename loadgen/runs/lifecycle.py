@@ -41,7 +41,7 @@ from loadgen.core.manifest import (
     RunStatus,
     now_iso,
     read_manifest,
-    update_manifest,
+    write_changes,
 )
 from loadgen.core.prepared import PreparedRun
 from reports.analysis.verdict import run_status
@@ -65,13 +65,14 @@ class OwnedRun:
     servers: ServerScrapers | None = None  # the servers behind the endpoint, scraped instead of it
 
     @classmethod
-    def begin(cls, run_dir: Path, *, base_url: str | None, api_key: str | None) -> OwnedRun:
+    def begin(cls, run_dir: Path, manifest: Manifest, *, base_url: str | None, api_key: str | None) -> OwnedRun:
         """Mark the run running and, when there is an endpoint to watch, start scraping its ``/metrics``: the
         endpoint's own, or, when the prepared scenario names the servers behind it (``endpoint.servers``,
-        whoever started them), every server's instead (a router does not expose its engines' gauges)."""
+        whoever started them), every server's instead (a router does not expose its engines' gauges).
+        ``manifest``: the one ``loadgen.runs.prepare.prepare_run`` wrote, handed on, not read back."""
         scraper, servers = None, None
         if base_url is not None:
-            prepared = PreparedRun.of(read_manifest(run_dir))
+            prepared = PreparedRun.of(manifest)
             every = prepared.metrics_interval_s or DEFAULT_INTERVAL_S
             if prepared.servers:
                 servers = ServerScrapers(prepared.servers, run_dir, api_key=api_key, interval_s=every)
@@ -79,7 +80,7 @@ class OwnedRun:
             else:
                 scraper = MetricsScraper(base_url, run_dir, interval_s=every, api_key=api_key)
                 scraper.start()
-        update_manifest(run_dir, status=RunStatus.RUNNING)
+        write_changes(run_dir, manifest, status=RunStatus.RUNNING)
         return cls(run_dir, scraper, servers=servers)
 
     def end(
@@ -117,22 +118,24 @@ class OwnedRun:
             **({"engine_metrics": metrics} if metrics is not None else {}),
             **servers,
         }
-        if not _written(
+        ended = _written(
             unwritten,
             self.run_dir / MANIFEST,
             "the run's end (its manifest still says 'running')",
-            update_manifest,
+            write_changes,
             self.run_dir,
+            manifest,
             status=status,
             **final,
-        ):
+        )
+        if ended is None:
             status = _with_losses(status)
         self.status = status
         if report:
             from reports.render.writer import write_reports  # here, not at the top: the module docstring says why
 
-            try:
-                self.headline = list(write_reports(self.run_dir)["health"]["headline"])
+            try:  # the manifest as this end wrote it; read again only where that write failed
+                self.headline = list(write_reports(self.run_dir, ended)["health"]["headline"])
             except (OSError, RunFolderError) as exc:  # reports.render.writer names the file it could not write
                 unwritten.append(_unwritten(exc, self.run_dir / "report.json", "the reports"))
                 self.status = status = _with_losses(status)
@@ -142,8 +145,9 @@ class OwnedRun:
                     unwritten,
                     self.run_dir / MANIFEST,
                     "the status",
-                    update_manifest,
+                    write_changes,
                     self.run_dir,
+                    ended or manifest,
                     status=status,
                     notices=said,
                 )
@@ -165,13 +169,12 @@ def _unwritten(exc: OSError | RunFolderError, path: Path, what: str) -> str:
 
 
 def _written(
-    unwritten: list[str], path: Path, what: str, write: Callable[..., object], *args: Any, **kwargs: Any
-) -> bool:
-    """``write(*args, **kwargs)``; a disk that refuses it (full, a file-size limit, read-only) is a line in
-    ``unwritten`` naming ``path``, and False."""
+    unwritten: list[str], path: Path, what: str, write: Callable[..., Manifest], *args: Any, **kwargs: Any
+) -> Manifest | None:
+    """``write(*args, **kwargs)``, the manifest it wrote; a disk that refuses it (full, a file-size limit,
+    read-only) is a line in ``unwritten`` naming ``path``, and None."""
     try:
-        write(*args, **kwargs)
+        return write(*args, **kwargs)
     except OSError as exc:
         unwritten.append(_unwritten(exc, path, what))
-        return False
-    return True
+        return None

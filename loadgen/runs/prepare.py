@@ -65,8 +65,11 @@ def endpoint_kinds(scenario: Scenario) -> set[Kind]:
     return kinds
 
 
-def prepare_run(scenario: Scenario, *, source: str, out_dir: Path, extra: dict[str, Any] | None = None) -> Path:
-    """Probe the endpoint, create a fresh run folder and write its manifest (status ``running``)."""
+def prepare_run(
+    scenario: Scenario, *, source: str, out_dir: Path, extra: dict[str, Any] | None = None
+) -> tuple[Path, Manifest]:
+    """Probe the endpoint, create a fresh run folder and write its manifest (status ``prepared``); returns the
+    folder and that manifest, which its caller hands on (``OwnedRun.begin``) rather than read back."""
     base_url = scenario.endpoint.base_url
     if base_url is None:
         raise ScenarioError(f"{source}: field endpoint.base_url: no endpoint given (set it, or pass --host)")
@@ -114,4 +117,4 @@ def prepare_run(scenario: Scenario, *, source: str, out_dir: Path, extra: dict[s
         }
     )
     write_manifest(run_dir, manifest)
-    return run_dir
+    return run_dir, manifest

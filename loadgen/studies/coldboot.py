@@ -24,7 +24,7 @@ from typing import Any
 
 from collectors.jsonl import JsonlWriter
 from loadgen.core.errors import EngineError, LoadgenError, ScenarioError, UsageError
-from loadgen.core.manifest import BootFacts, RunStatus, now_iso, read_manifest, update_manifest
+from loadgen.core.manifest import BootFacts, Manifest, RunStatus, now_iso, update_manifest
 from loadgen.core.record import CanaryRecord
 from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
@@ -122,8 +122,8 @@ def boot_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, cli
     )
 
 
-def _features(run_dir: Path) -> dict[str, Features]:
-    return {k: Features(**v["features"]) for k, v in read_manifest(run_dir).features.items()}
+def _features(manifest: Manifest) -> dict[str, Features]:
+    return {k: Features(**v["features"]) for k, v in manifest.features.items()}
 
 
 def _send_all(
@@ -208,10 +208,10 @@ class _Study:
         )
         if self.run_dir is None:  # boot 1: the probe, the run folder and its manifest
             extra = {"engine": self.engines.describe(), "cold_boot": self.size.model_dump()}
-            self.run_dir = prepare_run(booted, source=self.source, out_dir=self.out_dir, extra=extra)
-            self.owned = OwnedRun.begin(self.run_dir, base_url=None, api_key=None)
+            self.run_dir, manifest = prepare_run(booted, source=self.source, out_dir=self.out_dir, extra=extra)
+            self.owned = OwnedRun.begin(self.run_dir, manifest, base_url=None, api_key=None)
             self.writer = JsonlWriter(self.run_dir / "canaries.jsonl")
-            self.features, self.model = _features(self.run_dir), str(read_manifest(self.run_dir).endpoint.model)
+            self.features, self.model = _features(manifest), str(manifest.endpoint.model)
         else:
             probe(
                 engine.url,

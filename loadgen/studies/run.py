@@ -386,10 +386,11 @@ def run(request: RunRequest, *, progress: Progress = no_progress) -> RunResult:
         # an engine started here was told to write its step trace (``endpoint_for``)
         extra = {**({"engine": engine_info} if engine_info else {}), "step_trace_requested": engine is not None}
         progress(Probing(scenario.endpoint.base_url))
-        run_dir = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
+        run_dir, manifest = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
         keep_logs_in(engine, run_dir)
         # the engine is stopped by endpoint_for on the way out, after the reports: its log is in place already
-        owned = OwnedRun.begin(run_dir, base_url=scenario.endpoint.base_url, api_key=api_key_of(scenario, source))
+        api_key = api_key_of(scenario, source)
+        owned = OwnedRun.begin(run_dir, manifest, base_url=scenario.endpoint.base_url, api_key=api_key)
         try:
             with open_append(run_dir / "locust.log") as log:
                 cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=request.processes)

@@ -15,6 +15,7 @@ import orjson
 
 from collectors.read.runfolder import load_run
 from loadgen.core.errors import RunFolderError
+from loadgen.core.manifest import Manifest
 from loadgen.core.runfiles import read_regular, write_file
 from reports.analysis.build import build_report
 from reports.model.conform import problems
@@ -44,9 +45,10 @@ def write_report_files(report: Report, out_dir: Path, stem: str = "report") -> l
     return paths
 
 
-def write_reports(run_dir: Path) -> Report:
-    """Analyse a run folder and write its three report files into it; returns the report object."""
-    report = build_report(load_run(Path(run_dir)))
+def write_reports(run_dir: Path, manifest: Manifest | None = None) -> Report:
+    """Analyse a run folder and write its three report files into it; returns the report object. ``manifest``:
+    the folder's, where the caller has just written it (the run's end), so that it is not read again."""
+    report = build_report(load_run(Path(run_dir), manifest=manifest))
     write_report_files(report, Path(run_dir))
     return report
 
