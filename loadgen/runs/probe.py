@@ -36,7 +36,7 @@ from loadgen.core.jsonsafe import describe, lone_surrogate, normalised
 from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.core.wire import Features, Kind, MalformedResponse, build_body, features_from_probe, parse_body
 from loadgen.core.wire.server_config import info_series, server_settings
-from loadgen.core.wire.urls import api_path, origin, v1_path
+from loadgen.core.wire.urls import Routes
 
 PROBE_PROMPT = "Reply with one word: ready"
 
@@ -208,7 +208,7 @@ def _decoded(raw: bytes, url: str, notes: list[str] | None) -> Any:
 
 
 def read_models(
-    base_url: str,
+    url: str,
     *,
     api_key: str | None,
     timeout_s: float,
@@ -216,8 +216,7 @@ def read_models(
     notes: list[str] | None = None,
 ) -> tuple[list[str], Any]:
     """The model ids as the server spells them (a lone surrogate kept: ``_probe`` refuses to send one) and the
-    body, normalised to be kept."""
-    url = origin(base_url) + v1_path(base_url, "models")
+    body, normalised to be kept; ``url``: the endpoint's ``/v1/models``."""
     status, raw = _request(url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
     if status in (401, 403):
         raise _refused_key(url, status, api_key)
@@ -236,13 +235,8 @@ def read_models(
     return ids, _decoded(raw, url, notes)
 
 
-def _server_root(base_url: str) -> str:
-    """Where a server's own routes live (``/version``, ``/metrics``): the base URL without its ``/v1``."""
-    return origin(base_url) + v1_path(base_url, "").removesuffix("/v1/")
-
-
 def read_version(
-    base_url: str,
+    root: str,
     *,
     api_key: str | None,
     timeout_s: float,
@@ -250,11 +244,9 @@ def read_version(
     notes: list[str] | None = None,
 ) -> str | None:
     """The server's version: vLLM's and llama.cpp's ``/version``; SGLang has none and says it in ``/server_info``
-    (``/get_server_info`` before 0.5)."""
+    (``/get_server_info`` before 0.5); ``root``: where the server's own routes live (``Routes.root``)."""
     for route in ("/version", "/server_info", "/get_server_info"):
-        body = _json_or_none(
-            _server_root(base_url) + route, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes
-        )
+        body = _json_or_none(root + route, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes)
         if isinstance(body, dict) and isinstance(body.get("version"), (str, int, float)):
             return str(body["version"])
     return None
@@ -273,7 +265,7 @@ def _json_or_none(
 
 
 def read_config(
-    base_url: str,
+    root: str,
     *,
     api_key: str | None,
     timeout_s: float,
@@ -282,8 +274,8 @@ def read_config(
     notes: list[str] | None = None,
 ) -> dict[str, Any]:
     """What the server says of its own settings (``loadgen.core.wire.server_config``): ``settings``, the raw
-    ``*_info`` series of ``/metrics``, and which routes answered. Best effort: every route may be absent."""
-    root = _server_root(base_url)
+    ``*_info`` series of ``/metrics``, and which routes answered. Best effort: every route may be absent.
+    ``root``: where the server's own routes live (``Routes.root``)."""
     info: dict[str, dict[str, str]] = {}
     try:
         status, raw = _request(root + "/metrics", api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes)
@@ -317,7 +309,7 @@ def _error_text(raw: bytes) -> str:
 
 
 def probe_kind(
-    base_url: str,
+    url: str,
     kind: Kind,
     model: str,
     wanted: Features,
@@ -326,8 +318,8 @@ def probe_kind(
     timeout_s: float,
     max_bytes: int = MAX_RESPONSE_BYTES,
 ) -> KindProbe:
-    """Send the probe with the richest dialect first; drop what the server rejects, one field at a time."""
-    url = origin(base_url) + api_path(base_url, kind)
+    """Send the probe with the richest dialect first; drop what the server rejects, one field at a time.
+    ``url``: the endpoint's route for ``kind`` (``Routes.kinds``)."""
     base = replace(wanted, batch_sizes=False)  # an extension few servers know: the first field to drop
     candidates = [wanted, base] if wanted.batch_sizes else [wanted]
     if wanted.return_token_ids:
@@ -423,7 +415,8 @@ def _probe(
     max_bytes: int,
 ) -> ServerInfo:
     notes: list[str] = []
-    ids, models = read_models(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes)
+    routes = Routes.of(base_url)
+    ids, models = read_models(routes.models, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes)
     if model is None:
         if not ids:
             raise EndpointError(f"{base_url}: /v1/models lists no model; set endpoint.model")
@@ -432,20 +425,21 @@ def _probe(
             raise EndpointError(f"{base_url}: the first model /v1/models lists holds the API key; set endpoint.model")
         if lone_surrogate(model):  # sent in every request, written in every record: it has no UTF-8 form
             raise EndpointError(
-                f"{origin(base_url) + v1_path(base_url, 'models')}: the first model /v1/models lists is not valid "
-                "Unicode (a lone surrogate); set endpoint.model"
+                f"{routes.models}: the first model /v1/models lists is not valid Unicode (a lone surrogate); "
+                "set endpoint.model"
             )
     elif ids and model not in ids:
         shown = [normalised(i, Counter()) for i in ids]
         raise EndpointError(f"{base_url}: model {model!r} is not served; the server has {shown}")
-    version = read_version(base_url, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes)
+    version = read_version(routes.root, api_key=api_key, timeout_s=timeout_s, max_bytes=max_bytes, notes=notes)
+    slow_s = max(timeout_s, 60.0)
     probes = {
-        k: probe_kind(base_url, k, model, wanted, api_key=api_key, timeout_s=max(timeout_s, 60.0), max_bytes=max_bytes)
+        k: probe_kind(routes.kinds[k], k, model, wanted, api_key=api_key, timeout_s=slow_s, max_bytes=max_bytes)
         for k in sorted(kinds)
     }
     reported = [p.cached_tokens_reported for p in probes.values() if p.cached_tokens_reported is not None]
     config = read_config(
-        base_url,
+        routes.root,
         api_key=api_key,
         timeout_s=timeout_s,
         cached_tokens_reported=all(reported) if reported else None,

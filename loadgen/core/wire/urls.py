@@ -5,7 +5,11 @@ Pure string work, shared by the probe (plain urllib, in the CLI's process) and t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from loadgen.core.wire.types import KINDS, Kind
 
 
 def v1_path(base_url: str, suffix: str) -> str:
@@ -26,3 +30,23 @@ def api_path(base_url: str, kind: str) -> str:
 def origin(base_url: str) -> str:
     parts = urlsplit(base_url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Every URL of one endpoint that the probe asks, derived once from its base URL: ``models`` (``/v1/models``),
+    ``root`` (where the server's own routes live, ``/version``, ``/metrics``: the base URL without its ``/v1``)
+    and each endpoint kind's route."""
+
+    models: str
+    root: str
+    kinds: Mapping[Kind, str]
+
+    @classmethod
+    def of(cls, base_url: str) -> Routes:
+        at = origin(base_url)
+        return cls(
+            models=at + v1_path(base_url, "models"),
+            root=at + v1_path(base_url, "").removesuffix("/v1/"),
+            kinds={kind: at + api_path(base_url, kind) for kind in KINDS},
+        )
