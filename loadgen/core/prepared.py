@@ -16,7 +16,7 @@ from typing import Any
 from loadgen.core.manifest import Manifest
 from loadgen.core.scenario import Server
 from loadgen.core.scenario.phase import parse_phase
-from loadgen.core.servers import SIDES, Side, servers_of
+from loadgen.core.servers import SIDES, Side, loaded_side, servers_of
 
 
 @dataclass(frozen=True)
@@ -25,15 +25,16 @@ class PreparedRun:
     ``level_quota``: canaries sent at one level (per level times the scenario's canaries, round-robin); None
     where the manifest gives no per-level count. ``claim_max_rate``: the P of "divergence rate < P at 95%"
     the run asked for (``sweep.claim_max_rate``), None where none or out of (0, 1). ``metrics_interval_s``: the
-    scraper's period asked for, None for its default. ``background_side``: ``background.side`` where it names a
-    side, else None. ``background_phase``: ``background.phase``, normalised (``loadgen.core.scenario.phase``); "all"
-    where the manifest predates it or holds no mode, as such runs' background was held throughout."""
+    scraper's period asked for, None for its default. ``loaded_side``: the side the background loads,
+    ``background.side`` where it names one, else decode (``loadgen.core.servers.loaded_side``).
+    ``background_phase``: ``background.phase``, normalised (``loadgen.core.scenario.phase``); "all" where the
+    manifest predates it or holds no mode, as such runs' background was held throughout."""
 
     servers: tuple[Server, ...]
     level_quota: int | None
     claim_max_rate: float | None
     metrics_interval_s: float | None
-    background_side: Side | None
+    loaded_side: Side
     background_phase: str = "all"
 
     @classmethod
@@ -51,7 +52,7 @@ class PreparedRun:
             level_quota=quota,
             claim_max_rate=rate if rate is not None and 0 < rate < 1 else None,
             metrics_interval_s=every if every is not None and every > 0 else None,
-            background_side=next((s for s in SIDES if s == side), None),
+            loaded_side=loaded_side(next((s for s in SIDES if s == side), None)),
             background_phase=_phase(phase),
         )
 

@@ -18,7 +18,6 @@ from collectors.read.runfolder import CanaryColumns, FileRead, RunData
 from loadgen.core.claims import DEFAULT_MAX_RATE
 from loadgen.core.manifest import Manifest, RunStatus
 from loadgen.core.prepared import PreparedRun
-from loadgen.core.servers import loaded_side
 from loadgen.core.wire.server_config import describe
 from reports.analysis import client_load, coresidency, cost, level_load, seed_contracts, sides, sides_notes
 from reports.analysis.cache_checks import cache_expectations, cache_notices
@@ -48,7 +47,7 @@ def build_report(run: RunData) -> Report:
     cols = with_engine_join(run, trace)
     joined = _has_samples(run) and cols.n > 0
     m = run.manifest
-    loaded = loaded_side(run.prepared.background_side) if run.servers else None
+    loaded = run.prepared.loaded_side if run.servers else None
     analysed = analyse(cols, list(m.levels), claim_rule(m, run.prepared), loaded, trace) if cols.n else []
     background = background_section(run.background)
     for entry in analysed:
@@ -308,7 +307,7 @@ def with_engine_join(run: RunData, trace: TraceJoin | None = None) -> CanaryColu
     interval = next((i for x in scraped if isinstance(i := x.get("interval_s"), int | float) and i > 0), None)
     edge = float(interval) if interval is not None else 0.05
     if run.servers:
-        frame = sides.join_sides(cols.frame, run.servers, loaded_side(run.prepared.background_side), edge_s=edge)
+        frame = sides.join_sides(cols.frame, run.servers, run.prepared.loaded_side, edge_s=edge)
     else:
         frame = coresidency.join_engine(cols.frame, run.engine_t, run.engine_running, edge_s=edge)
     frame = coresidency.join_client(frame, run.background)

@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.read.runfolder import load_run
-from loadgen.core.servers import loaded_side
 from reports.analysis import coresidency
 from reports.analysis.build import with_engine_join
 from reports.analysis.canary import CanaryView, canonical_order
@@ -47,7 +46,7 @@ def measured_records(run_dir: Path) -> Any:
     """One row per canary record of ``run_dir`` (``COLUMNS``), each canary's rows in send order."""
     run = load_run(run_dir)
     cols = with_engine_join(run)
-    loaded = loaded_side(run.prepared.background_side) if run.servers else None
+    loaded = run.prepared.loaded_side if run.servers else None
     ids = cols.frame["canary_id"].astype(str).to_numpy()
     parts = [
         _canary_rows(CanaryView(cols, canonical_order(cols, np.flatnonzero(ids == cid)), loaded))

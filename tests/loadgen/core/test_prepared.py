@@ -35,7 +35,7 @@ def test_a_prefill_decode_plan() -> None:
         level_quota=6,  # 3 per level and canary, two canaries round-robin
         claim_max_rate=0.05,
         metrics_interval_s=0.2,
-        background_side="prefill",
+        loaded_side="prefill",
     )
 
 
@@ -49,7 +49,7 @@ def test_a_prefill_decode_plan() -> None:
 )
 def test_what_a_plan_does_not_say_reads_as_absent(scenario: dict[str, Any]) -> None:
     got = PreparedRun.of(manifest(scenario, per_level=None))
-    assert got == PreparedRun((), None, None, None, None)
+    assert got == PreparedRun((), None, None, None, "decode")  # no side named: the decode side is loaded
 
 
 def test_one_canary_is_counted_without_a_list() -> None:
