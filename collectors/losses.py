@@ -11,6 +11,7 @@ file in its place, which ``loadgen.core.runfiles`` refuses with a ``RunFolderErr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -21,25 +22,39 @@ from loadgen.core.runfiles import read_regular
 _FIELDS = {"canary_write_failures": "canaries", "background_write_failures": "background"}
 
 
-def write_failures(run_dir: Path) -> dict[str, int]:
-    """``{"canaries": n, "background": n, "processes": n, "unreadable": n}`` summed over every
-    ``process-*.json`` of the run folder; ``unreadable`` counts process files that could not be read."""
-    out = {"canaries": 0, "background": 0, "processes": 0, "unreadable": 0}
+@dataclass(frozen=True)
+class ProcessFiles:
+    """What the run folder's ``process-*.json`` say, read once: ``failures``, ``{"canaries": n, "background": n,
+    "processes": n, "unreadable": n}`` summed over them (``unreadable``: files that could not be read, their
+    failures unknown); ``notices``, those every file carries (the held-level gate's), each once, in file order
+    (a value that is not a list of strings adds none)."""
+
+    failures: dict[str, int]
+    notices: list[str]
+
+
+def read_processes(run_dir: Path) -> ProcessFiles:
+    failures = {"canaries": 0, "background": 0, "processes": 0, "unreadable": 0}
+    notices: list[str] = []
     for path in sorted(Path(run_dir).glob("process-*.json")):
-        out["processes"] += 1
+        failures["processes"] += 1
         try:
             info = orjson.loads(read_regular(path))
         except (OSError, orjson.JSONDecodeError):
-            out["unreadable"] += 1
+            failures["unreadable"] += 1
             continue
         if not isinstance(info, dict):
-            out["unreadable"] += 1
+            failures["unreadable"] += 1
             continue
         for key, name in _FIELDS.items():
             value = info.get(key)
             if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                out[name] += value
-    return out
+                failures[name] += value
+        said = info.get("notices")
+        for notice in said if isinstance(said, list) else []:
+            if isinstance(notice, str) and notice not in notices:
+                notices.append(notice)
+    return ProcessFiles(failures, notices)
 
 
 def lost_records(failures: dict[str, int], *engine_metrics: Mapping[str, object] | None) -> int:
@@ -50,19 +65,3 @@ def lost_records(failures: dict[str, int], *engine_metrics: Mapping[str, object]
         metrics = (summary or {}).get("write_failures")
         extra += metrics if isinstance(metrics, int) and not isinstance(metrics, bool) and metrics > 0 else 0
     return failures.get("canaries", 0) + failures.get("background", 0) + extra
-
-
-def process_notices(run_dir: Path) -> list[str]:
-    """The ``notices`` every ``process-*.json`` carries (the held-level gate's), each once, in file order;
-    an unreadable file or a value that is not a list of strings adds nothing."""
-    out: list[str] = []
-    for path in sorted(Path(run_dir).glob("process-*.json")):
-        try:
-            info = orjson.loads(read_regular(path))
-        except (OSError, orjson.JSONDecodeError):
-            continue
-        notices = info.get("notices") if isinstance(info, dict) else None
-        for notice in notices if isinstance(notices, list) else []:
-            if isinstance(notice, str) and notice not in out:
-                out.append(notice)
-    return out

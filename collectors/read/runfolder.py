@@ -30,7 +30,7 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.client_cpu import ClientCpuSample, read_client_cpu
 from collectors.jsonl import iter_objects
-from collectors.losses import write_failures
+from collectors.losses import read_processes
 from collectors.read.columns import (
     BATCH_OTHERS,
     MAX_ABS_LOGPROB,
@@ -98,7 +98,7 @@ class RunData:
     background_files: list[FileRead] = field(default_factory=list)
     engine_t: FloatMatrix | None = None  # engine metric sample times (epoch s), sorted
     engine_running: FloatMatrix | None = None  # running gauge at those times (NaN where absent)
-    write_failures: dict[str, int] = field(default_factory=dict)  # ``collectors.losses.write_failures``
+    write_failures: dict[str, int] = field(default_factory=dict)  # ``collectors.losses.ProcessFiles.failures``
     engine_prefix_queries: FloatMatrix | None = None  # prefix-cache query counter (tokens) at those times
     engine_prefix_hits: FloatMatrix | None = None  # prefix-cache hit counter (tokens) at those times
     client_cpu: list[ClientCpuSample] = field(default_factory=list)  # the load processes' CPU (client_cpu*.jsonl)
@@ -147,7 +147,7 @@ def load_run(
         engine_running=engine_running,
         engine_prefix_queries=prefix_queries,
         engine_prefix_hits=prefix_hits,
-        write_failures=write_failures(run_dir),
+        write_failures=read_processes(run_dir).failures,
         client_cpu=read_client_cpu(run_dir),
         servers=[_read_server(run_dir, s.name, s.role) for s in prepared.servers],
         steps=read_traces(traces) if traces else None,

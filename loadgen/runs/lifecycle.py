@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.engine_metrics import DEFAULT_INTERVAL_S, MetricsScraper
-from collectors.losses import lost_records, process_notices, write_failures
+from collectors.losses import lost_records, read_processes
 from collectors.server_metrics import ServerScrapers
 from loadgen.core.errors import RunFolderError
 from loadgen.core.manifest import (
@@ -107,10 +107,11 @@ class OwnedRun:
             self.servers.close()
             servers = {"servers": self.servers.facts()}
             notices += self.servers.notices()
-        notices += process_notices(self.run_dir)  # the Locust processes' (the held-level gate's)
+        processes = read_processes(self.run_dir)
+        notices += processes.notices  # the Locust processes' (the held-level gate's)
         manifest = read_manifest(self.run_dir)
         scraped = [metrics, *(s.get("engine_metrics") for s in servers.get("servers", []))]
-        status = outcome or settle(manifest, write_failures(self.run_dir), *scraped)
+        status = outcome or settle(manifest, processes.failures, *scraped)
         unwritten: list[str] = []  # one line per file the end could not write, naming it
         final = {
             "finished": now_iso(),

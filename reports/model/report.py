@@ -333,7 +333,7 @@ class HealthFacts(TypedDict):
     error_rate: float | None
     endpoint_failed: bool
     levels_without_completions: dict[str, list[int]]  # canary id -> planned levels without completions
-    write_failures: dict[str, int]  # ``collectors.losses.write_failures``: canaries, background, processes, unreadable
+    write_failures: dict[str, int]  # ``collectors.losses.ProcessFiles``: canaries, background, processes, unreadable
     records_lost: int
     canaries_reported_not_read: int
     torn_files: list[str]
