@@ -88,7 +88,7 @@ def test_a_terminal_sees_progress_updated_in_place_then_the_summary_and_the_run_
     verdict = lines.index(report["verdict"])
     table = md_table(run_dir)
     assert len(table) == 4 and lines[verdict + 1 : verdict + 5] == table  # report.md's table, word for word
-    assert verdict + 5 == len(lines) - 1
+    assert lines[verdict + 5 : -1] == why_lines(report)  # then why it diverged, from the engine's steps
     assert frames[-1] < text.index(report["verdict"])  # the summary comes after the progress
     assert f"run folder {run_dir}" in text and "load done: 11/11 canaries, 0 errors in" in text
 
@@ -112,7 +112,13 @@ def test_a_log_sees_plain_lines_that_agree_with_the_report(tmp_path: Path) -> No
         assert figures in line, (line, level)
     assert err[-2].startswith("load done: 11/11 canaries, 0 errors in ") and err[-1] == "writing the reports ..."
     lines = out.stdout.splitlines()
-    assert lines == [report["verdict"], "", *md_table(run_dir), "", str(run_dir)]
+    why = [line for sentence in why_lines(report) for line in (sentence, "")]
+    assert lines == [report["verdict"], "", *md_table(run_dir), "", *why, str(run_dir)]
+
+
+def why_lines(report: dict[str, Any]) -> list[str]:
+    """The summary's line for each canary the engine trace explains (the embedded engine writes one)."""
+    return [f"Why: {c['engine_steps']['sentence']}" for c in report["canaries"] if "engine_steps" in c]
 
 
 def test_quiet_shows_neither_progress_nor_summary(tmp_path: Path, engine_url: str) -> None:
