@@ -17,6 +17,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 from loadgen.core.errors import EngineError
@@ -51,9 +52,17 @@ def health_status(url: str, *, timeout_s: float = 2.0) -> str:
 
 
 def start_health_checked(
-    plan: LaunchPlan, *, log_path: Path, ready_timeout_s: float, poll_s: float = 0.5
+    plan: LaunchPlan,
+    *,
+    log_path: Path,
+    ready_timeout_s: float,
+    poll_s: float = 0.5,
+    env: Mapping[str, str] | None = None,
 ) -> RunningEngine:
-    """Start ``plan`` and return once ``plan.health_url`` answers 200; the engine is stopped on failure."""
+    """Start ``plan`` and return once ``plan.health_url`` answers 200; the engine is stopped on failure. ``env``
+    joins the engine's environment but not the command a message shows (the tool's own step-trace folder, a
+    temporary one: loadgen/launchers/step_trace.py)."""
+    extra = dict(env or {})
     assert plan.health_url is not None and plan.base_url is not None
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open_append(log_path) as log_fh:
@@ -63,11 +72,13 @@ def start_health_checked(
                 stdin=subprocess.DEVNULL,
                 stdout=log_fh,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1", **plan.env},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **plan.env, **extra},
             )
         except OSError as exc:  # the program is not installed, or not executable
             raise EngineError(f"cannot start the engine ({exc.strerror or exc})\ncommand: {plan.shown()}") from None
-    engine = RunningEngine(plan.base_url, proc, plan.argv, log_path, group=True, trace_dir=trace_folder(plan.env))
+    engine = RunningEngine(
+        plan.base_url, proc, plan.argv, log_path, group=True, trace_dir=trace_folder({**plan.env, **extra})
+    )
     deadline = time.monotonic() + ready_timeout_s
     last = "no answer yet"
     while True:

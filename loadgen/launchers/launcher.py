@@ -10,7 +10,6 @@ the engine). Raises ``EngineError``; prints nothing.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
@@ -50,11 +49,11 @@ class Launcher:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open_append(log_path) as fh:
             fh.write(f"--- loadgen: start {self.starts + 1} at {now_iso()}: {plan.shown()}\n".encode())
-        run = replace(plan, env={**plan.env, **self.env})
-        if run.ready_by == "line":
-            engine = start_process(run.argv, log_path=log_path, ready_timeout_s=spec.ready_timeout_s, env=run.env)
+        if plan.ready_by == "line":
+            env = {**plan.env, **self.env}
+            engine = start_process(plan.argv, log_path=log_path, ready_timeout_s=spec.ready_timeout_s, env=env)
         else:
-            engine = start_health_checked(run, log_path=log_path, ready_timeout_s=spec.ready_timeout_s)
+            engine = start_health_checked(plan, log_path=log_path, ready_timeout_s=spec.ready_timeout_s, env=self.env)
         self.engine, self.plan, self._log_path = engine, plan, log_path
         self.starts += 1
         return engine

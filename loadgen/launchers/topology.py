@@ -16,7 +16,7 @@ goes into every engine's environment (not the router's), unrecorded: the step tr
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -130,10 +130,11 @@ class RunningTopology:
         self.stop()
 
 
-def _start(plan: LaunchPlan, log_path: Path, ready_timeout_s: float) -> RunningEngine:
+def _start(plan: LaunchPlan, log_path: Path, ready_timeout_s: float, env: dict[str, str]) -> RunningEngine:
+    """``env``: the tool's own additions to the engine's environment, never in the command a message shows."""
     if plan.ready_by == "line":
-        return start_process(plan.argv, log_path=log_path, ready_timeout_s=ready_timeout_s, env=plan.env)
-    return start_health_checked(plan, log_path=log_path, ready_timeout_s=ready_timeout_s)
+        return start_process(plan.argv, log_path=log_path, ready_timeout_s=ready_timeout_s, env={**plan.env, **env})
+    return start_health_checked(plan, log_path=log_path, ready_timeout_s=ready_timeout_s, env=env)
 
 
 def _kv_folder(topology: TopologySpec, log_dir: Path) -> TopologySpec:
@@ -162,8 +163,7 @@ def start_topology(
         plans = plan_servers(spec, _kv_folder(topology, log_dir), mode, lambda: free_port(spec.host))
         for plan in plans:
             try:
-                run = replace(plan.plan, env={**plan.plan.env, **(env or {})})
-                engine = _start(run, log_dir / plan.log_name, spec.ready_timeout_s)
+                engine = _start(plan.plan, log_dir / plan.log_name, spec.ready_timeout_s, env or {})
             except EngineError as exc:
                 raise EngineError(f"the {plan.name} server (role {plan.role}) did not start: {exc}") from None
             started.servers.append(StartedServer(plan, engine))
@@ -174,7 +174,7 @@ def start_topology(
         router_plan = plan_router(spec.kind, topology, prefill, decode, free_port(), free_port())
         started.router_plan = router_plan
         try:
-            started.router = _start(router_plan, log_dir / ROUTER_LOG, topology.router.ready_timeout_s)
+            started.router = _start(router_plan, log_dir / ROUTER_LOG, topology.router.ready_timeout_s, {})
         except EngineError as exc:
             where = ", ".join(f"{s.spec.name} {s.url}" for s in started.servers)
             raise EngineError(
