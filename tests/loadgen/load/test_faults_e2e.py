@@ -127,10 +127,8 @@ def outcome(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 def _check(run_dir: Path, *args: str) -> int:
     """``loadgen check``'s exit code, from the CLI's own entry point in this process (30 interpreters fewer;
-    the code through a real process is ``tests/reports/test_check_integrity.py``'s). A level whose canaries a loaded
-    machine held outside its band fails check as evidence incomplete (seen in CI: median 3.5 others at level 2);
-    that rule is tests/reports/test_level_load.py's, so these cases, which test the error policy, allow it."""
-    return main(["check", str(run_dir), "--allow-unmeasured-levels", *args])
+    the code through a real process is ``tests/reports/test_check_integrity.py``'s)."""
+    return main(["check", str(run_dir), *args])
 
 
 def test_run_continues_and_records_the_fault_with_its_kind(outcome: Outcome) -> None:
