@@ -12,7 +12,8 @@ API key is redacted from everything kept of the answer (those two: ``loadgen.loa
 
 One entry point per caller, each sending its request's id (``X-Request-Id``; docs/design.md, "Joining ids"):
 ``send_canary`` (a canary, its whole answer parsed), ``send_burst`` (a burst's copies in one request, one
-outcome per copy) and ``send_background`` (a background request, its usage alone kept). They share one core,
+outcome per copy), ``send_background`` (a background request, its usage alone kept) and ``send_rescore`` (a
+canary's ids sent back teacher-forced, its body kept for ``loadgen.core.wire.rescore``). They share one core,
 ``_exchange``.
 
 Why this length: the core's fault classification, its two stream readers and the batch split all fill and
@@ -108,6 +109,7 @@ class Outcome:
     response_bytes: int = 0
     cancelled: bool = False  # the greenlet was killed mid-request; the caller re-raises after recording
     parts: list[CopyAnswer] | None = None  # a burst in one request: each copy's part (``_split_batch``)
+    body: bytes | None = None  # a re-score's answer as it came (``send_rescore``), parsed by its caller
 
     @property
     def ok(self) -> bool:
@@ -276,6 +278,17 @@ def send_background(
     )
 
 
+def send_rescore(
+    client: EndpointClient, path: str, kind: Kind, body: dict[str, Any], request_id: str, *, secret: str | None = None
+) -> Outcome:
+    """A re-score (``loadgen.core.wire.rescore.rescore_body``): unstreamed, one token asked, its answer kept whole
+    in ``body`` for the caller to read; ``request_id`` as ``send_canary``'s."""
+    sent = {**body, "rid": request_id} if kind == "generate" else body
+    return _exchange(
+        client, path, kind, orjson.dumps(sent), request_id.encode(), stream=False, secret=secret, raw_body=True
+    )
+
+
 def _exchange(
     client: EndpointClient,
     path: str,
@@ -290,6 +303,7 @@ def _exchange(
     progress: Callable[[int], None] | None = None,
     max_tokens: int | None = None,
     batch: int | None = None,
+    raw_body: bool = False,
 ) -> Outcome:
     """The core the ``send_*`` entry points share: POST ``payload`` as ``request_id``, time it, read the answer
     as asked, and classify every fault into the outcome; never raises for endpoint faults.
@@ -299,7 +313,8 @@ def _exchange(
     ``max_tokens``: what the body asks for (read from ``payload`` when not given): it sets the default
     deadline, and a completion longer than it is malformed.
     ``batch``: the unstreamed body carries this many prompts (``loadgen.core.wire.batch``): the answer is
-    split into ``parts``, one per prompt, which ``_split_batch`` turns into one outcome each."""
+    split into ``parts``, one per prompt, which ``_split_batch`` turns into one outcome each. ``raw_body``: the
+    unstreamed answer is kept as it came, in ``body``."""
     if max_tokens is None:
         max_tokens = max_tokens_in(payload)
     limits = client.limits
@@ -328,7 +343,9 @@ def _exchange(
         else:
             raw = resp.read()
             out.response_bytes = len(raw)
-            if usage_only:
+            if raw_body:
+                out.body = redact(raw.decode("utf-8", "replace"), secret).encode() if secret else raw
+            elif usage_only:
                 out.usage = parse_usage(raw, kind)
             elif batch is not None:
                 out.parts = parse_batch(kind, raw, batch, tokens_as_ids=tokens_as_ids)

@@ -36,6 +36,7 @@ from loadgen.load.coordination import Coordinator, claim_stop
 from loadgen.load.live import LiveTable, with_report
 from loadgen.load.messages import CanaryDone, Inflight
 from loadgen.load.options import RUN_ENDED, RUN_STARTED, Launch, RunOptions, StartedEngine, normalise
+from loadgen.load.rescore_alone import rescore_alone
 from loadgen.load.runstate import Plan
 from loadgen.load.stages import StageTracker, build_stages
 from loadgen.runs.lifecycle import OwnedRun
@@ -133,6 +134,7 @@ class CoordinatorSide:
         run_dir, manifest = prepare_run(scenario, source=source, out_dir=request.out_dir, extra=extra)
         keep_engine_logs(started, run_dir)
         owned = OwnedRun.begin(run_dir, manifest, base_url=base_url, api_key=api_key_of(scenario, source))
+        owned.before_reports = rescore_alone  # the re-score check's alone pass (docs/design.md)
         return run_dir, owned, started
 
     def _started_engine(self, scenario: Scenario) -> StartedEngine | None:

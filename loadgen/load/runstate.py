@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.canary import BackgroundCollector, CanaryCollector
+from collectors.rescores import RescoreCollector
 from loadgen.core.errors import RunFolderError
 from loadgen.core.manifest import read_manifest
 from loadgen.core.scenario import Scenario, parse_scenario
@@ -42,6 +43,7 @@ class RunState:
     canaries: CanaryCollector
     background: BackgroundCollector
     worker: str
+    rescores: RescoreCollector | None = None  # the re-scores sent at level (loadgen.load.rescore), opened at the first
     inflight: Inflight = field(default_factory=Inflight)
     holding: Holding = field(default_factory=Holding)
     buffering: Buffering = field(default_factory=Buffering)  # streamed background seen coming in one piece
@@ -72,6 +74,8 @@ class RunState:
     def close(self) -> None:
         self.canaries.close()
         self.background.close()
+        if self.rescores is not None:
+            self.rescores.close()
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ def state_from_plan(plan: Plan, *, worker: str) -> RunState:
         ),
         canaries=CanaryCollector(run_dir / f"canaries{suffix}.jsonl"),
         background=BackgroundCollector(run_dir / f"background{suffix}.jsonl"),
+        rescores=RescoreCollector(run_dir / f"rescores{suffix}.jsonl"),
         worker=worker or f"pid{os.getpid()}",
         distributed=bool(worker),
     )

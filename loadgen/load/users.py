@@ -43,6 +43,7 @@ from loadgen.load.client import Outcome, make_client, send_burst
 from loadgen.load.holding import level_bound
 from loadgen.load.live import summarise
 from loadgen.load.messages import CanaryDone
+from loadgen.load.rescore import rescore_at_level
 from loadgen.load.runstate import RunState
 from loadgen.load.stages import Ticket
 from loadgen.load.user_side import user_side
@@ -262,6 +263,8 @@ class CanaryUser(User):
             background_phase=spec.phase if ticket.phase == "sweep" and not burst else None,
         )
         first, *others = choice_records(record, choices)
+        if canary.rescore and not burst and ticket.phase != "warmup" and st.rescores is not None:
+            st.rescores.write(rescore_at_level(st, http, first, out.completion, canary.top_logprobs))  # level holds
         for one in others:  # n > 1: each further choice's record (one request, counted once by the coordinator)
             self.environment.events.canary_record.fire(record=one)
         self._recorded(st, ticket, first, out)

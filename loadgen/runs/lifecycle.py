@@ -63,6 +63,8 @@ class OwnedRun:
     status: RunStatus | None = None  # set by ``end``
     headline: list[str] = field(default_factory=list)  # set by ``end``: what to say before any figure
     servers: ServerScrapers | None = None  # the servers behind the endpoint, scraped instead of it
+    # sent once the load has ended, before the reports (the alone re-scores: loadgen.load.rescore_alone); its notices
+    before_reports: Callable[[Path], list[str]] | None = None
 
     @classmethod
     def begin(cls, run_dir: Path, manifest: Manifest, *, base_url: str | None, api_key: str | None) -> OwnedRun:
@@ -95,7 +97,7 @@ class OwnedRun:
         with the end's own, by the same write, before the reports are written."""
         if self.status is not None:
             return self.status
-        notices = list(notices_from_caller)
+        notices = [*notices_from_caller, *(self.before_reports(self.run_dir) if self.before_reports else [])]
         metrics = None
         if self.scraper is not None:
             self.scraper.close()

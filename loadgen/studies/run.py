@@ -45,6 +45,7 @@ from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embe
 from loadgen.launchers.step_trace import trace_env
 from loadgen.launchers.topology import RunningTopology, keep_failed_logs, start_topology
 from loadgen.load.options import StartedEngine
+from loadgen.load.rescore_alone import rescore_alone
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, prepare_run
 from loadgen.studies.events import (
@@ -391,6 +392,7 @@ def run(request: RunRequest, *, progress: Progress = no_progress) -> RunResult:
         # the engine is stopped by endpoint_for on the way out, after the reports: its log is in place already
         api_key = api_key_of(scenario, source)
         owned = OwnedRun.begin(run_dir, manifest, base_url=scenario.endpoint.base_url, api_key=api_key)
+        owned.before_reports = rescore_alone  # the re-score check's alone pass (docs/design.md)
         try:
             with open_append(run_dir / "locust.log") as log:
                 cmd = headless_command(run_dir, scenario.endpoint.base_url, source, processes=request.processes)

@@ -196,6 +196,9 @@ class Canary(_Strict):
     cache: Literal["keep", "miss", "reset", "salt"] = "keep"
     # what usage.prompt_tokens_details.cached_tokens should show; the report flags canaries that disagree
     expect_cache: Literal["hit", "miss"] | None = None
+    # send each completion's prompt ids + output ids back teacher-forced (docs/design.md, "The re-score check"),
+    # at its level and alone after the load, and compare the logprobs; the top k compared: top_logprobs
+    rescore: bool = False
 
     @field_validator("messages")
     @classmethod
@@ -212,6 +215,11 @@ class Canary(_Strict):
             raise ValueError(f"a {self.kind} canary needs 'prompt', not 'messages'")
         if (problem := sampling_problem(self)) is not None:
             raise ValueError(problem)
+        if self.rescore and (self.messages is not None or not self.logprobs or self.n > 1):
+            raise ValueError(
+                "field rescore: a re-score sends the prompt's and output's token ids back and compares logprobs, so "
+                "it needs a 'prompt' (completions or generate, not chat), logprobs = true and n = 1"
+            )
         return self
 
 

@@ -51,6 +51,7 @@ class _Builder:
         "lp_ids",
         "lp_top",
         "lp_values",
+        "prompt_ids",
         "sglext_ids",
         "text_parts",
         "tokens",
@@ -72,6 +73,7 @@ class _Builder:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.batch_sizes: list[int] | None = None
+        self.prompt_ids: list[int] | None = None  # ``prompt_token_ids``, where the answer carried them
 
     def ingest(self, obj: Any, *, where: str) -> bool:
         """Fold in one decoded response object; True when it carried at least one generated token."""
@@ -126,6 +128,9 @@ class _Builder:
                 raise MalformedResponse(f"{where}: choice text is a {type(text).__name__}, not a string")
             self.text_parts.append(text)
             carried = True
+        prompt_ids = choice.get("prompt_token_ids")
+        if isinstance(prompt_ids, list) and prompt_ids and all(type(t) is int for t in prompt_ids):
+            self.prompt_ids = prompt_ids  # kept only whole: the re-score sends them back (loadgen.core.wire.rescore)
         token_ids = choice.get("token_ids")
         if token_ids is None:
             token_ids = choice.get("response_token_ids")  # SGLang non-streamed chat spelling
@@ -236,6 +241,7 @@ class _Builder:
             finish_reason=self.finish_reason,
             usage=self.usage,
             batch_sizes=self.batch_sizes,
+            prompt_token_ids=self.prompt_ids,
         )
 
     def _token_ids(self, tokens: list[str] | None) -> list[int] | None:

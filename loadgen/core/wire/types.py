@@ -29,6 +29,9 @@ class Completion:
     finish_reason: str | None
     usage: dict[str, Any] | None  # as the server sent it (prompt_tokens_details.cached_tokens where given)
     batch_sizes: list[int] | None = None  # ``x_batch_sizes``: the engine's batch size at each step of this request
+    # the prompt as the engine tokenized it (vLLM ``return_token_ids``: ``prompt_token_ids`` on the choice): what a
+    # re-score sends back with the output ids (loadgen.core.wire.rescore); None where the answer did not carry it
+    prompt_token_ids: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
