@@ -46,6 +46,7 @@ from collectors.read.columns import (
 )
 from collectors.read.matrices import FloatMatrix, IntMatrix, _num, pad_int
 from collectors.read.parallel import read_canaries
+from collectors.read.rescores import RescoresRead, read_rescores
 from collectors.read.steps import StepTable, read_traces, trace_paths
 from collectors.server_metrics import samples_file
 from loadgen.core import background_row
@@ -104,6 +105,7 @@ class RunData:
     client_cpu: list[ClientCpuSample] = field(default_factory=list)  # the load processes' CPU (client_cpu*.jsonl)
     servers: list[ServerSeries] = field(default_factory=list)  # the servers behind the endpoint; none for one engine
     steps: StepTable | None = None  # the engine step trace (engine_steps*.jsonl and any brought); None: none
+    rescores: RescoresRead | None = None  # the re-score check's records (rescores*.jsonl; collectors.read.rescores)
 
     @property
     def skipped_lines(self) -> int:
@@ -151,6 +153,7 @@ def load_run(
         client_cpu=read_client_cpu(run_dir),
         servers=[_read_server(run_dir, s.name, s.role) for s in prepared.servers],
         steps=read_traces(traces) if traces else None,
+        rescores=read_rescores(run_dir),
     )
 
 

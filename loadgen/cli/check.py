@@ -18,7 +18,14 @@ from pathlib import Path
 
 from loadgen.core.claims import validate_rate
 from loadgen.core.errors import RunFolderError, UsageError
-from loadgen.core.thresholds import DEFAULT_MAX_ERROR_RATE, METRICS, SEED_METRICS, Threshold, limit_of
+from loadgen.core.thresholds import (
+    DEFAULT_MAX_ERROR_RATE,
+    METRICS,
+    RESCORE_METRICS,
+    SEED_METRICS,
+    Threshold,
+    limit_of,
+)
 
 HELP = {
     "max_unique": "most unique completions allowed",
@@ -29,13 +36,15 @@ HELP = {
     "max_seed_collision": "highest share of a seeds set's completions equal across different seeds (0..1)",
     "max_duplicate_choices": "highest share of n > 1 choices repeating an earlier choice of their request (0..1)",
     "max_route_mismatch": "highest share of one seed's completions on another route unlike the first route's (0..1)",
+    "max_rescore_mismatch": "highest share of re-scored completions whose logprobs are not bitwise the decode's, "
+    "alone and at level (0..1; unmeasured fails)",
 }
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("check", help="gate CI on a run: exit 0 pass, 1 threshold breached, 2 bad input")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder or a report.json")
-    for metric in [*METRICS, *SEED_METRICS]:
+    for metric in [*METRICS, *SEED_METRICS, *RESCORE_METRICS]:
         p.add_argument(
             "--" + metric.replace("_", "-"),
             dest=metric,
@@ -69,19 +78,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def run(args: argparse.Namespace) -> int:
     # imported here, not at the top: ``loadgen --help`` builds this parser and must not load the report stack
     from reports.analysis.check import CheckResult, check_report, claim_outcomes, integrity, junit_xml
+    from reports.analysis.rescore_gate import rescore_outcomes
     from reports.analysis.seed_check import seed_outcomes
     from reports.render.writer import load_report, write_text
 
     thresholds = [Threshold.parse(m, spec) for m in METRICS for spec in getattr(args, m)]
     seed_gates = [Threshold.parse(m, spec) for m in SEED_METRICS for spec in getattr(args, m)]
+    rescore_gates = [Threshold.parse(m, spec) for m in RESCORE_METRICS for spec in getattr(args, m)]
     max_error_rate = limit_of("max_error_rate", args.max_error_rate)
     claim = None if args.claim_max_rate is None else validate_rate(args.claim_max_rate)
-    if not thresholds and not seed_gates and claim is None:
+    if not thresholds and not seed_gates and not rescore_gates and claim is None:
         raise UsageError("check: give at least one threshold (--max-unique, --max-divergence-rate, ...)")
     report = load_report(args.run_dir)
     claims = claim_outcomes(report, claim) if claim is not None else []
     facts = integrity(report, max_error_rate, allow_unmeasured=args.allow_unmeasured_levels)
-    seeds = seed_outcomes(report, seed_gates)
+    seeds = seed_outcomes(report, seed_gates) + rescore_outcomes(report, rescore_gates)
     result = CheckResult(facts + check_report(report, thresholds).outcomes + claims + seeds)
     if args.junit is not None:
         if not args.junit.parent.is_dir():

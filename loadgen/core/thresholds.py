@@ -29,6 +29,9 @@ SEED_METRICS: dict[str, SeedSection] = {
     "max_duplicate_choices": "choices",  # n > 1: a choice repeating an earlier one of its request
     "max_route_mismatch": "routes",  # one seed, other tokens on another route
 }
+# the re-score check (report.json ``rescore``, reports.analysis.rescore_gate): the share of re-scored completions
+# whose logprobs were not bitwise the decode's, alone and at level, each judged
+RESCORE_METRICS = ("max_rescore_mismatch",)
 EVERY_LEVEL = "each"
 # what each threshold may be: a share within 0..1, or a count or position of at least 0
 RANGES = {
@@ -37,7 +40,7 @@ RANGES = {
     "min_earliest_divergence": (0.0, None),
     "max_errors": (0.0, None),
     "max_error_rate": (0.0, 1.0),
-    **{metric: (0.0, 1.0) for metric in SEED_METRICS},
+    **{metric: (0.0, 1.0) for metric in [*SEED_METRICS, *RESCORE_METRICS]},
 }
 DEFAULT_MAX_ERROR_RATE = 0.05
 

@@ -23,6 +23,7 @@ from reports.analysis import client_load, coresidency, cost, level_load, seed_co
 from reports.analysis.cache_checks import cache_expectations, cache_notices
 from reports.analysis.canary import ClaimRule, analyse, latency
 from reports.analysis.health import figures_notice, run_health
+from reports.analysis.rescore import rescore_check
 from reports.analysis.steps import TraceJoin, trace_join
 from reports.model.engine_steps import EngineTrace
 from reports.model.finite import scrub
@@ -116,6 +117,9 @@ def build_report(run: RunData) -> Report:
         report["run"]["notices"] += client_load.notices(report["client_load"]["levels"])
     if (contracts := seed_contracts.section(cols, m.scenario, canaries)) is not None:
         report["seed_contracts"] = contracts
+    if run.rescores is not None and (checked := rescore_check(run.rescores.records, run.rescores.files)) is not None:
+        report["rescore"] = checked  # the re-score check (reports.analysis.rescore)
+        report["run"]["notices"] += checked["notices"]
     report["health"] = run_health(run, canaries)
     report["run"]["notices"] += report["health"]["notices"]
     if len(canaries) == 1:

@@ -15,6 +15,9 @@ which uses these, in the Locust processes, and the terminal summary reads a repo
 Annotations here are evaluated (no ``from __future__ import annotations``): Python 3.11 sees
 ``NotRequired`` in a class-based TypedDict only then, and ``tests/reports/test_model.py`` walks the
 model at run time.
+
+Why this length: the report is one tree, and its sections' own parts live in their modules already (co-residency,
+engine steps, seeds, the re-score check); what stays is the per-canary figures every reader takes together.
 """
 
 from typing import Literal, NotRequired, TypedDict, TypeGuard
@@ -24,6 +27,7 @@ from loadgen.core.identity import IdentityKind
 from loadgen.core.manifest import EndedByClaim, ServerSettings
 from reports.model.coresidency import CoResidency, CoResidencyGroup, Sides, SidesCoResidency, Witness
 from reports.model.engine_steps import EngineSteps, EngineTrace
+from reports.model.rescore import RescoreCheck
 from reports.model.seeds import SeedContracts
 
 # -- one canary's figures ------------------------------------------------------------------------
@@ -386,6 +390,7 @@ class Report(TypedDict):
     scenario_checks: ScenarioChecks
     client_load: NotRequired[ClientLoad]  # runs with client CPU samples only
     seed_contracts: NotRequired[SeedContracts]  # runs with a sampled canary only (reports.analysis.seed_contracts)
+    rescore: NotRequired[RescoreCheck]  # runs with a canary that asked for a re-score (reports.analysis.rescore)
     health: NotRequired[Health]
     verdict: NotRequired[str]
     reference: NotRequired[Reference]

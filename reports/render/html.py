@@ -30,6 +30,7 @@ from reports.render.md import (
     pct,
     unmeasured_lines,
 )
+from reports.render.rescore import rescore_html
 from reports.render.seeds import sampled_forks, seeds_html
 from reports.render.sides import sides_html
 from reports.render.steps import steps_html
@@ -362,5 +363,5 @@ def render_html(report: Report) -> str:
     contracts = report.get("seed_contracts")
     body = "".join(canary_html(e, sampled_forks(contracts, str(e["id"]))) for e in report["canaries"])
     body = body or "<p>No canary records in this run.</p>"
-    head += seeds_html(report.get("seed_contracts"))
+    head += seeds_html(report.get("seed_contracts")) + rescore_html(report.get("rescore"))
     return page(f"Batch-invariance report {run.get('id')}", head + body, report)

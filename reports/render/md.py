@@ -14,6 +14,7 @@ from reports.model.coresidency import CoResidencyGroup
 from reports.model.report import Canary, Figures, Fork, ForkClass, ForkMethod, Level, Report
 from reports.render.cells import ci, fmt, held, level_cells, others, pct, rate_cell
 from reports.render.mdtext import code, text
+from reports.render.rescore import rescore_md
 from reports.render.seeds import sampled_forks, seeds_md
 from reports.render.sides import sides_md
 from reports.render.steps import steps_md
@@ -237,4 +238,5 @@ def render_markdown(report: Report) -> str:
     if not report["canaries"]:
         lines.append("No canary records in this run.")
     lines += seeds_md(report.get("seed_contracts"))
+    lines += rescore_md(report.get("rescore"))
     return "\n".join(lines) + "\n"
