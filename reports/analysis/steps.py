@@ -43,13 +43,15 @@ class StepShapes:
 @dataclass(frozen=True)
 class RecordSteps:
     """Per canary record (``records``: indices into the canary rows that any step names) and output position:
-    the global step that computed it (-1: no step in the trace did). Per record: prefill steps of its prompt
+    the global step that computed it (-1: no step in the trace did), and the record's own rows in that step (more
+    than one: an ``n`` > 1 request, whose choices the engine schedules as one row each). Per record: prefill steps of its prompt
     (more than one: the prompt was split into chunks), whether its first prefill found computed tokens (a
     prefix-cache hit), whether the engine preempted it."""
 
     records: Ints
     step: Ints  # (len(records), width)
     prefill: Bools  # (len(records), width): the row that computed the position was a prefill row
+    own: Ints  # (len(records), width): the record's rows in that step (1; n for an n > 1 request's choices)
     chunks: Ints
     cache_hit: Bools
     preempted: Bools
@@ -86,7 +88,12 @@ def join(table: StepTable, request_ids: npt.NDArray[np.object_], width: int) -> 
     st = table.step[named]
     sched, comp, prompt = table.scheduled[named], table.computed[named], table.prompt[named]
     j = comp + sched - prompt
+    # the record's rows in each row's step: an n > 1 request's choices share its key, one row each
+    pair = r * (int(st.max()) + 1 if len(st) else 1) + st
+    _, pair_at, pair_rows = np.unique(pair, return_inverse=True, return_counts=True)
+    rows_in_step = pair_rows[pair_at].astype(np.int64)
     out = np.full(n * width, -1, np.int64)
+    own = np.zeros(n * width, np.int64)
     row_prefill = np.zeros(n * width, bool)
     is_prefill = comp < prompt
     keep = (j >= 0) & (j < width)
@@ -96,18 +103,22 @@ def join(table: StepTable, request_ids: npt.NDArray[np.object_], width: int) -> 
     last = np.r_[flat_s[1:] != flat_s[:-1], True] if len(flat_s) else np.zeros(0, bool)
     out[flat_s[last]] = st_s[last]
     row_prefill[flat_s[last]] = is_prefill[keep][order][last]
+    own[flat_s[last]] = rows_in_step[keep][order][last]
     chunks = np.bincount(r[is_prefill], minlength=n).astype(np.int64)
     first = np.lexsort((st, r))  # each record's rows in step order
     head = first[np.r_[True, r[first][1:] != r[first][:-1]]] if len(first) else first
     cache_hit = np.zeros(n, bool)
     cache_hit[r[head]] = (comp[head] > 0) & is_prefill[head]
     preempted = np.isin(request_ids[records], np.asarray(sorted(table.preempted), dtype=object))
-    return RecordSteps(records, out.reshape(n, width), row_prefill.reshape(n, width), chunks, cache_hit, preempted)
+    return RecordSteps(
+        records, out.reshape(n, width), row_prefill.reshape(n, width), own.reshape(n, width), chunks, cache_hit, preempted
+    )
 
 
 def others_per_record(rs: RecordSteps, shapes: StepShapes) -> tuple[Ints, npt.NDArray[np.float64], Ints]:
     """Per joined record, the other requests in the steps that computed its outputs: min, median, max (-1 /
-    NaN where none is known). The engine trace's co-residency: what each canary shared, step by step."""
+    NaN where none is known). The engine trace's co-residency: what each canary shared, step by step. An n > 1
+    request's own choices are not others: its level is the load around it, as for any canary."""
     n = len(rs.records)
     lo = np.full(n, -1, np.int64)
     hi = np.full(n, -1, np.int64)
@@ -115,7 +126,7 @@ def others_per_record(rs: RecordSteps, shapes: StepShapes) -> tuple[Ints, npt.ND
     if n == 0 or len(shapes.requests) == 0:
         return lo, med, hi
     known = rs.step >= 0
-    others = np.where(known, shapes.requests[np.where(known, rs.step, 0)] - 1, -1).astype(np.float64)
+    others = np.where(known, shapes.requests[np.where(known, rs.step, 0)] - rs.own, -1).astype(np.float64)
     masked = np.where(known, others, np.nan)
     has = known.any(axis=1)
     if has.any():

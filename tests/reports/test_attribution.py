@@ -39,6 +39,24 @@ def test_each_output_position_is_joined_to_the_step_that_computed_it(tmp_path: P
     assert lo.tolist() == [0, 1] and hi.tolist() == [2, 2] and med.tolist() == [1.0, 1.5]
 
 
+def test_an_n_choice_request_counts_the_load_around_it_not_its_own_choices(tmp_path: Path) -> None:
+    """vLLM schedules each of an n > 1 request's choices as a row of its own, all under the request's id: the
+    co-residency of its record is the others beside it, so alone it measures 0, whatever n is."""
+    a, bg = ids_of(2)
+    eng = Engine(tmp_path / "engine_steps-vllm-h-1.jsonl", source="vllm")
+    eng.step([(a, 0, 8, 8)] * 3)  # three choices' prefills, alone: position 0
+    eng.step([(a, 8, 1, 8)] * 3)  # alone: position 1
+    eng.step([(a, 9, 1, 8)] * 3 + [(bg, 0, 20, 20)])  # beside one background prefill: position 2
+    eng.writer.close()
+    table = read_traces([eng.writer.path])
+    shapes = step_shapes(table)
+    assert shapes.requests.tolist() == [3, 3, 4]
+    rs = join(table, np.asarray([a], dtype=object), width=3)
+    assert rs.own.tolist() == [[3, 3, 3]]
+    lo, med, hi = others_per_record(rs, shapes)
+    assert lo.tolist() == [0] and hi.tolist() == [1] and med.tolist() == [0.0]
+
+
 def test_a_chunked_and_preempted_prompt_counts_its_chunks_and_the_last_computation_wins(tmp_path: Path) -> None:
     (a,) = ids_of(1)
     eng = Engine(tmp_path / "t.jsonl")
