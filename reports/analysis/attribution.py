@@ -174,7 +174,7 @@ def _step_at(step: int, prefill: bool, shapes: StepShapes) -> StepAt | None:
 def attribute(c: Compared, rs: RecordSteps, shapes: StepShapes, n_rows: int, source: str) -> EngineSteps:
     """The ``engine_steps`` block of one canary: its compared records ``c`` joined through ``rs`` (built over
     ``n_rows`` canary rows) to the steps ``shapes`` describes."""
-    loc = rs.of(n_rows)[c.rows]
+    loc = rs.rows[:n_rows][c.rows]
     joined = loc >= 0
     mat = rs.step[loc[joined]] if joined.any() else np.zeros((0, rs.step.shape[1]), np.int64)
     drift = c.first_drift[joined]

@@ -42,11 +42,12 @@ class StepShapes:
 
 @dataclass(frozen=True)
 class RecordSteps:
-    """Per canary record (``records``: indices into the canary rows that any step names) and output position:
-    the global step that computed it (-1: no step in the trace did), and the record's own rows in that step (more
-    than one: an ``n`` > 1 request, whose choices the engine schedules as one row each). Per record: prefill steps of its prompt
-    (more than one: the prompt was split into chunks), whether its first prefill found computed tokens (a
-    prefix-cache hit), whether the engine preempted it."""
+    """Per canary request (``records``: the first canary row of each request id that any step names) and output
+    position: the global step that computed it (-1: no step in the trace did), and the request's own rows in that
+    step (more than one: an ``n`` > 1 request, whose choices the engine schedules as one row each, all under its
+    id). Per request: prefill steps of its prompt (more than one: the prompt was split into chunks), whether its
+    first prefill found computed tokens (a prefix-cache hit), whether the engine preempted it. ``rows``: per canary
+    row, its request's index here or -1 (the choice records of one request share it)."""
 
     records: Ints
     step: Ints  # (len(records), width)
@@ -55,12 +56,7 @@ class RecordSteps:
     chunks: Ints
     cache_hit: Bools
     preempted: Bools
-
-    def of(self, n_records: int) -> Ints:
-        """``records`` inverted: for each of ``n_records`` canary rows, its row here or -1."""
-        out = np.full(n_records, -1, np.int64)
-        out[self.records] = np.arange(len(self.records), dtype=np.int64)
-        return out
+    rows: Ints
 
 
 def step_shapes(table: StepTable) -> StepShapes:
@@ -77,7 +73,9 @@ def step_shapes(table: StepTable) -> StepShapes:
 def join(table: StepTable, request_ids: npt.NDArray[np.object_], width: int) -> RecordSteps:
     """The steps of each canary record in ``request_ids`` (the canary rows' ``request_id``), positions below
     ``width``. A trace row whose key names no record (background, another run) is left out."""
-    index = {rid: i for i, rid in enumerate(request_ids.tolist())}
+    index: dict[object, int] = {}
+    for i, rid in enumerate(request_ids.tolist()):
+        index.setdefault(rid, i)  # an n > 1 request's choice records share its id: its first row stands for all
     rec = np.fromiter((index.get(k, -1) for k in table.key.tolist()), np.int64, count=table.rows)
     named = rec >= 0
     records = np.unique(rec[named])
@@ -110,8 +108,16 @@ def join(table: StepTable, request_ids: npt.NDArray[np.object_], width: int) -> 
     cache_hit = np.zeros(n, bool)
     cache_hit[r[head]] = (comp[head] > 0) & is_prefill[head]
     preempted = np.isin(request_ids[records], np.asarray(sorted(table.preempted), dtype=object))
+    rows = local[np.fromiter((index[rid] for rid in request_ids.tolist()), np.int64, count=len(request_ids))]
     return RecordSteps(
-        records, out.reshape(n, width), row_prefill.reshape(n, width), own.reshape(n, width), chunks, cache_hit, preempted
+        records,
+        out.reshape(n, width),
+        row_prefill.reshape(n, width),
+        own.reshape(n, width),
+        chunks,
+        cache_hit,
+        preempted,
+        rows,
     )
 
 
@@ -152,10 +158,12 @@ class TraceJoin:
         """Per canary row (``n_rows``), the others in the steps that computed it: min, median, max; NaN where the
         trace names no step of the row."""
         lo, med, hi = others_per_record(self.records, self.shapes)
+        at = self.records.rows[:n_rows]
+        joined = at >= 0
         out = []
         for values in (lo.astype(np.float64), med, hi.astype(np.float64)):
             full = np.full(n_rows, np.nan)
-            full[self.records.records] = np.where(np.isnan(med), np.nan, values)
+            full[joined] = np.where(np.isnan(med), np.nan, values)[at[joined]]
             out.append(full)
         return tuple(out)
 

@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from collectors.read.steps import read_traces
 from reports.analysis.attribution import Compared, attribute
-from reports.analysis.steps import DECODE_ONLY, MIXED, PREFILL_ONLY, join, others_per_record, step_shapes
+from reports.analysis.steps import (
+    DECODE_ONLY,
+    MIXED,
+    PREFILL_ONLY,
+    join,
+    others_per_record,
+    step_shapes,
+    trace_join,
+)
 from tests.reports.tracekit import Engine, ids_of
 
 
@@ -51,10 +59,13 @@ def test_an_n_choice_request_counts_the_load_around_it_not_its_own_choices(tmp_p
     table = read_traces([eng.writer.path])
     shapes = step_shapes(table)
     assert shapes.requests.tolist() == [3, 3, 4]
-    rs = join(table, np.asarray([a], dtype=object), width=3)
+    rs = join(table, np.asarray([a, a, a], dtype=object), width=3)  # one record per choice, one request id
+    assert rs.records.tolist() == [0] and rs.rows.tolist() == [0, 0, 0]
     assert rs.own.tolist() == [[3, 3, 3]]
     lo, med, hi = others_per_record(rs, shapes)
     assert lo.tolist() == [0] and hi.tolist() == [1] and med.tolist() == [0.0]
+    trace = trace_join(table, np.asarray([a, a, a], dtype=object), width=3)
+    assert [v.tolist() for v in trace.others(3)] == [[0.0] * 3, [0.0] * 3, [1.0] * 3]
 
 
 def test_a_chunked_and_preempted_prompt_counts_its_chunks_and_the_last_computation_wins(tmp_path: Path) -> None:
