@@ -30,7 +30,7 @@ from loadgen.core.errors import LoadgenError, RunFolderError, UsageError
 from loadgen.core.manifest import read_manifest, update_manifest
 from loadgen.core.request import RunRequest
 from loadgen.core.runfiles import copy_file
-from loadgen.core.scenario import Scenario, Server, load_scenario, parse_scenario, with_overrides
+from loadgen.core.scenario import Scenario, load_scenario, parse_scenario, with_overrides
 from loadgen.core.scenario.phase import parse_phase
 from loadgen.load.coordination import Coordinator, claim_stop
 from loadgen.load.live import LiveTable, with_report
@@ -129,7 +129,7 @@ class CoordinatorSide:
         if started is not None:  # as a headless run records the engine it started (``loadgen.studies.run``)
             extra = {"engine": started.facts}
             if started.servers:
-                scenario = with_overrides(scenario, servers=[Server.model_validate(s) for s in started.servers])
+                scenario = with_overrides(scenario, servers=started.servers)
         source = request.source
         run_dir, manifest = prepare_run(scenario, source=source, out_dir=request.out_dir, extra=extra)
         keep_engine_logs(started, run_dir)

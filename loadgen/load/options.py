@@ -20,8 +20,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from loadgen.core.errors import UsageError
+from loadgen.core.manifest import EngineFacts
 from loadgen.core.options import parse_labels, parse_levels
+from loadgen.core.scenario import Server
 from scenarios import path_of
 
 
@@ -106,12 +110,13 @@ class StartedEngine:
     and the logs to keep in the run folder (``engine.log``, a topology's one per process)."""
 
     url: str
-    facts: dict[str, Any]
+    facts: EngineFacts
     logs: list[str]
-    servers: list[dict[str, Any]]
+    servers: list[Server]
 
     def to_option(self) -> str:
-        return json.dumps({"url": self.url, "facts": self.facts, "logs": self.logs, "servers": self.servers})
+        servers = [s.model_dump(mode="json") for s in self.servers]
+        return json.dumps({"url": self.url, "facts": self.facts, "logs": self.logs, "servers": servers})
 
     @classmethod
     def of(cls, parsed: Any) -> StartedEngine | None:
@@ -120,9 +125,14 @@ class StartedEngine:
             return None
         try:
             data = json.loads(raw)
-            return cls(str(data["url"]), dict(data["facts"]), [str(p) for p in data["logs"]], list(data["servers"]))
-        except (ValueError, TypeError, KeyError) as exc:
+            facts = _FACTS.validate_python(data["facts"])
+            servers = [Server.model_validate(s) for s in data["servers"]]
+            return cls(str(data["url"]), facts, [str(p) for p in data["logs"]], servers)
+        except (ValueError, TypeError, KeyError) as exc:  # pydantic's ValidationError is a ValueError
             raise UsageError(f"--started-engine: not what 'loadgen run --ui' passes ({exc})") from None
+
+
+_FACTS: TypeAdapter[EngineFacts] = TypeAdapter(EngineFacts)
 
 
 FIXED_AT_LAUNCH = ("host", "scenario", "out_dir", "run_dir")

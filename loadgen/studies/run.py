@@ -167,9 +167,9 @@ def started_engine(scenario: Scenario, engine: Started, facts: EngineFacts) -> S
     logs = engine.logs() if isinstance(engine, RunningTopology) else [engine]
     return StartedEngine(
         url=scenario.endpoint.base_url,
-        facts=dict(facts),
+        facts=facts,
         logs=[str(e.log_path.resolve()) for e in logs],
-        servers=[s.model_dump(mode="json") for s in scenario.endpoint.servers],
+        servers=list(scenario.endpoint.servers),
     )
 
 

@@ -5,8 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.core.errors import UsageError
+from loadgen.core.manifest import EngineFacts
 from loadgen.core.options import auto_processes, parse_labels, parse_levels, parse_processes
-from loadgen.load.options import normalise
+from loadgen.core.scenario import Server
+from loadgen.load.options import StartedEngine, normalise
 
 
 def test_web_ui_strings_are_normalised_to_real_types() -> None:
@@ -55,3 +57,26 @@ def test_processes_auto_leaves_the_master_a_core_and_never_splits_two(cores: int
     assert workers == auto_processes(cores)
     assert workers == 0 if cores <= 2 else workers == cores - 1
     assert parse_processes(" AUTO ", cores) == workers and parse_processes("7", cores) == 7
+
+
+def test_the_started_engine_crosses_to_locust_typed_and_whole() -> None:
+    """``--started-engine`` carries the engine ``loadgen run --ui`` started into Locust's process: the servers
+    behind a router come back as the scenario's ``Server`` models, the facts as the manifest's; a value of
+    another shape is a usage error naming the option, never a half-read engine."""
+    servers = [
+        Server(name="p", role="prefill", base_url="http://127.0.0.1:1"),
+        Server(name="d", role="decode", base_url="http://127.0.0.1:2", metrics_url="http://127.0.0.1:2/metrics"),
+    ]
+    facts: EngineFacts = {"kind": "embedded", "topology": "pd", "starts": 1}
+    started = StartedEngine("http://127.0.0.1:3", facts, ["/tmp/a.log"], servers)
+    back = StartedEngine.of(SimpleNamespace(started_engine=started.to_option()))
+    assert back == started and all(isinstance(s, Server) for s in back.servers)
+    assert StartedEngine.of(SimpleNamespace(started_engine="")) is None
+    for bad in (
+        '{"url": "u", "facts": {"starts": "x"}, "logs": [], "servers": []}',
+        '{"url": "u", "facts": {}, "logs": [], "servers": [{"name": "p"}]}',
+        "{}",
+        "[1]",
+    ):
+        with pytest.raises(UsageError, match="--started-engine"):
+            StartedEngine.of(SimpleNamespace(started_engine=bad))
