@@ -283,6 +283,14 @@ class EndpointInfo(BaseModel):
         return None if v is None else env_name(v, "endpoint.api_key_env")
 
 
+class EngineStarted(TypedDict, total=False):
+    """What a study that started its engine adds to a new run's manifest (``loadgen.runs.prepare.prepare_run``)."""
+
+    engine: EngineFacts
+    step_trace_requested: bool
+    cold_boot: ColdBootSize
+
+
 class Manifest(BaseModel):
     """``manifest.json``: what the run was (scenario, endpoint, server, features) and how it went."""
 

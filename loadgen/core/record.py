@@ -8,6 +8,7 @@ pins them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -97,22 +98,31 @@ class CanaryRecord:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, where: str = "record") -> CanaryRecord:
         """Build a record from a decoded JSON object; ignores unknown keys, rejects unknown schemas."""
-        schema = raw.get("schema")
-        if schema != SCHEMA:
-            raise RunFolderError(f"{where}: canary record schema {schema!r} is not supported (expected {SCHEMA})")
-        known = {k: v for k, v in raw.items() if k in _FIELD_NAMES}
-        missing = _REQUIRED - known.keys()
-        if missing:
-            raise RunFolderError(f"{where}: canary record lacks required field(s) {sorted(missing)}")
+        known = known_fields(cls, raw, schema=SCHEMA, what="canary record", where=where)
         top = known.get("top_logprobs")
         if top is not None:  # null: a NaN or infinite logprob the server sent, which JSON writes as null
             known["top_logprobs"] = [[(str(t), math.nan if lp is None else float(lp)) for t, lp in pos] for pos in top]
         return cls(**known)
 
 
-_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(CanaryRecord))
-_REQUIRED = frozenset(
-    f.name
-    for f in dataclasses.fields(CanaryRecord)
-    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-)
+@functools.cache
+def _field_sets(cls: type) -> tuple[frozenset[str], frozenset[str]]:
+    """A record dataclass's field names, and those without a default (computed once per class)."""
+    fields = dataclasses.fields(cls)
+    no_default = [f for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    return frozenset(f.name for f in fields), frozenset(f.name for f in no_default)
+
+
+def known_fields(cls: type, raw: dict[str, Any], *, schema: int, what: str, where: str) -> dict[str, Any]:
+    """The keys of ``raw`` that are fields of the record dataclass ``cls`` (unknown keys ignored), after refusing
+    a schema other than ``schema`` and a missing required field, each with an error naming ``where``. The one
+    reading rule of every record type (canary, re-score)."""
+    got = raw.get("schema")
+    if got != schema:
+        raise RunFolderError(f"{where}: {what} schema {got!r} is not supported (expected {schema})")
+    names, required = _field_sets(cls)
+    known = {k: v for k, v in raw.items() if k in names}
+    missing = required - known.keys()
+    if missing:
+        raise RunFolderError(f"{where}: {what} lacks required field(s) {sorted(missing)}")
+    return known

@@ -11,12 +11,11 @@ Pure data and (de)serialisation; no file I/O here.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from loadgen.core.errors import RunFolderError
+from loadgen.core.record import known_fields
 
 SCHEMA = 1
 RESCORE_FILE_GLOB = "rescores*.jsonl"
@@ -58,12 +57,7 @@ class RescoreRecord:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, where: str = "record") -> RescoreRecord:
         """A record from a decoded JSON object; ignores unknown keys, rejects unknown schemas."""
-        if raw.get("schema") != SCHEMA:
-            raise RunFolderError(f"{where}: re-score record schema {raw.get('schema')!r} is not supported")
-        known = {k: v for k, v in raw.items() if k in _FIELD_NAMES}
-        missing = _REQUIRED - known.keys()
-        if missing:
-            raise RunFolderError(f"{where}: re-score record lacks required field(s) {sorted(missing)}")
+        known = known_fields(cls, raw, schema=SCHEMA, what="re-score record", where=where)
         for key in ("logprobs", "decode_logprobs"):  # JSON writes a NaN as null
             if known.get(key) is not None:
                 known[key] = [math.nan if v is None else float(v) for v in known[key]]
@@ -71,11 +65,3 @@ class RescoreRecord:
             if known.get(key) is not None:
                 known[key] = [[(str(t), math.nan if v is None else float(v)) for t, v in pos] for pos in known[key]]
         return cls(**known)
-
-
-_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(RescoreRecord))
-_REQUIRED = frozenset(
-    f.name
-    for f in dataclasses.fields(RescoreRecord)
-    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-)

@@ -156,28 +156,28 @@ def choice_records(record: CanaryRecord, choices: list[Outcome]) -> list[CanaryR
     ``choice_id``, with that choice's completion and status (the request's body, id and timing shared)."""
     if len(choices) == 1:
         return [record]
-    out = []
-    for j, one in enumerate(choices):
-        c = one.completion
-        out.append(
-            dataclasses.replace(
-                record,
-                canary_id=choice_id(record.canary_id, j),
-                choice=j,
-                status="ok" if one.ok else "error",
-                error_kind=one.error_kind,
-                error_message=one.error_message,
-                token_ids=c.token_ids if c else None,
-                tokens=c.tokens if c else None,
-                logprobs=c.logprobs if c else None,
-                top_logprobs=c.top_logprobs if c else None,
-                text=c.text if c else None,
-                finish_reason=c.finish_reason if c else None,
-                usage=c.usage if c else None,
-                engine_batch_sizes=c.batch_sizes if c else None,
-            )
-        )
-    return out
+    return [
+        dataclasses.replace(record, canary_id=choice_id(record.canary_id, j), choice=j, **_answer(one))
+        for j, one in enumerate(choices)
+    ]
+
+
+def _answer(out: Outcome) -> dict[str, Any]:
+    """What a record keeps of one answer (a request's, or one choice's of it): its status and its completion."""
+    c = out.completion
+    return {
+        "status": "ok" if out.ok else "error",
+        "error_kind": out.error_kind,
+        "error_message": out.error_message,
+        "token_ids": c.token_ids if c else None,
+        "tokens": c.tokens if c else None,
+        "logprobs": c.logprobs if c else None,
+        "top_logprobs": c.top_logprobs if c else None,
+        "text": c.text if c else None,
+        "finish_reason": c.finish_reason if c else None,
+        "usage": c.usage if c else None,
+        "engine_batch_sizes": c.batch_sizes if c else None,
+    }
 
 
 def canary_record(
@@ -203,7 +203,6 @@ def canary_record(
     level_bound: LevelBound | None = None,
     background_phase: str | None = None,
 ) -> CanaryRecord:
-    c = out.completion
     return CanaryRecord(
         run_id=run_id,
         canary_id=canary.id,
@@ -212,23 +211,13 @@ def canary_record(
         level=level,
         inflight_at_send=inflight_at_send,
         sent_at=out.sent_at,
-        status="ok" if out.ok else "error",
         latency_s=out.latency_s,
         ttft_s=out.ttft_s,
-        error_kind=out.error_kind,
-        error_message=out.error_message,
         http_status=out.http_status,
         endpoint=kind,
         stream=canary.stream,
         request=body,
         worker=worker,
-        token_ids=c.token_ids if c else None,
-        tokens=c.tokens if c else None,
-        logprobs=c.logprobs if c else None,
-        top_logprobs=c.top_logprobs if c else None,
-        text=c.text if c else None,
-        finish_reason=c.finish_reason if c else None,
-        usage=c.usage if c else None,
         cache_action=cache_action,
         cache_reset_status=None if cache_reset is None else cache_reset.status,
         cache_reset_ok=None if cache_reset is None else cache_reset.dropped,
@@ -240,5 +229,5 @@ def canary_record(
         background_buffered=background_buffered,
         level_bound=level_bound,
         background_phase=background_phase,
-        engine_batch_sizes=c.batch_sizes if c else None,
+        **_answer(out),
     )

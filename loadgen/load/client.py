@@ -191,12 +191,11 @@ def send_canary(
     ``progress``: a streamed answer calls it with the number of its events that carried a generated token, at
     each one (``loadgen.load.phase`` opens a canary's background by it)."""
     max_tokens = body.get("max_tokens", body.get("sampling_params", {}).get("max_new_tokens"))
-    sent = {**body, "rid": request_id} if kind == "generate" else body
     return _exchange(
         client,
         path,
         kind,
-        orjson.dumps(sent),
+        _on_wire(kind, body, request_id),
         request_id.encode(),
         stream=bool(body.get("stream")),
         tokens_as_ids=tokens_as_ids,
@@ -224,12 +223,11 @@ def send_burst(
     ``request_ids``: the copies' records', in prompt order. SGLang's ``/generate`` takes them as its ``rid``
     list, one per prompt; the one ``X-Request-Id`` carries the first (a completions prompt list has no id per
     prompt: vLLM numbers the prompts after the header's id, ``cmpl-<id>-<i>``)."""
-    sent = {**body, "rid": request_ids} if kind == "generate" else body
     out = _exchange(
         client,
         path,
         kind,
-        orjson.dumps(sent),
+        _on_wire(kind, body, request_ids),
         request_ids[0].encode(),
         stream=False,
         tokens_as_ids=tokens_as_ids,
@@ -283,10 +281,13 @@ def send_rescore(
 ) -> Outcome:
     """A re-score (``loadgen.core.wire.rescore.rescore_body``): unstreamed, one token asked, its answer kept whole
     in ``body`` for the caller to read; ``request_id`` as ``send_canary``'s."""
-    sent = {**body, "rid": request_id} if kind == "generate" else body
-    return _exchange(
-        client, path, kind, orjson.dumps(sent), request_id.encode(), stream=False, secret=secret, raw_body=True
-    )
+    payload = _on_wire(kind, body, request_id)
+    return _exchange(client, path, kind, payload, request_id.encode(), stream=False, secret=secret, raw_body=True)
+
+
+def _on_wire(kind: Kind, body: dict[str, Any], rid: str | list[str]) -> bytes:
+    """``body`` as sent: on SGLang's ``/generate`` with the id(s) as ``rid`` too (one per prompt for a list)."""
+    return orjson.dumps({**body, "rid": rid} if kind == "generate" else body)
 
 
 def _exchange(

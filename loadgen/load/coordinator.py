@@ -27,7 +27,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 
 from loadgen.core.errors import LoadgenError, RunFolderError, UsageError
-from loadgen.core.manifest import read_manifest, update_manifest
+from loadgen.core.manifest import EngineStarted, read_manifest, update_manifest
 from loadgen.core.request import RunRequest
 from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Scenario, load_scenario, parse_scenario, with_overrides
@@ -125,7 +125,7 @@ class CoordinatorSide:
         request, scenario = self._start_scenario(opts, base_url)
         one_process_phase(scenario, self.environment)  # before a run folder is made for it
         started = self._started_engine(scenario)
-        extra: dict[str, Any] = {}
+        extra: EngineStarted = {}
         if started is not None:  # as a headless run records the engine it started (``loadgen.studies.run``)
             extra = {"engine": started.facts}
             if started.servers:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from loadgen import __version__
 from loadgen.core.errors import EndpointError, ScenarioError
 from loadgen.core.manifest import (
     MANIFEST_SCHEMA,
+    EngineStarted,
     Manifest,
     RunStatus,
     create_run_dir,
@@ -66,7 +66,7 @@ def endpoint_kinds(scenario: Scenario) -> set[Kind]:
 
 
 def prepare_run(
-    scenario: Scenario, *, source: str, out_dir: Path, extra: dict[str, Any] | None = None
+    scenario: Scenario, *, source: str, out_dir: Path, extra: EngineStarted | None = None
 ) -> tuple[Path, Manifest]:
     """Probe the endpoint, create a fresh run folder and write its manifest (status ``prepared``); returns the
     folder and that manifest, which its caller hands on (``OwnedRun.begin``) rather than read back."""

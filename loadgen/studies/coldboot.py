@@ -24,7 +24,15 @@ from typing import Any
 
 from collectors.jsonl import JsonlWriter
 from loadgen.core.errors import EngineError, LoadgenError, ScenarioError, UsageError
-from loadgen.core.manifest import BootFacts, Manifest, RunStatus, now_iso, update_manifest
+from loadgen.core.manifest import (
+    BootFacts,
+    ColdBootSize,
+    EngineStarted,
+    Manifest,
+    RunStatus,
+    now_iso,
+    update_manifest,
+)
 from loadgen.core.record import CanaryRecord
 from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Canary, ColdBootSpec, LauncherSpec, Scenario, load_scenario, with_overrides
@@ -207,7 +215,8 @@ class _Study:
             self.scenario, base_url=engine.url, labels=labels, levels=[0], canaries_per_level=per_level
         )
         if self.run_dir is None:  # boot 1: the probe, the run folder and its manifest
-            extra = {"engine": self.engines.describe(), "cold_boot": self.size.model_dump()}
+            size = ColdBootSize(boots=self.size.boots, requests=self.size.requests)
+            extra: EngineStarted = {"engine": self.engines.describe(), "cold_boot": size}
             self.run_dir, manifest = prepare_run(booted, source=self.source, out_dir=self.out_dir, extra=extra)
             self.owned = OwnedRun.begin(self.run_dir, manifest, base_url=None, api_key=None)
             self.writer = JsonlWriter(self.run_dir / "canaries.jsonl")

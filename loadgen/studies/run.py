@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadgen.core.errors import EngineError, UsageError
-from loadgen.core.manifest import EngineFacts, RunStatus
+from loadgen.core.manifest import EngineFacts, EngineStarted, RunStatus
 from loadgen.core.request import RunRequest, WebUi
 from loadgen.core.runfiles import open_append
 from loadgen.core.scenario import LauncherSpec, Scenario, TopologySpec, with_overrides
@@ -385,7 +385,9 @@ def run(request: RunRequest, *, progress: Progress = no_progress) -> RunResult:
             return _run_ui(cmd, out_dir, _web_url(ui.host, ui.port), progress)
         engine_info = engine_info or request.engine_facts
         # an engine started here was told to write its step trace (``endpoint_for``)
-        extra = {**({"engine": engine_info} if engine_info else {}), "step_trace_requested": engine is not None}
+        extra: EngineStarted = {"step_trace_requested": engine is not None}
+        if engine_info:
+            extra["engine"] = engine_info
         progress(Probing(scenario.endpoint.base_url))
         run_dir, manifest = prepare_run(scenario, source=source, out_dir=out_dir, extra=extra)
         keep_logs_in(engine, run_dir)
