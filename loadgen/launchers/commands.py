@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from loadgen.core.scenario import PORT_PLACEHOLDER, LauncherSpec
+from loadgen.core.web_guard import is_loopback
 
 ReadyBy = Literal["line", "health"]  # "line": the process prints READY <url>; "health": poll health_url for 200
 
@@ -46,6 +47,25 @@ class LaunchPlan:
         """The command as a user would type it, environment first (for manifests and error messages)."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         return (env + " " if env else "") + shlex.join(self.argv)
+
+
+def bound_host(spec: LauncherSpec, extra_args: list[str] | tuple[str, ...] = ()) -> str:
+    """The address the engine listens on: the launcher's ``host``, unless its args (or ``extra_args``, appended
+    after them) give ``--host``, whose last value the engine's own parser keeps. A command's script is not read."""
+    host = spec.host
+    args = [*spec.args, *extra_args]
+    for i, a in enumerate(args):
+        if a == "--host" and i + 1 < len(args):
+            host = args[i + 1]
+        elif a.startswith("--host="):
+            host = a.split("=", 1)[1]
+    return host
+
+
+def exposed_host(spec: LauncherSpec, extra_args: list[str] | tuple[str, ...] = ()) -> str | None:
+    """The address, where the engine would answer anyone who reaches this machine (not a loopback one)."""
+    host = bound_host(spec, extra_args)
+    return None if is_loopback(host) else host
 
 
 def _url_host(host: str) -> str:

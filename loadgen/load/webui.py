@@ -94,7 +94,9 @@ def install_tab(web_ui: WebUI, *, table: Callable[[], list[dict[str, Any]]], rep
         path = report()
         if path is None:
             return make_response("No finished run yet: the report is written when a run ends.", 404)
-        return send_file(path, mimetype="text/html")
+        # resolved here, against this process's working directory: Flask reads a relative path against the
+        # app's package folder, and a run folder is relative with the default --out
+        return send_file(path.resolve(), mimetype="text/html")
 
     @app.route(CHART_ROUTE)
     @login_required

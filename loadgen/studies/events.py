@@ -21,6 +21,7 @@ from loadgen.core.scenario import Scenario
 @dataclass(frozen=True)
 class EngineStarting:
     kind: str  # "embedded", or a launcher kind ("vllm", "sglang", "llamacpp", "command")
+    exposed: str | None = None  # the address it listens on, where that is not a loopback one (said as a warning)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from loadgen.core.request import RunRequest, WebUi
 from loadgen.core.runfiles import open_append
 from loadgen.core.scenario import LauncherSpec, Scenario, TopologySpec, with_overrides
 from loadgen.core.scenario.phase import parse_phase
+from loadgen.launchers.commands import exposed_host
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
@@ -310,7 +311,8 @@ def endpoint_for(
     topo = topology or scenario.topology
     pd = topo is not None and topo.mode != "colocated"
     kind = "embedded" if spec is None else spec.kind
-    progress(EngineStarting(f"{kind} {'prefill/decode' if topo and topo.mode == 'pd' else 'reload'}" if pd else kind))
+    shown_kind = f"{kind} {'prefill/decode' if topo and topo.mode == 'pd' else 'reload'}" if pd else kind
+    progress(EngineStarting(shown_kind, exposed_host(spec or LauncherSpec(), engine_args)))
     t0 = time.monotonic()
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)

@@ -26,11 +26,8 @@ def _shown(value: Any, limit: int = 40) -> str:
         return "an object"
     if isinstance(value, list):
         return "a list"
-    text = (
-        {None: "null", True: "true", False: "false"}.get(value, repr(value))
-        if not isinstance(value, str)
-        else repr(value)
-    )
+    # by identity: 1 == True and 0 == False, so a lookup keyed by value would show the integer 1 as true
+    text = "null" if value is None else "true" if value is True else "false" if value is False else repr(value)
     return text if len(text) <= limit else text[:limit] + "…"
 
 

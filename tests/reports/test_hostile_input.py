@@ -103,6 +103,10 @@ def edited(path: Path, change: Any, name: str = "edited") -> Path:
             lambda r: r["canaries"][0]["reference"].update(tokens="abc"),
             "canaries[0].reference.tokens: 'abc', expected a list",
         ),
+        # the integers 1 and 0 are shown as they are, not as JSON's true and false (1 == True in Python)
+        (lambda r: r["canaries"][0].update(verdict=1), "canaries[0].verdict: 1, expected a string"),
+        (lambda r: r["canaries"][0].update(verdict=0), "canaries[0].verdict: 0, expected a string"),
+        (lambda r: r["canaries"][0].update(verdict=True), "canaries[0].verdict: true, expected a string"),
     ],
 )
 def test_a_report_json_of_the_wrong_shape_is_one_line(tmp_path: Path, change: Any, says: str) -> None:

@@ -68,7 +68,14 @@ class ProgressPrinter:
     def _handle(self, event: ProgressEvent) -> None:
         d = self.display
         match event:
-            case EngineStarting(kind=kind):
+            case EngineStarting(kind=kind, exposed=exposed):
+                if exposed is not None:
+                    d.note(
+                        self._where(
+                            f"warning: the {kind} engine listens on {exposed} (the scenario's launcher host or "
+                            "--host): anyone who can reach this machine can send it requests"
+                        )
+                    )
                 d.status(self._where(f"starting the {kind} engine"))
             case EngineReady(url=url, seconds=seconds):
                 d.note(self._where(f"engine ready at {url} in {seconds:.1f} s"))

@@ -123,6 +123,14 @@ class MatrixCell(_Strict):
     connector: Connector | None = None
     connector_extra: ConnectorExtra | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _not_a_folder_step(cls, name: str) -> str:
+        # the cell's folder is OUT/cells/<name>: "." would be cells/ itself and ".." OUT, mixing the cells' runs
+        if set(name) == {"."}:
+            raise ValueError(f"{name!r} names no folder of its own (the cell's runs go in cells/<name>); use letters")
+        return name
+
     @model_validator(mode="after")
     def _external_takes_no_overrides(self) -> MatrixCell:
         if self.base_url is not None and (self.args or self.env or self.prefill.args or self.prefill.env):

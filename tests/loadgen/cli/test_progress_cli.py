@@ -116,6 +116,25 @@ def test_a_log_sees_plain_lines_that_agree_with_the_report(tmp_path: Path) -> No
     assert lines == [report["verdict"], "", *md_table(run_dir), "", *why, str(run_dir)]
 
 
+def test_an_engine_told_to_listen_on_every_address_is_said_before_it_starts(tmp_path: Path) -> None:
+    """Scenario or command-line arguments that bind the engine to a reachable address get a warning, as the
+    web UI's --web-host does; the run itself goes on."""
+    cmd = [sys.executable, "-m", "loadgen", "run", "quickstart", "--levels", "0", "--canaries-per-level", "1"]
+    out = subprocess.run(
+        [*cmd, "--engine-arg=--host", "--engine-arg=0.0.0.0", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr
+    err = out.stderr.splitlines()
+    assert err[0] == (
+        "warning: the embedded engine listens on 0.0.0.0 (the scenario's launcher host or --host): "
+        "anyone who can reach this machine can send it requests"
+    )
+    assert err[1] == "starting the embedded engine ..."
+
+
 def why_lines(report: dict[str, Any]) -> list[str]:
     """The summary's line for each canary the engine trace explains (the embedded engine writes one)."""
     return [f"Why: {c['engine_steps']['sentence']}" for c in report["canaries"] if "engine_steps" in c]

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loadgen.core.scenario import LauncherSpec
-from loadgen.launchers.commands import plan_launch
+from loadgen.launchers.commands import bound_host, exposed_host, plan_launch
 
 
 def test_vllm_serve_with_dev_mode_and_the_cell_flags() -> None:
@@ -136,3 +136,21 @@ def test_args_reach_the_engine_unchanged_through_every_kind(args: list[str]) -> 
         assert argv[len(argv) - len(args) :] == args
     shell = plan_launch(LauncherSpec(kind="command", command="srv {port}", args=args), 5)
     assert shlex.split(shell.argv[2]) == ["srv", "5", *args]
+
+
+@pytest.mark.parametrize(
+    ("host", "args", "extra", "bound"),
+    [
+        ("127.0.0.1", [], [], "127.0.0.1"),
+        ("0.0.0.0", [], [], "0.0.0.0"),
+        ("127.0.0.1", ["--host", "0.0.0.0"], [], "0.0.0.0"),
+        ("127.0.0.1", ["--host=::"], [], "::"),
+        ("0.0.0.0", ["--host", "0.0.0.0"], ["--host", "localhost"], "localhost"),  # the last --host wins
+    ],
+)
+def test_the_bound_address_is_the_last_host_the_engine_is_given(
+    host: str, args: list[str], extra: list[str], bound: str
+) -> None:
+    spec = LauncherSpec(kind="embedded", host=host, args=args)
+    assert bound_host(spec, extra) == bound
+    assert (exposed_host(spec, extra) is None) == (bound in ("127.0.0.1", "localhost", "::1"))

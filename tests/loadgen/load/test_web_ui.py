@@ -165,13 +165,15 @@ def test_a_second_start_gets_a_run_of_its_own(
 ) -> None:
     """Two starts from one web UI, one after the other, in one Locust process: the second run's folder,
     counts, records, live table and report are its own; of the first, the UI shows only its report and
-    table until the second start."""
+    table until the second start. ``--out`` is relative, as its default is: the report is served all the same."""
     runs = tmp_path / "runs"
     log_path = tmp_path / "ui.log"
     quick = str(quickstart_short_settle)
     with open(log_path, "wb") as log:
-        cmd = ["run", quick, "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", str(runs)]
-        proc = subprocess.Popen([sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT)
+        cmd = ["run", quick, "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", "runs"]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path
+        )
     try:
         base = f"http://127.0.0.1:{free_port}"
         wait_http(base + "/")

@@ -39,6 +39,8 @@ def test_a_full_study_scenario_loads() -> None:
         ({"matrix": {"cells": [{"name": "only"}]}}, "matrix.cells", "at least 2"),
         ({"matrix": {"cells": [{"name": "a"}, {"name": "a"}]}}, "matrix.cells", "distinct"),
         ({"matrix": {"cells": [{"name": "a/b"}, {"name": "c"}]}}, "matrix.cells[0].name", "pattern"),
+        ({"matrix": {"cells": [{"name": ".."}, {"name": "c"}]}}, "matrix.cells[0].name", "names no folder"),
+        ({"matrix": {"cells": [{"name": "a"}, {"name": "."}]}}, "matrix.cells[1].name", "names no folder"),
         (
             {"matrix": {"cells": [{"name": "a", "base_url": "http://h:1", "args": ["-x"]}, {"name": "b"}]}},
             "matrix.cells[0]",
