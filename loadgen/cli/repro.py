@@ -8,7 +8,10 @@ files of the reproducer's names, which are replaced (``loadgen.core.runfiles.out
 written through a link. Unusable input raises a ``LoadgenError`` (the CLI exits 2).
 
 No API key is ever written: the files hold only the recorded request body and the key variable's name;
-as a last guard, the value of that variable, where set here, is redacted from every file.
+as a last guard, the value of that variable, where set here, is redacted from every file. The command of the
+engine a replay would start is rendered here, by the launchers' own rule (``loadgen.launchers.approval``), so
+that the README and ``replay.sh`` show what ``loadgen run`` will ask approval for; a command that cannot be
+shown as it runs (a control character) is refused.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +80,7 @@ def write_repro(run_dir: Path, canary: str, record: int | None, out: Path | None
     reference = raw.get(choice.ref_request_id) if choice.ref_request_id else None
     start, end = lifetime(mine)
     background = (r for r in _background_rows(run_dir) if overlaps(r, start, end))
-    files, scenario = build_folder(run, choice, mine, reference, background)
+    files, scenario = build_folder(run, choice, mine, reference, background, _engine_command(run_dir))
     parse_scenario(scenario, "replay.toml")  # a replay that would not load is a bug here, never a file
     target = out if out is not None else run_dir / f"repro-{choice.canary_id}-{choice.number}"
     try:
@@ -92,6 +95,31 @@ def write_repro(run_dir: Path, canary: str, record: int | None, out: Path | None
         except OSError as exc:
             raise UsageError(f"--out {target}: cannot write {name} ({exc.strerror or exc})") from None
     return target
+
+
+def _engine_command(run_dir: Path) -> Callable[[dict[str, Any]], str]:
+    """The command a replay's ``[launcher]`` table starts, as ``loadgen run`` shows it for approval."""
+    from pydantic import ValidationError
+
+    from loadgen.core.scenario import LauncherSpec
+    from loadgen.launchers.approval import command_to_approve, showable
+
+    def command(table: dict[str, Any]) -> str:
+        try:
+            spec = LauncherSpec.model_validate(table)
+        except ValidationError:
+            raise RunFolderError(
+                f"{run_dir / 'manifest.json'}: field scenario.launcher: not a launcher this version starts"
+            ) from None
+        shown = command_to_approve(spec)
+        if not showable(shown):
+            raise RunFolderError(
+                f"{run_dir / 'manifest.json'}: the engine's command holds a control character: a replay could not "
+                "show it as it would run; not written"
+            )
+        return shown
+
+    return command
 
 
 def _raw_records(run_dir: Path, wanted: set[tuple[str, str]]) -> dict[str, dict[str, Any]]:

@@ -42,6 +42,11 @@ def add_parser(subparsers: Any) -> None:
         "scenario", nargs="?", default="quickstart", help=f"scenario file, or a shipped one: {', '.join(names())}"
     )
     p.add_argument("--host", help="endpoint base URL (default: the scenario's, else the embedded engine)")
+    p.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="the environment variable holding the endpoint's API key (replaces the scenario's endpoint.api_key_env)",
+    )
     p.add_argument("--out", type=Path, default=Path("runs"), help="folder that receives the run folder")
     p.add_argument("--levels", help="comma-separated concurrency levels, e.g. 0,4,16")
     p.add_argument("--canaries-per-level", type=int, help="canaries sent at each level")
@@ -105,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
     levels = levels_option(args.levels)  # '' is refused here, not read as the scenario's levels
     if args.ui:
         port_option(args.web_port, "--web-port")  # before an engine starts or a run folder is announced
+    if args.api_key_env is not None and args.ui:
+        raise UsageError("--api-key-env goes without --ui (with --ui: set endpoint.api_key_env in the scenario)")
     if claim is not None and args.ui:
         raise UsageError("--claim-max-rate goes without --ui (with --ui: set sweep.claim_max_rate)")
     if args.ui and not is_loopback(args.web_host):
@@ -132,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         request = RunRequest(
             path_of(args.scenario),
             host=args.host,
+            api_key_env=args.api_key_env,
             out_dir=args.out,
             levels=None if levels is None else tuple(levels),
             canaries_per_level=args.canaries_per_level,

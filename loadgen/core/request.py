@@ -30,7 +30,7 @@ class WebUi:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """A run of ``scenario_path`` into a new folder under ``out_dir``. ``host``, ``levels``,
+    """A run of ``scenario_path`` into a new folder under ``out_dir``. ``host``, ``api_key_env``, ``levels``,
     ``canaries_per_level``, ``labels``, ``claim_max_rate`` and ``servers`` override the scenario's (None: the
     file's); ``servers`` are the engines behind ``host`` (a topology started by the caller) and ``engine_facts``
     what started them (the manifest's ``engine``). ``launcher`` and ``topology`` replace the scenario's when
@@ -40,6 +40,7 @@ class RunRequest:
 
     scenario_path: Path
     host: str | None = None
+    api_key_env: str | None = None
     out_dir: Path = Path("runs")
     levels: tuple[int, ...] | None = None
     canaries_per_level: int | None = None
@@ -64,6 +65,7 @@ class RunRequest:
         return with_overrides(
             load_scenario(self.scenario_path),
             base_url=self.host,
+            api_key_env=self.api_key_env,
             levels=None if self.levels is None else list(self.levels),
             canaries_per_level=self.canaries_per_level,
             labels=dict(self.labels),

@@ -45,8 +45,7 @@ class LaunchPlan:
 
     def shown(self) -> str:
         """The command as a user would type it, environment first (for manifests and error messages)."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return (env + " " if env else "") + shlex.join(self.argv)
+        return shown_command(self.env, self.argv)
 
 
 def bound_host(spec: LauncherSpec, extra_args: list[str] | tuple[str, ...] = ()) -> str:
@@ -68,7 +67,14 @@ def exposed_host(spec: LauncherSpec, extra_args: list[str] | tuple[str, ...] = (
     return None if is_loopback(host) else host
 
 
-def _url_host(host: str) -> str:
+def shown_command(env: dict[str, str], argv: list[str]) -> str:
+    """``argv`` as a user would type it, ``env`` first: one line for sh, each word quoted where it needs it."""
+    assigned = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+    return (assigned + " " if assigned else "") + shlex.join(argv)
+
+
+def url_host(host: str) -> str:
+    """``host`` as the host part of the URL loadgen talks to the engine at."""
     if host in ("0.0.0.0", ""):
         return "127.0.0.1"  # listening everywhere: talk to it locally
     if host == "::":
@@ -91,17 +97,33 @@ def plan_launch(spec: LauncherSpec, port: int, *, python: str = sys.executable) 
     """The plan for starting ``spec`` on ``port`` (0 only for the embedded engine, which picks and announces one)."""
     if port == 0 and spec.kind != "embedded":
         raise ValueError(f"plan_launch: kind {spec.kind!r} needs a concrete port, got 0")
-    env = {**DEFAULT_ENV.get(spec.kind, {}), **(sglang_env(port) if spec.kind == "sglang" else {}), **spec.env}
-    where = ["--host", spec.host, "--port", str(port)]
+    env = launch_env(spec, port)
+    argv = launch_argv(spec, str(port), python=python)
+    if spec.kind == "embedded":
+        return LaunchPlan(argv, env, "line", None, None)
+    base_url = f"http://{url_host(spec.host)}:{port}"
+    return LaunchPlan(argv, env, "health", base_url, base_url + spec.health_path)
+
+
+def launch_env(spec: LauncherSpec, port: int | None) -> dict[str, str]:
+    """What ``spec`` adds to the engine's environment: the kind's defaults, SGLang's port-bound one (none while the
+    port is not known), then its own ``env``."""
+    bound = sglang_env(port) if spec.kind == "sglang" and port is not None else {}
+    return {**DEFAULT_ENV.get(spec.kind, {}), **bound, **spec.env}
+
+
+def launch_argv(spec: LauncherSpec, port: str, *, python: str = sys.executable) -> list[str]:
+    """The command line that starts ``spec`` with ``port`` written as given: a number, or ``{port}`` where the
+    command is shown before a port is picked (``loadgen.launchers.approval``)."""
+    where = ["--host", spec.host, "--port", port]
     if spec.kind == "embedded":
         # -P: the caller's working directory is not put on sys.path (a stray local module cannot shadow a dependency)
-        argv = [python, "-P", "-m", "loadgen.engine", *where, *spec.args]
-        return LaunchPlan(argv, env, "line", None, None)
+        return [python, "-P", "-m", "loadgen.engine", *where, *spec.args]
     assert spec.kind == "command" or spec.model is not None  # the spec's validator guarantees it
     if spec.kind == "vllm":
-        argv = [spec.executable or "vllm", "serve", str(spec.model), *where, *spec.args]
-    elif spec.kind == "sglang":
-        argv = [
+        return [spec.executable or "vllm", "serve", str(spec.model), *where, *spec.args]
+    if spec.kind == "sglang":
+        return [
             spec.executable or python,
             "-m",
             "sglang.launch_server",
@@ -110,17 +132,14 @@ def plan_launch(spec: LauncherSpec, port: int, *, python: str = sys.executable) 
             *where,
             *_with_defaults("sglang", spec.args),
         ]
-    elif spec.kind == "llamacpp":
-        argv = [
+    if spec.kind == "llamacpp":
+        return [
             spec.executable or "llama-server",
             "-m",
             str(spec.model),
             *where,
             *_with_defaults("llamacpp", spec.args),
         ]
-    else:
-        assert spec.command is not None
-        line = spec.command.replace(PORT_PLACEHOLDER, str(port))
-        argv = ["/bin/sh", "-c", line + (" " + shlex.join(spec.args) if spec.args else "")]
-    base_url = f"http://{_url_host(spec.host)}:{port}"
-    return LaunchPlan(argv, env, "health", base_url, base_url + spec.health_path)
+    assert spec.command is not None
+    line = spec.command.replace(PORT_PLACEHOLDER, port)
+    return ["/bin/sh", "-c", line + (" " + shlex.join(spec.args) if spec.args else "")]

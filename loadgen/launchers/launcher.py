@@ -3,9 +3,10 @@
 Why: a cold-boot study restarts the engine between trials and a matrix starts one configuration
 per cell; both should not care whether the engine is the embedded one, vLLM, SGLang, llama.cpp or
 a user's shell command. Each start appends a header line and the engine's output to the log file
-it is given (the run folder's ``engine.log``). ``env`` is added to every start's environment without
+it is given (the run folder's ``engine.log``); a launcher with ``require_approval`` starts only once its command is
+approved (``loadgen.launchers.approval``). ``env`` is added to every start's environment without
 entering the command the manifest records (the step trace's folder: a temporary one, not a setting of
-the engine). Raises ``EngineError``; prints nothing.
+the engine). Raises ``EngineError`` (``UsageError`` for a start not approved); prints nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from loadgen.core.errors import EngineError
 from loadgen.core.manifest import EngineFacts, now_iso
 from loadgen.core.runfiles import open_append
 from loadgen.core.scenario import LauncherSpec
+from loadgen.launchers.approval import check_approved
 from loadgen.launchers.commands import LaunchPlan, plan_launch
 from loadgen.launchers.health import free_port, start_health_checked
 from loadgen.launchers.process import RunningEngine, start_process
@@ -44,6 +46,7 @@ class Launcher:
         if self.engine is not None:
             raise EngineError(f"the engine is already running at {self.engine.url}; stop or restart it")
         spec = self.spec
+        check_approved(spec)  # a launcher someone else chose (a reproducer's): only once its command is approved
         port = spec.port or (0 if spec.kind == "embedded" else free_port(spec.host))
         plan = plan_launch(spec, port)
         log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from loadgen.core.errors import EngineError
+from loadgen.core.errors import EngineError, UsageError
 from loadgen.core.manifest import EngineFacts, ProcessFacts
 from loadgen.core.runfiles import copy_file, write_file
 from loadgen.core.scenario import LauncherSpec, Server, TopologyMode, TopologySpec
@@ -157,6 +157,11 @@ def start_topology(
     """Start the engines of ``mode``, then the router in front of them; return once the router answers its
     health URL (it binds only once every engine answered its own). Raises ``EngineError`` naming the part."""
     spec = launcher or LauncherSpec()
+    if spec.require_approval:  # approval is of one command (loadgen.launchers.approval); this starts several
+        raise UsageError(
+            f"[launcher] require_approval: a [topology] in mode {mode} starts several engines and a router, and "
+            "an approval is of one command: give the URL of an endpoint (--host) instead"
+        )
     log_dir.mkdir(parents=True, exist_ok=True)
     started = RunningTopology(spec.kind, mode, stop_timeout_s=spec.stop_timeout_s)
     try:

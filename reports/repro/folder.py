@@ -13,13 +13,16 @@ scenario meant; the scenario returned for the CLI to validate is the one read ba
 
 Pure: a loaded run, raw records and background rows in (the CLI reads them), file contents out. No
 I/O, no printing. Never writes a header or an API key: only the body recorded as sent, and the
-*name* of the key's environment variable.
+*name* of the key's environment variable in ``endpoint.json`` (evidence; the replay never reads it). The
+command of the engine a replay starts comes from the caller (``engine_command``: the launchers' own
+rendering, which reports may not import), so that the README, ``replay.sh`` and the approval that
+``loadgen run`` asks for show one text.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -32,7 +35,7 @@ from reports.render.shtext import comment_value, read_back
 from reports.repro.choice import Choice, resolved_divergence
 from reports.repro.in_flight import in_flight
 from reports.repro.readme import readme
-from reports.repro.replay import dict_or_empty, engine_args, replay_scenario, replay_script
+from reports.repro.replay import dict_or_empty, replay_scenario, replay_script
 from reports.repro.side_by_side import side_by_side, side_by_side_md
 from reports.repro.toml_writer import toml_text
 
@@ -99,13 +102,15 @@ def build_folder(
     record: dict[str, Any],
     reference: dict[str, Any] | None,
     background: Iterable[dict[str, Any]],
+    engine_command: Callable[[dict[str, Any]], str],
 ) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """Every file of the reproducer (name -> bytes) and the replay scenario (for the CLI to validate)."""
+    """Every file of the reproducer (name -> bytes) and the replay scenario (for the CLI to validate).
+    ``engine_command``: the command a replay's ``[launcher]`` table starts, as its approval shows it."""
     first_div = resolved_divergence(choice, record, reference)
     load = in_flight(run, choice, record, background)
     endpoint = endpoint_info(run, record)
     scenario, notes = replay_scenario(run, choice, record)
-    default_host = scenario["endpoint"].get("base_url")
+    engine = engine_command(scenario["launcher"]) if "launcher" in scenario else None
     table = side_by_side(record, reference, first_div if choice.reference["unit"] == "token" else None)
     files = {
         "request.json": _json(record.get("request") if isinstance(record.get("request"), dict) else {}),
@@ -113,23 +118,21 @@ def build_folder(
         "in_flight.json": _json(load),
         "completion.json": _json(completion_info(choice, record, reference, first_div)),
         "side_by_side.md": side_by_side_md(choice, table, first_div).encode(),
-        "replay.toml": (_toml_header(choice, run) + toml_text(scenario)).encode(),
-        "replay.sh": _replay_sh(run, choice, default_host, scenario["endpoint"].get("api_key_env")),
+        "replay.toml": (_toml_header(choice, run, engine is not None) + toml_text(scenario)).encode(),
+        "replay.sh": _replay_sh(run, choice, engine),
     }
-    files["README.md"] = readme(run, choice, record, reference, first_div, load, endpoint, table, notes).encode()
+    files["README.md"] = readme(
+        run, choice, record, reference, first_div, load, endpoint, table, notes, engine
+    ).encode()
     return {name: files[name] for name in FILES}, toml_read_back(files["replay.toml"], scenario)
 
 
-def _replay_sh(run: RunData, choice: Choice, host: str | None, key_env: str | None) -> bytes:
-    """``replay.sh``, read back (``reports.render.shtext.read_back``): the URL one word, the engine's arguments one
-    word each and last before ``"$@"``, no comment a value could end."""
-    text = replay_script(run, choice, host, key_env)
-    args = engine_args(run) or []
-    read_back(
-        text,
-        [[f"host={host or ''}"], [*(f"--engine-arg={a}" for a in args), "$@"]],
-        [choice.canary_id, str(run.manifest.run_id), key_env or ""],
-    )
+def _replay_sh(run: RunData, choice: Choice, engine: str | None) -> bytes:
+    """``replay.sh``, read back (``reports.render.shtext.read_back``): its last command whole, no comment a value
+    (the engine's command among them) could end."""
+    text = replay_script(run, choice, engine)
+    last = ["run_loadgen", "run", "$here/replay.toml", "$@"] if engine is not None else ["exit", "2"]
+    read_back(text, [last], [choice.canary_id, str(run.manifest.run_id), engine or ""])
     return text.encode()
 
 
@@ -145,11 +148,17 @@ def toml_read_back(text: bytes, scenario: dict[str, Any]) -> dict[str, Any]:
     return parsed
 
 
-def _toml_header(choice: Choice, run: RunData) -> str:
+def _toml_header(choice: Choice, run: RunData, engine: bool) -> str:
+    started = (
+        "# Without --host, loadgen starts the [launcher] below, the run's engine, only once you approve its command.\n"
+        if engine
+        else ""
+    )
     return (
         f"# Replay of canary {comment_value(choice.canary_id)}, record {choice.number} of run "
         f"{comment_value(run.manifest.run_id)}.\n"
-        "# Run it with: sh replay.sh [BASE_URL]  (or: loadgen run replay.toml --host BASE_URL)\n\n"
+        "# Run it with: sh replay.sh BASE_URL  (or: loadgen run replay.toml --host BASE_URL)\n"
+        f"{started}\n"
     )
 
 

@@ -3,7 +3,10 @@ flight, the reference and the replay, in plain words.
 
 It words what the other ``reports.repro`` modules found (the choice, the load, the side by side, the
 replay's notes) and never re-derives a reference, a divergence or an overlap. Every server-provided
-string goes through ``mdtext``: a model id or a completion may be hostile Markdown.
+string goes through ``mdtext``: a model id or a completion may be hostile Markdown. No command it shows sends
+anything where the run folder says: the curl line and the replay take the URL and the key from whoever runs
+them, and the engine a replay would start is shown as its approval shows it (an indented code block: the
+line as it is, byte for byte, which ``loadgen.launchers.approval`` keeps to one line of plain characters).
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ import shlex
 from typing import Any
 
 from collectors.read.runfolder import RunData, top_gap
+from loadgen.core.errors import visible
+from loadgen.core.scenario import APPROVE_ENV
 from loadgen.core.stats import num
-from loadgen.core.wire.urls import origin
 from reports.render import mdtext
 from reports.repro.choice import Choice
-from reports.repro.replay import engine_args
 from reports.repro.side_by_side import side_by_side_md, token_text
 
 CONTEXT = 5  # positions shown on each side of the first divergence in the README
@@ -44,8 +47,10 @@ def readme(
     endpoint: dict[str, Any],
     table: list[dict[str, Any]],
     notes: list[str],
+    engine: str | None = None,
 ) -> str:
-    """``README.md``: the reproducer in plain words. Every server-provided string goes through ``mdtext``."""
+    """``README.md``: the reproducer in plain words. Every server-provided string goes through ``mdtext``;
+    ``engine``: the command of the engine the replay starts without a URL, as its approval shows it."""
     t = mdtext.text
     m = run.manifest
     level = record.get("level")
@@ -84,17 +89,29 @@ def readme(
         "## Replay it",
         "",
         "```sh",
-        "sh replay.sh http://HOST:PORT     # the endpoint to replay against",
+        "sh replay.sh http://HOST:PORT                       # the endpoint to replay against",
+        "sh replay.sh http://HOST:PORT --api-key-env MY_KEY  # one that wants a key: name the variable holding yours",
         "```",
         "",
         "It runs `loadgen run replay.toml`: this canary, unchanged, among background traffic drawn from the run's "
         f"own `[background]` settings, at level {t(replay_level)}, with the run's warm-up and baseline (so the "
         "replay has its own reference), and writes a new run folder with its report. Whether a given replay "
         "diverges depends on what the engine happens to batch together: read its report's `diverged` column.",
+        "",
+        "Requests go only to the URL you give: `replay.toml` holds no URL, no server address and no key variable "
+        "of the run's, and no key is read unless you name its variable.",
     ]
-    args = engine_args(run)
-    if args is not None:
-        out.append(f"Without a URL it starts the embedded engine with the run's arguments (`{t(' '.join(args))}`).")
+    if engine is not None:
+        out += [
+            "",
+            "Without a URL it starts the engine the run started, this command, chosen by whoever made the run "
+            "folder (read it first):",
+            "",
+            f"    {engine}",
+            "",
+            f"It starts only with your approval of exactly that command: `sh replay.sh` shows it with the value "
+            f"that approves it, its SHA-256; run again with `{APPROVE_ENV}` set to that value to start it.",
+        ]
     for n in notes:
         out += ["", f"Note: {t(n)}"]
     tool = f"{t(m.tool.get('name', 'loadgen'))} {t(m.tool.get('version'))}"
@@ -133,15 +150,17 @@ def _sent_section(endpoint: dict[str, Any]) -> list[str]:
     t = mdtext.text
     route = str(endpoint["route"] or "/v1/completions")
     base = str(endpoint["base_url"] or "http://127.0.0.1:8000")
-    auth = f' -H "Authorization: Bearer ${endpoint["api_key_env"]}"' if endpoint["api_key_env"] else ""
     return [
         "## What was sent",
         "",
         "`request.json` is the exact JSON body of this request as sent (headers are never recorded). It went to "
-        f"`POST {t(route)}` on `{t(base)}`, model `{t(endpoint['model'])}`. To send it once by hand:",
+        f"`POST {t(route)}` on `{t(base)}`, model `{t(endpoint['model'])}`. To send it once by hand to your "
+        'endpoint (where it wants a key, add `-H "Authorization: Bearer $MY_KEY"`, the variable holding yours):',
         "",
         "```sh",
-        f"curl -s {shlex.quote(origin(base) + route)} -H 'Content-Type: application/json' -d @request.json{auth}",
+        # one line whatever the recorded route holds: a line feed could close the code block
+        f"curl -s {shlex.quote(visible('http://HOST:PORT' + route, keep=''))} -H 'Content-Type: application/json' "
+        "-d @request.json",
         "```",
         "",
         "Sent alone, as the baseline was, it is expected to return the reference (below): the difference comes "

@@ -2,13 +2,19 @@
 
 So that an engine's developers can watch the record's failure again with ``loadgen run``: the same
 canary among background traffic drawn from the run's own ``[background]`` settings, at the record's
-level, with the run's warm-up and baseline, against the same endpoint, or against an embedded engine
-started with the run's arguments. Where the manifest lacks the canary's scenario entry, the entry is
-rebuilt from the recorded request body (``canary_from_body``).
+level, with the run's warm-up and baseline, against the endpoint the person replaying names, or the engine
+the run started. Where the manifest lacks the canary's scenario entry, the entry is rebuilt from the
+recorded request body (``canary_from_body``).
+
+The run folder may come from anyone (docs/faults-and-secrets.md, "A reproducer from someone else"), so the
+replay takes nothing from it that decides where requests or keys go, or what runs: no base URL, no server
+addresses, no key variable (``REPLAY_ENDPOINT`` lists what of ``[endpoint]`` is kept), and the engine the
+run started comes back as a ``[launcher]`` with ``require_approval = true``, which starts only once the person
+replaying approved its exact command (``loadgen.launchers.approval``).
 
 Pure: the run and the record in, a scenario dict, notes and the script's text out. Never writes an
-API key (only the *name* of its environment variable); validating the scenario is the CLI's job, and
-writing it as TOML ``reports.repro.toml_writer``'s.
+API key or a key variable's name; validating the scenario is the CLI's job, and writing it as TOML
+``reports.repro.toml_writer``'s.
 """
 
 from __future__ import annotations
@@ -18,10 +24,22 @@ import sys
 from typing import Any
 
 from collectors.read.runfolder import RunData
+from loadgen.core.scenario import APPROVE_ENV
 from reports.render.shtext import comment_value
 from reports.repro.choice import Choice
 
 EMBEDDED_PREFIX = ["-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0"]
+# what of the run's [endpoint] a replay keeps: how to talk to an endpoint, never where it is or whose key it takes
+REPLAY_ENDPOINT = (
+    "kind",
+    "model",
+    "connect_timeout_s",
+    "read_timeout_s",
+    "request_timeout_s",
+    "max_response_bytes",
+    "cache_reset_path",
+    "metrics_interval_s",
+)
 
 
 def replay_scenario(run: RunData, choice: Choice, record: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -30,14 +48,22 @@ def replay_scenario(run: RunData, choice: Choice, record: dict[str, Any]) -> tup
     m = run.manifest
     sc = m.scenario if isinstance(m.scenario, dict) else {}
     notes: list[str] = []
-    endpoint = {k: v for k, v in dict_or_empty(sc.get("endpoint")).items() if v is not None and k != "base_url"}
+    recorded = dict_or_empty(sc.get("endpoint"))
+    endpoint = {k: recorded[k] for k in REPLAY_ENDPOINT if recorded.get(k) is not None}
     if not endpoint:
         endpoint = {k: v for k, v in (("kind", m.endpoint.kind), ("model", m.endpoint.model)) if v is not None}
-        if m.endpoint.api_key_env:
-            endpoint["api_key_env"] = m.endpoint.api_key_env
-    started = m.engine is not None  # loadgen started the engine: the replay starts it the same way
-    if not started and m.endpoint.base_url:
-        endpoint["base_url"] = m.endpoint.base_url
+    if recorded.get("api_key_env") or m.endpoint.api_key_env:
+        notes.append(
+            "The run read an API key from a variable its scenario named; the replay reads none unless you name "
+            "yours on its command line (--api-key-env NAME), and sends it only to the URL you give, or to the "
+            "engine it starts."
+        )
+    if recorded.get("servers"):
+        notes.append(
+            "The run also read the /metrics of the servers behind its endpoint (endpoint.servers); the replay "
+            "does not (their addresses are the run's): add endpoint.servers tables naming yours to replay.toml."
+        )
+    started = m.engine is not None  # loadgen started the engine: the replay starts it the same way, once approved
     canary = next(
         (dict(c) for c in sc.get("canaries") or [] if isinstance(c, dict) and c.get("id") == choice.canary_id), None
     )
@@ -80,10 +106,22 @@ def replay_scenario(run: RunData, choice: Choice, record: dict[str, Any]) -> tup
         "sweep": sweep,
         "labels": labels,
     }
-    launcher = sc.get("launcher")
-    if isinstance(launcher, dict) and started:
-        scenario["launcher"] = {k: v for k, v in launcher.items() if v is not None}
+    if started:
+        scenario["launcher"] = replay_launcher(run)
     return scenario, notes
+
+
+def replay_launcher(run: RunData) -> dict[str, Any]:
+    """The ``[launcher]`` that starts the engine the run started: the scenario's, else the embedded engine with the
+    run's arguments; always talked to on this machine (no ``host``) and with ``require_approval = true``, whatever
+    the run folder says."""
+    launcher = run.manifest.scenario.get("launcher") if isinstance(run.manifest.scenario, dict) else None
+    args = engine_args(run)
+    if isinstance(launcher, dict):  # its host dropped: the replay talks to the engine on this machine
+        table = {k: v for k, v in launcher.items() if v is not None and k != "host"}
+    else:
+        table = {"kind": "embedded", **({"args": args} if args else {})}
+    return {**table, "require_approval": True}
 
 
 def canary_from_body(canary_id: str, record: dict[str, Any]) -> dict[str, Any]:
@@ -116,34 +154,35 @@ def engine_args(run: RunData) -> list[str] | None:
     return [str(a) for a in cmd[len(EMBEDDED_PREFIX) :]]
 
 
-def replay_script(
-    run: RunData, choice: Choice, default_host: str | None, key_env: str | None = None, python: str | None = None
-) -> str:
-    """``replay.sh``: ``loadgen run replay.toml`` against the URL given, else the run's own endpoint
-    (or the engine loadgen started for it, with the same arguments).
+def replay_script(run: RunData, choice: Choice, engine: str | None, python: str | None = None) -> str:
+    """``replay.sh``: ``loadgen run replay.toml`` against the URL given; without one, where the run started an
+    engine (``engine``: its command, as its approval shows it), the same, which starts that engine only once
+    approved; else a refusal that asks for the URL.
 
     The script runs the loadgen it was made with, ``python -m loadgen`` (``python``, default
     ``sys.executable``: the interpreter that writes the reproducer, so that a virtualenv the README's set-up
     made need not be activated to replay); ``$LOADGEN`` names another command and
     ``$LOADGEN_PYTHON`` another interpreter; where neither is set and the interpreter is gone (the folder
     was copied to another machine), a ``loadgen`` on ``PATH``."""
-    args = engine_args(run)
     lines = [
         "#!/bin/sh",
         f"# Replays canary {comment_value(choice.canary_id)}, record {choice.number} of run "
         f"{comment_value(run.manifest.run_id)}, with loadgen:",
         "# the same request among background traffic shaped like the run's, at the record's level (replay.toml).",
-        "# Usage: sh replay.sh [BASE_URL] [more `loadgen run` options, e.g. --out runs --canaries-per-level 4]",
+        "# Usage: sh replay.sh BASE_URL [more `loadgen run` options, e.g. --out runs --canaries-per-level 4]",
+        "# Requests go to BASE_URL only, and no API key is read unless you name its variable: --api-key-env NAME.",
         "# Which loadgen: the one that made this reproducer, run as `$LOADGEN_PYTHON -m loadgen` (no virtualenv",
         "# to activate); else a `loadgen` on PATH.",
         "#   LOADGEN_PYTHON: another Python to run it with (default: the one below)",
         '#   LOADGEN: another command instead, e.g. LOADGEN=loadgen or LOADGEN="python3 -m loadgen"',
     ]
-    if key_env:
-        lines.append(
-            f"#   the API key is read from ${comment_value(key_env)} (the scenario names the variable; "
-            "no key is stored here)"
-        )
+    if engine is not None:
+        lines += [
+            "# Without BASE_URL it starts the engine the run started, a command whoever made the run folder chose:",
+            f"#   {engine}",
+            f"# and only with your approval of exactly that command: loadgen shows it, and the value of ${APPROVE_ENV}",
+            "# that approves it.",
+        ]
     lines += [
         "set -eu",
         'here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)',
@@ -156,16 +195,18 @@ def replay_script(
         ' set LOADGEN_PYTHON or LOADGEN" >&2',
         "  exit 127",
         "}",
-        f"host={shlex.quote(default_host or '')}",
-        'case "${1-}" in http://*|https://*) host=$1; shift ;; esac',
-        'if [ -n "$host" ]; then',
-        '  run_loadgen run "$here/replay.toml" --host "$host" "$@"',
-        "fi",
+        'case "${1-}" in',
+        '  http://*|https://*) host=$1; shift; run_loadgen run "$here/replay.toml" --host "$host" "$@" ;;',
+        "esac",
     ]
-    extra = "".join(f" --engine-arg={shlex.quote(a)}" for a in args or [])
-    if args is not None:
-        lines.append("# no URL: start the embedded engine as the run did")
-    lines.append(f'run_loadgen run "$here/replay.toml"{extra} "$@"')
+    if engine is not None:
+        lines.append(f'run_loadgen run "$here/replay.toml" "$@"  # starts the engine once ${APPROVE_ENV} approves it')
+    else:
+        lines += [
+            'echo "replay.sh: give the URL of the endpoint to replay against: sh replay.sh http://HOST:PORT [options]'
+            " (the run's own is in endpoint.json)\" >&2",
+            "exit 2",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from collectors.read.runfolder import load_run
 from loadgen.core.errors import UsageError
-from loadgen.core.scenario import parse_scenario
+from loadgen.core.scenario import LauncherSpec, parse_scenario
+from loadgen.launchers.approval import command_to_approve
 from reports.analysis.canary import analyse
 from reports.repro import choice as repro_choice
 from reports.repro import folder as repro
@@ -105,12 +106,18 @@ def raw(run_dir: Path, request_id: str | None) -> dict[str, Any] | None:
     return None
 
 
+def engine_command(table: dict[str, Any]) -> str:
+    return command_to_approve(LauncherSpec.model_validate(table))
+
+
 def folder(run_dir: Path, record: int | None = None) -> tuple[repro_choice.Choice, dict[str, bytes], dict[str, Any]]:
     run = load_run(run_dir)
     choice = repro_choice.select(run, "c0", record)
     mine = raw(run_dir, choice.request_id)
     assert mine is not None
-    files, scenario = repro.build_folder(run, choice, mine, raw(run_dir, choice.ref_request_id), _background())
+    files, scenario = repro.build_folder(
+        run, choice, mine, raw(run_dir, choice.ref_request_id), _background(), engine_command
+    )
     return choice, files, scenario
 
 
@@ -235,12 +242,12 @@ def test_the_replay_scenario_loads_and_holds_the_canary_at_the_record_s_level(tm
     assert (loaded.sweep.baseline, loaded.sweep.warmup, loaded.sweep.canaries_per_level) == (2, 1, 2)
     assert [c.id for c in loaded.canaries] == ["c0"] and loaded.canaries[0].prompt == "p"
     assert loaded.background.seed == 3 and loaded.background.prompt_words == (8, 40)
-    # an external endpoint (loadgen started no engine): replay where the run went, key by variable name only
-    assert loaded.endpoint.base_url == "http://127.0.0.1:1" and loaded.endpoint.api_key_env == "MY_KEY"
+    # an external endpoint (loadgen started no engine): the replay goes where it is told, with no key of the run's
+    assert loaded.endpoint.base_url is None and loaded.endpoint.api_key_env is None and loaded.launcher is None
     assert loaded.labels == {"batch_invariant": "0", "repro_of": "run-test", "repro_record": "c0#7"}
     script = files["replay.sh"].decode()
     assert script.startswith("#!/bin/sh\n")
-    assert "host=http://127.0.0.1:1\n" in script and "$MY_KEY" in script
+    assert "127.0.0.1:1" not in script and "MY_KEY" not in script and script.endswith("\nexit 2\n")
 
 
 def test_an_embedded_engine_run_replays_with_the_same_engine_arguments(tmp_path: Path) -> None:
@@ -248,8 +255,10 @@ def test_an_embedded_engine_run_replays_with_the_same_engine_arguments(tmp_path:
     run_dir = make_run(tmp_path, engine={"kind": "embedded", "command": command})
     _, files, scenario = folder(run_dir)
     assert "base_url" not in scenario["endpoint"]
-    script = files["replay.sh"].decode()
-    assert "host=''" in script and "--engine-arg=--logit-scale=1.0" in script
+    assert scenario["launcher"] == {"kind": "embedded", "args": ["--logit-scale=1.0"], "require_approval": True}
+    shown = command_to_approve(LauncherSpec.model_validate(scenario["launcher"]))
+    assert shown.endswith(" -P -m loadgen.engine --host 127.0.0.1 --port 0 --logit-scale=1.0")
+    assert f"\n#   {shown}\n" in files["replay.sh"].decode() and f"\n    {shown}\n" in files["README.md"].decode()
 
 
 def test_a_burst_copy_replays_as_a_burst(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ applies the command line's overrides;
 """
 
 from loadgen.core.scenario.engines import (
+    APPROVE_ENV,
     PORT_PLACEHOLDER,
     ColdBootSpec,
     LauncherSpec,
@@ -29,6 +30,7 @@ from loadgen.core.scenario.schema import (
 from loadgen.core.scenario.topology import RouterSpec, TopologySpec, check_topology
 
 __all__ = [
+    "APPROVE_ENV",
     "PORT_PLACEHOLDER",
     "Background",
     "Canary",

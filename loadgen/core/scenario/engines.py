@@ -16,6 +16,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 LauncherKind = Literal["embedded", "vllm", "sglang", "llamacpp", "command"]
 PORT_PLACEHOLDER = "{port}"
+# the variable whose value approves a launcher with require_approval: the SHA-256 of its command
+# (loadgen.launchers.approval)
+APPROVE_ENV = "LOADGEN_APPROVE_ENGINE"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # names whose value is a secret: it must come from the environment, never from a scenario file (which is
 # copied into every run folder)
@@ -58,6 +61,9 @@ class LauncherSpec(_Strict):
     command: str | None = Field(default=None, min_length=1)
     # the program to run: vllm -> "vllm", sglang -> a Python with sglang installed, llamacpp -> "llama-server"
     executable: str | None = Field(default=None, min_length=1)
+    # start only with the approval of the person running it: $LOADGEN_APPROVE_ENGINE (APPROVE_ENV) holds the SHA-256
+    # of the exact command (loadgen.launchers.approval); loadgen repro sets it on the engine a replay starts
+    require_approval: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> LauncherSpec:

@@ -37,6 +37,7 @@ def with_overrides(
     scenario: Scenario,
     *,
     base_url: str | None = None,
+    api_key_env: str | None = None,
     levels: list[int] | None = None,
     canaries_per_level: int | None = None,
     labels: dict[str, str] | None = None,
@@ -49,6 +50,8 @@ def with_overrides(
     data = scenario.model_dump(mode="python")
     if base_url is not None:
         data["endpoint"]["base_url"] = base_url
+    if api_key_env is not None:
+        data["endpoint"]["api_key_env"] = api_key_env
     if servers is not None:
         data["endpoint"]["servers"] = [s.model_dump(mode="python") for s in servers]
     if levels is not None:

@@ -25,6 +25,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 # where each command-line override lands: an error there names the option, not only the field
 _OPTION_OF = {
     ("endpoint", "base_url"): "--host",
+    ("endpoint", "api_key_env"): "--api-key-env",
     ("sweep", "levels"): "--levels",
     ("sweep", "canaries_per_level"): "--canaries-per-level",
     ("sweep", "claim_max_rate"): "--claim-max-rate",

@@ -106,7 +106,8 @@ def test_repro_of_a_real_run_and_its_replay(noisy_engine: str, tmp_path: Path) -
     assert f"record {n} of {len(rows)}" in readme and "replay.sh" in readme
 
     replay = load_scenario(folder / "replay.toml")
-    assert replay.canaries[0].prompt == record["request"]["prompt"] and replay.endpoint.api_key_env == KEY_ENV
+    assert replay.canaries[0].prompt == record["request"]["prompt"]
+    assert replay.endpoint.api_key_env is None and replay.endpoint.base_url is None  # named where it is replayed
     assert replay.sweep.levels == [record["level"] if record["phase"] == "sweep" else 0]
     assert tomllib.loads((folder / "replay.toml").read_text())["labels"]["repro_of"] == run_dir.name
 
@@ -117,6 +118,8 @@ def test_repro_of_a_real_run_and_its_replay(noisy_engine: str, tmp_path: Path) -
             "sh",
             str(folder / "replay.sh"),
             noisy_engine,
+            "--api-key-env",
+            KEY_ENV,
             "--out",
             str(tmp_path / "replays"),
             "--canaries-per-level",
@@ -139,6 +142,43 @@ def test_repro_of_a_real_run_and_its_replay(noisy_engine: str, tmp_path: Path) -
     for path in replay_dir.iterdir():
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_run_on_the_engine_loadgen_started_replays_it_once_its_command_is_approved(tmp_path: Path) -> None:
+    """No URL: the run's own embedded engine, with its arguments, through the replay's ``[launcher]``; the
+    replay shows its command and starts it only with ``$LOADGEN_APPROVE_ENGINE`` set to the digest it printed."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        SCENARIO.replace("levels = [4]", "levels = [2]").replace("canaries_per_level = 4", "canaries_per_level = 1")
+    )
+    ran = loadgen("run", str(scenario), "--engine-arg=--logit-scale=1.0", "--out", str(tmp_path / "runs"), "--quiet")
+    assert ran.returncode == 0, ran.stderr
+    run_dir = Path(ran.stdout.strip().splitlines()[-1])
+    rows = read_jsonl(run_dir / "canaries.jsonl").rows
+    out = loadgen("repro", str(run_dir), "--canary", "story", "--record", str(len(rows)))
+    assert out.returncode == 0, out.stderr
+    folder = Path(out.stdout.strip().removeprefix("wrote "))
+    replay = load_scenario(folder / "replay.toml")
+    assert replay.launcher is not None and replay.launcher.require_approval
+    assert replay.launcher.kind == "embedded" and replay.launcher.args == ["--logit-scale=1.0"]
+
+    env = {**os.environ, KEY_ENV: KEY}
+    env.pop("LOADGEN_APPROVE_ENGINE", None)
+    replays = tmp_path / "replays"
+    sh = ["sh", str(folder / "replay.sh"), "--out", str(replays), "--quiet"]
+    refused = subprocess.run(sh, capture_output=True, text=True, timeout=60, env=env)
+    assert refused.returncode == 2, refused.stderr
+    shown = f"{sys.executable} -P -m loadgen.engine --host 127.0.0.1 --port 0 --logit-scale=1.0"
+    assert f"exact command:\n{shown}\n" in refused.stderr and f"\n    {shown}\n" in (folder / "README.md").read_text()
+    digest = refused.stderr.split("LOADGEN_APPROVE_ENGINE=", 1)[1].split()[0]
+    again = subprocess.run(
+        sh, capture_output=True, text=True, timeout=180, env={**env, "LOADGEN_APPROVE_ENGINE": digest}
+    )
+    assert again.returncode == 0, again.stderr
+    replay_dir = Path(again.stdout.strip().splitlines()[-1])
+    engine = orjson.loads((replay_dir / "manifest.json").read_bytes())["engine"]
+    assert engine["kind"] == "embedded" and engine["command"].endswith(" --port 0 --logit-scale=1.0")
+    assert [r["canary_id"] for r in read_jsonl(replay_dir / "canaries.jsonl").rows if r["phase"] == "sweep"]
 
 
 def test_bad_input_exits_2_naming_the_folder_the_option_and_what_was_expected(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """``loadgen repro`` on crafted run folders, through the CLI's entry point: no write through a planted link, no
-value of the folder turned into a shell command.
+value of the folder turned into a shell command (what the folder's engine and endpoint may make a replay run or
+send: ``test_repro_replay_hostile.py``).
 
 Each run folder is written by hand (``tests/reports/runkit``): one canary, a baseline and two records at level 1,
 the last diverged (so the default reproducer is ``repro-c0-3``). Then a link, a newline or a quote is planted.
@@ -106,10 +107,12 @@ def test_a_canary_id_with_a_newline_is_refused(tmp_path: Path) -> None:
     assert not [p for p in run.iterdir() if p.name.startswith("repro-")]
 
 
-def test_hostile_endpoint_values_stay_words_of_the_replay(tmp_path: Path) -> None:
-    """The endpoint URL and the embedded engine's arguments come from the folder: each stays one word of
-    ``replay.sh`` (read back with ``sh -n`` and ``shlex``, and run), and ``replay.toml`` reads back as TOML."""
-    args = ["--logit-scale=1.0", "x'; touch PWNED; '", "$(touch PWNED)", "a\nb", "-"]
+def test_hostile_endpoint_values_stay_out_of_the_script_and_whole_in_the_launcher(tmp_path: Path) -> None:
+    """The endpoint URL and the embedded engine's arguments come from the folder: the URL reaches neither file of
+    the replay, and each argument is one element of ``replay.toml``'s ``[launcher].args`` (read back with
+    ``tomllib``) and one word of the command the README and ``replay.sh`` show (``shlex``); ``replay.sh`` runs with
+    no word of the folder's (run, with a ``$LOADGEN`` that echoes its arguments)."""
+    args = ["--logit-scale=1.0", "x'; touch PWNED; '", "$(touch PWNED)", "-"]
     engine = {
         "kind": "embedded",
         "command": ["-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0", *args],
@@ -121,10 +124,10 @@ def test_hostile_endpoint_values_stay_words_of_the_replay(tmp_path: Path) -> Non
     folder = run / "repro-c0-3"
     script = (folder / "replay.sh").read_text()
     assert subprocess.run(["sh", "-n", str(folder / "replay.sh")], capture_output=True).returncode == 0
-    words = shlex.split(script, comments=True)  # as sh splits it: a quoted line feed stays inside its word
-    assert f"host={base}" not in words  # loadgen started the engine: the replay starts it again, no URL
-    wanted = [f"--engine-arg={a}" for a in args]
-    assert words[-len(wanted) - 1 :] == [*wanted, "$@"]
+    replay = tomllib.loads((folder / "replay.toml").read_text())
+    assert replay["launcher"] == {"kind": "embedded", "args": args, "require_approval": True}
+    assert "base_url" not in replay["endpoint"] and "PWNED" not in script.replace(shown := _shown(script), "")
+    assert shlex.split(shown)[-len(args) :] == args
     echo = tmp_path / "echo.py"
     echo.write_text("import sys, json; print(json.dumps(sys.argv[1:]))\n")
     ran = subprocess.run(
@@ -136,9 +139,28 @@ def test_hostile_endpoint_values_stay_words_of_the_replay(tmp_path: Path) -> Non
         env={**os.environ, "LOADGEN": f"{sys.executable} {echo}"},
     )
     assert ran.returncode == 0, ran.stderr
-    assert orjson.loads(ran.stdout)[2:] == wanted  # each argument arrived whole
+    assert orjson.loads(ran.stdout) == ["run", str(folder / "replay.toml")]
     assert not (tmp_path / "PWNED").exists() and not (folder / "PWNED").exists()
-    assert tomllib.loads((folder / "replay.toml").read_text())["name"] == "repro-c0-3"
+    assert replay["name"] == "repro-c0-3"
+
+
+@pytest.mark.parametrize("arg", ["a\nb", "\x1b]0;title\x07", "rtl\u202eevil"])
+def test_an_engine_command_that_cannot_be_shown_is_refused(tmp_path: Path, arg: str) -> None:
+    """A replay shows the command it would start before it starts it; one a terminal would break or hide is
+    refused (no reproducer), as the approval would refuse it."""
+    engine = {"kind": "embedded", "command": ["-P", "-m", "loadgen.engine", "--host", "127.0.0.1", "--port", "0", arg]}
+    run = small_run(tmp_path, engine=engine)
+    out = loadgen("repro", str(run), "--canary", "c0")
+    assert out.returncode == 2, out.stderr
+    assert f"{run / 'manifest.json'}: the engine's command holds a control character" in out.stderr
+    assert not [p for p in run.iterdir() if p.name.startswith("repro-")]
+
+
+def _shown(script: str) -> str:
+    """The engine's command as ``replay.sh`` shows it: the comment line after the one that announces it."""
+    lines = script.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("# Without BASE_URL it starts the engine"))
+    return lines[at + 1].removeprefix("#   ")
 
 
 def test_a_label_with_a_newline_is_refused_before_any_run(tmp_path: Path) -> None:

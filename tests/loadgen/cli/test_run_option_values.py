@@ -20,6 +20,10 @@ from tests.loadgen.cli.clikit import loadgen
         (["run", "--levels", " , "], "--levels: expected comma-separated non-negative integers, got ' , '"),
         (["run", "--ui", "--web-port", "99999999"], "--web-port: expected a port number 1..65535, got 99999999"),
         (["run", "--ui", "--web-port", "0"], "--web-port: expected a port number 1..65535, got 0"),
+        (
+            ["run", "--ui", "--api-key-env", "MY_KEY"],
+            "--api-key-env goes without --ui (with --ui: set endpoint.api_key_env in the scenario)",
+        ),
     ],
 )
 def test_an_unusable_value_ends_before_anything_starts(
@@ -30,6 +34,17 @@ def test_an_unusable_value_ends_before_anything_starts(
     assert done.returncode == 2, done
     assert done.stderr.strip().splitlines() == [f"loadgen run: error: {said}"]
     assert done.stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize("value", ["sk-Aa1Bb2Cc3Dd4Ee5Ff6", "MY-KEY", ""])
+def test_an_api_key_env_that_is_no_variable_name_is_refused_naming_the_option_not_the_value(
+    value: str, tmp_path: Path, free_port: int
+) -> None:
+    out = tmp_path / "runs"
+    done = loadgen("run", "--api-key-env", value, "--host", f"http://127.0.0.1:{free_port}/v1", "--out", str(out))
+    assert done.returncode == 2, done
+    assert "--api-key-env: field endpoint.api_key_env: " in done.stderr, done.stderr
+    assert (value not in done.stderr if value else True) and not out.exists()
 
 
 def test_matrix_refuses_empty_levels(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ headless run shows it (progress on stderr, the summary and the run folder last o
 ends the session without Locust's traceback or stats tables, and the run folder records the engine
 (``engine`` in the manifest, ``engine.log``) as a headless run's does. So its reproducer starts an engine of
 its own: ``sh replay.sh`` with no URL, in an environment whose PATH has no ``loadgen`` (the README's set-up
-installs into a virtualenv it never activates), replays the record.
+installs into a virtualenv it never activates), shows that engine's command, and once it is approved replays
+the record.
 """
 
 from __future__ import annotations
@@ -82,12 +83,13 @@ def test_a_web_ui_run_is_shown_like_a_headless_one_and_its_reproducer_replays_on
     folder = Path(made.stdout.strip().removeprefix("wrote "))
     assert "base_url" not in (folder / "replay.toml").read_text()  # not the old engine's port: a new engine
     clean = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path))}  # no loadgen on PATH
+    clean.update({k: v for k, v in os.environ.items() if k == "PYTHONPATH"})  # a checkout's loadgen stays the one
+    replay = ["sh", str(folder / "replay.sh"), "--out", str(tmp_path / "replays"), "--canaries-per-level", "1"]
+    asked = subprocess.run(replay, capture_output=True, text=True, timeout=60, env=clean)
+    assert asked.returncode == 2 and "require_approval" in asked.stderr, asked.stderr[-2000:]  # the engine: approved
+    digest = asked.stderr.split("LOADGEN_APPROVE_ENGINE=", 1)[1].split()[0]
     again = subprocess.run(
-        ["sh", str(folder / "replay.sh"), "--out", str(tmp_path / "replays"), "--canaries-per-level", "1"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=clean,
+        replay, capture_output=True, text=True, timeout=240, env={**clean, "LOADGEN_APPROVE_ENGINE": digest}
     )
     assert again.returncode == 0, again.stderr[-2000:]
     (replay_dir,) = (tmp_path / "replays").iterdir()
