@@ -4,7 +4,8 @@ Why this module exists: launchers start the engine as a process and read its std
 line ``READY http://HOST:PORT`` (printed once, after the socket accepts connections, flushed);
 SIGTERM and SIGINT stop it cleanly with exit code 0. This is the only module that prints.
 ``--role prefill|decode`` makes the server one side of a disaggregated pair behind vllm-router
-(loadgen/engine/pd.py); ``--role both``, the default, serves either leg and plain requests alike.
+(loadgen/engine/pd.py); ``--role both``, the default, serves either leg and plain requests alike. A server
+fetches KV only from the prefill servers ``--kv-peers`` names (none by default).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from aiohttp import web
 from loadgen.core.errors import EngineError, RunFolderError, UsageError
 from loadgen.core.steptrace import ENV as STEP_TRACE_ENV
 from loadgen.engine.faults import FaultPlan, add_fault_arguments
-from loadgen.engine.pd import ROLES, PDConfig
+from loadgen.engine.pd import ROLES, SELF, PDConfig, advertised_host, parse_peers
 from loadgen.engine.plan import InvariantPaths
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
 from loadgen.engine.scheduler import Scheduler
@@ -105,6 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
         "prefill server's KV (do_remote_prefill) and decode from it; both (default): either, and plain requests",
     )
     g.add_argument(
+        "--kv-peers",
+        action="append",
+        default=[],
+        metavar="HOST:PORT,...",
+        help=f"decode (or both): the prefill servers whose KV this server may fetch, as their answers name them "
+        f"(remote_host:remote_port); {SELF!r}: this server's own side channel; repeatable. Default: none, so a "
+        "decode leg naming any other address is refused (400) and nothing is fetched",
+    )
+    g.add_argument(
         "--kv-fetch-timeout", type=float, default=10.0, help="decode: seconds to fetch a KV before answering 504"
     )
     g.add_argument(
@@ -128,7 +138,14 @@ def roles_from_args(args: argparse.Namespace, host: str) -> PDConfig:
         raise SystemExit("loadgen serve: --kv-fetch-timeout, --kv-transfer-ttl and --kv-transfer-max-mib must be > 0")
     if args.role != "both" and args.backend != "cpu":
         raise SystemExit(f"loadgen serve: --role {args.role} needs --backend cpu (the GPU backend hands over no KV)")
-    advertised = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    try:
+        peers = parse_peers(args.kv_peers)
+    except ValueError as exc:
+        raise SystemExit(f"loadgen serve: {exc}") from None
+    if peers and args.role == "prefill":
+        raise SystemExit("loadgen serve: --kv-peers is for a server that decodes; --role prefill fetches nothing")
+    if peers and args.backend != "cpu":
+        raise SystemExit("loadgen serve: --kv-peers needs --backend cpu (the GPU backend loads no KV)")
     return PDConfig(
         role=args.role,
         seed=args.seed,
@@ -136,7 +153,8 @@ def roles_from_args(args: argparse.Namespace, host: str) -> PDConfig:
         fetch_timeout_s=args.kv_fetch_timeout,
         transfer_ttl_s=args.kv_transfer_ttl,
         transfer_max_bytes=int(args.kv_transfer_max_mib * (1 << 20)),
-        host=advertised,
+        host=advertised_host(host),
+        peers=peers,
     )
 
 

@@ -11,11 +11,17 @@ header (prompt token ids, shape ``[2, layers, heads, tokens, head_dim]``, dtype 
 the batch size, and the prefiller's engine id, weight seed and kernel setting), then ``2 * prod(shape)``
 bytes of little-endian bf16 bit patterns, K before V. ``decode`` checks every part against the decoder's
 model shape and raises :class:`KVWireError` on anything else: a garbled answer is an error, never an array.
+What it accepts is what a prefill of this model can have made: finite K/V values (a NaN or infinity loaded
+into a slot would spread to every later request that reads the slot, and kill a sampled one), token ids
+below the vocabulary, finite logprobs, at most ``MAX_LOGPROBS`` alternatives, a batch of 1 to
+``MAX_BATCH_SIZE`` sequences. Its messages name the part and what was expected, never a value the bytes
+hold (the bytes come from another server: the decode server's error answer must not relay them).
 Pure: arrays and bytes in, arrays and bytes out.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,9 +30,13 @@ import numpy as np
 import orjson
 
 from loadgen.engine.kernels import F32
+from loadgen.engine.protocol import MAX_LOGPROBS
 
 MAGIC: Final = b"LGKV\x01"
 MAX_HEADER_BYTES: Final = 1 << 20
+# Above any engine's batch (vLLM's --max-num-seqs defaults to 256 or 1024); the load tool's reader of
+# ``x_batch_sizes`` (loadgen/core/wire/response.py) draws the same line.
+MAX_BATCH_SIZE: Final = 1 << 20
 _LEN: Final = struct.Struct("<I")
 
 
@@ -95,25 +105,33 @@ def encode(kv: HandedKV, origin: Origin) -> bytes:
 def _int(header: dict[str, Any], key: str, lo: int, hi: int) -> int:
     value = header.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value < hi:
-        raise KVWireError(f"header field {key!r} must be an integer in [{lo}, {hi}); got {value!r}")
+        raise KVWireError(f"header field {key!r} must be an integer in [{lo}, {hi})")
     return value
+
+
+def _token(value: object, vocab: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < vocab
+
+
+def _logprob(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _header(data: bytes) -> tuple[dict[str, Any], int]:
     if not data.startswith(MAGIC):
-        raise KVWireError(f"not a KV transfer (the first bytes are {data[:8]!r}, not {MAGIC!r})")
+        raise KVWireError(f"not a KV transfer (it does not start with {MAGIC!r})")
     start = len(MAGIC) + _LEN.size
     if len(data) < start:
         raise KVWireError("truncated before the header length")
     (length,) = _LEN.unpack_from(data, len(MAGIC))
     if length > MAX_HEADER_BYTES or start + length > len(data):
-        raise KVWireError(f"header length {length} does not fit the {len(data)} bytes received")
+        raise KVWireError(f"the header length does not fit the {len(data)} bytes received")
     try:
         header = orjson.loads(data[start : start + length])
-    except orjson.JSONDecodeError as exc:
-        raise KVWireError(f"header is not JSON: {exc}") from None
+    except orjson.JSONDecodeError:
+        raise KVWireError("the header is not JSON") from None
     if not isinstance(header, dict):
-        raise KVWireError("header is not a JSON object")
+        raise KVWireError("the header is not a JSON object")
     return header, start + length
 
 
@@ -123,27 +141,33 @@ def decode(data: bytes, model: ModelShape) -> tuple[HandedKV, Origin]:
     ids = header.get("prompt_token_ids")
     if not isinstance(ids, list) or not ids or len(ids) >= model.max_len:
         raise KVWireError(f"prompt_token_ids must be a list of 1 to {model.max_len - 1} token ids")
-    if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < model.vocab for t in ids):
+    if not all(_token(t, model.vocab) for t in ids):
         raise KVWireError(f"prompt_token_ids must be token ids in [0, {model.vocab})")
     shape = [2, model.layers, model.heads, len(ids), model.head_dim]
     if header.get("shape") != shape or header.get("dtype") != "bf16":
-        raise KVWireError(f"KV of shape {header.get('shape')} {header.get('dtype')}; this model needs {shape} bf16")
+        raise KVWireError(f"shape or dtype is not what this model needs for this prompt: {shape} bf16")
     count = int(np.prod(shape))
     if len(data) - body != 2 * count:
         raise KVWireError(f"{len(data) - body} bytes of KV; shape {shape} needs {2 * count}")
     top = header.get("first_top")
-    if not isinstance(top, list) or not all(
-        isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and isinstance(p[1], int | float) for p in top
+    if (
+        not isinstance(top, list)
+        or len(top) > MAX_LOGPROBS
+        or not all(isinstance(p, list) and len(p) == 2 and _token(p[0], model.vocab) and _logprob(p[1]) for p in top)
     ):
-        raise KVWireError("first_top must be a list of [token id, logprob] pairs")
+        raise KVWireError(
+            f"first_top must be at most {MAX_LOGPROBS} [token id in [0, {model.vocab}), finite logprob] pairs"
+        )
     logprob = header.get("first_logprob")
-    if logprob is not None and (isinstance(logprob, bool) or not isinstance(logprob, int | float)):
-        raise KVWireError(f"first_logprob must be a number or null; got {logprob!r}")
+    if logprob is not None and not _logprob(logprob):
+        raise KVWireError("first_logprob must be a finite number or null")
     engine_id, invariant = header.get("engine_id"), header.get("batch_invariant")
     if not isinstance(engine_id, str) or not isinstance(invariant, bool):
         raise KVWireError("engine_id must be a string and batch_invariant a boolean")
     bits = np.frombuffer(data, dtype="<u2", count=count, offset=body).astype(np.uint32) << np.uint32(16)
     kv = bits.view(np.float32).reshape(shape)
+    if not np.isfinite(kv).all():
+        raise KVWireError("K and V must be finite numbers (it holds a NaN or an infinity)")
     handed = HandedKV(
         prompt_ids=tuple(ids),
         k=kv[0],
@@ -151,6 +175,6 @@ def decode(data: bytes, model: ModelShape) -> tuple[HandedKV, Origin]:
         first_token=_int(header, "first_token", 0, model.vocab),
         first_logprob=None if logprob is None else float(logprob),
         first_top=tuple((int(t), float(lp)) for t, lp in top),
-        batch_size=_int(header, "batch_size", 1, 1 << 31),
+        batch_size=_int(header, "batch_size", 1, MAX_BATCH_SIZE + 1),
     )
     return handed, Origin(engine_id, _int(header, "seed", -(1 << 63), 1 << 63), invariant)

@@ -44,6 +44,7 @@ class ApiError(Exception):
     def type(self) -> str:
         named = {404: "NotFoundError", 413: "RequestEntityTooLarge", 500: "InternalServerError"}
         named |= {502: "BadGatewayError", 504: "GatewayTimeoutError"}  # a decode server's failed KV fetch
+        named[503] = "ServiceUnavailableError"  # the engine thread died
         return named.get(self.status, "BadRequestError")
 
     def body(self) -> dict[str, Any]:

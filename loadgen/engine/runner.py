@@ -9,16 +9,20 @@ inbox item, so the thread adds them to the scheduler in one drain and they are a
 handler awaits; it also keeps the batch size of every step its request was in. After each step (or
 idle inbox drain) the thread publishes ``gauges``, an immutable snapshot ``/metrics`` answers from:
 a scrape never reads the scheduler's dicts while this thread changes them, and never waits for a
-step. Nothing here computes or formats.
+step. If the thread dies (an exception out of a step), ``failure`` says why, every request in flight ends
+with :class:`EngineDead` and later ones are refused with it, and ``/health`` answers 503: an engine that
+can no longer answer never looks healthy, and no client waits forever. Nothing here computes or formats.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import queue
 import sys
 import threading
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,6 +78,10 @@ def build_scheduler(opts: EngineOptions, tokenizer: Tokenizer | None = None) -> 
     )
 
 
+class EngineDead(RuntimeError):
+    """The engine thread died: the request cannot be answered (the message says why)."""
+
+
 @dataclass
 class RequestStream:
     """Asyncio side of one request: events arrive in batches; ``next_events`` waits for some."""
@@ -87,6 +95,7 @@ class RequestStream:
     prompt_logprobs: tuple[PositionLogprobs, ...] | None = None  # the prompt's re-score, once its prefill step ran
     _pending: list[TokenEvent] = field(default_factory=list)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    _dead: str | None = None  # why the engine thread died before this request finished
 
     def _deliver(self, delivery: Delivery) -> None:
         self.cached_tokens = delivery.cached_tokens
@@ -98,12 +107,19 @@ class RequestStream:
         self._pending.extend(delivery.events)
         self._ready.set()
 
+    def _fail(self, why: str) -> None:
+        self._dead = why
+        self._ready.set()
+
     async def next_events(self) -> list[TokenEvent]:
-        """All events not yet taken (at least one); empty only once the request has finished."""
+        """All events not yet taken (at least one); empty only once the request has finished. Raises
+        :class:`EngineDead` once the engine thread died and nothing more will come."""
         if self.finished:
             return []
         await self._ready.wait()
         self._ready.clear()
+        if self._dead is not None and not self._pending:
+            raise EngineDead(self._dead)
         events, self._pending = self._pending, []
         if events and events[-1].finish_reason is not None:
             self.finished = True
@@ -122,6 +138,7 @@ class EngineRunner:
         self._streams: dict[str, RequestStream] = {}
         self._resets: queue.SimpleQueue[concurrent.futures.Future[bool]] = queue.SimpleQueue()
         self.gauges = EngineGauges.of(scheduler)  # replaced whole by the engine thread, read by /metrics
+        self.failure: str | None = None  # why the engine thread died; None while it runs
         self._thread = threading.Thread(target=self._run, name="loadgen-engine", daemon=True)
 
     def start(self) -> None:
@@ -136,6 +153,8 @@ class EngineRunner:
 
     def submit_all(self, reqs: list[EngineRequest]) -> list[RequestStream]:
         """Several requests that enter the scheduler together: one inbox item, added in one drain."""
+        if self.failure is not None:
+            raise EngineDead(self.failure)
         streams = [RequestStream(req.request_id, req.prompt_ids) for req in reqs]
         for stream in streams:
             self._streams[stream.request_id] = stream
@@ -169,6 +188,20 @@ class EngineRunner:
                 self.scheduler.abort(item)
 
     def _run(self) -> None:
+        try:
+            self._loop_steps()
+        except Exception as exc:  # noqa: BLE001 - a dead thread must say so, not leave /health at 200
+            traceback.print_exc(file=sys.stderr)
+            self.failure = f"the engine thread died: {type(exc).__name__}: {exc}"
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the server is stopping anyway
+                self._loop.call_soon_threadsafe(self._fail_all, self.failure)
+
+    def _fail_all(self, why: str) -> None:
+        for stream in self._streams.values():
+            stream._fail(why)
+        self._streams.clear()
+
+    def _loop_steps(self) -> None:
         while not self._stop.is_set():
             self._drain_inbox()
             self._answer_resets()

@@ -74,7 +74,7 @@ from loadgen.engine.protocol import (
     parse_request,
 )
 from loadgen.engine.responses import Renderer, generate_requests, merged_body, summed_usage
-from loadgen.engine.runner import EngineRunner, RequestStream
+from loadgen.engine.runner import EngineDead, EngineRunner, RequestStream
 from loadgen.engine.scheduler import EngineRequest, TokenEvent
 
 
@@ -186,7 +186,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         EngineRequest(rid, p.prompt_ids, p.params, p.cache_salt, hand_over, handed)
         for rid, p in zip(engine_ids, parts, strict=True)
     ]
-    streams = runner.submit_all(reqs)  # every choice before any is awaited: they enter the scheduler together
+    try:
+        streams = runner.submit_all(reqs)  # every choice before any is awaited: they enter the scheduler together
+    except EngineDead as dead:
+        return _error(ApiError(503, str(dead)))
     details, created = request.app[SERVED_KEY].prompt_tokens_details, int(time.time())
     renderers = [
         Renderer(p, sched.tokenizer, response_id, created, index=i, child=i % parsed.n, prompt_tokens_details=details)
@@ -195,7 +198,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     try:
         if parsed.stream:
             return await _stream(request, parsed, renderers, streams, fault)
-        body = await _full_body(parsed, renderers, streams)
+        try:
+            body = await _full_body(parsed, renderers, streams)
+        except EngineDead as dead:
+            return _error(ApiError(503, str(dead)))
         if hand_over:  # one prompt: pd.transfer_of refuses kv_transfer_params with several
             try:
                 body["kv_transfer_params"] = pd.hand_over(request.app, reqs[0].request_id, streams[0].handed)
@@ -259,20 +265,25 @@ async def _arrivals(streams: list[RequestStream]) -> AsyncGenerator[tuple[int, l
         while events := await streams[0].next_events():
             yield 0, events
         return
-    arrived: asyncio.Queue[tuple[int, list[TokenEvent]]] = asyncio.Queue()
+    arrived: asyncio.Queue[tuple[int, list[TokenEvent] | EngineDead]] = asyncio.Queue()
 
     async def read(index: int, stream: RequestStream) -> None:
-        while events := await stream.next_events():
-            arrived.put_nowait((index, events))
+        try:
+            while events := await stream.next_events():
+                arrived.put_nowait((index, events))
+        except EngineDead as dead:
+            arrived.put_nowait((index, dead))  # raised to the caller, below
         arrived.put_nowait((index, []))  # this stream is done
 
     readers = [asyncio.create_task(read(i, s)) for i, s in enumerate(streams)]
     try:
         running = len(streams)
         while running:
-            index, events = await arrived.get()
-            if events:
-                yield index, events
+            index, got = await arrived.get()
+            if isinstance(got, EngineDead):
+                raise got
+            if got:
+                yield index, got
             else:
                 running -= 1
     finally:
@@ -316,6 +327,10 @@ async def _stream(
                     assert request.transport is not None
                     request.transport.abort()  # mid-stream: the client has headers and one chunk, then a reset
                     return resp
+    except EngineDead as dead:  # headers went out: the error rides in the stream, as vLLM's do; no [DONE]
+        await resp.write(b"data: " + orjson.dumps(ApiError(503, str(dead)).body()) + b"\n\n")
+        await resp.write_eof()
+        return resp
     except ConnectionResetError:
         if kind is None:
             raise
@@ -373,8 +388,10 @@ async def models(request: web.Request) -> web.Response:
     return _json({"object": "list", "data": [card]})
 
 
-async def health(_: web.Request) -> web.Response:
-    return web.Response(status=200)
+async def health(request: web.Request) -> web.Response:
+    """200 while the engine thread runs; 503 and the reason once it died (it answers nothing more)."""
+    failure = request.app[RUNNER_KEY].failure
+    return web.Response(status=200) if failure is None else _error(ApiError(503, failure))
 
 
 async def version(_: web.Request) -> web.Response:
@@ -407,6 +424,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def reset_prefix_cache(request: web.Request) -> web.Response:
     """vLLM 0.26's route and answer: 200 with ``{"success": false}`` when running requests keep the cache."""
+    if (failure := request.app[RUNNER_KEY].failure) is not None:
+        return _error(ApiError(503, failure))
     dropped = await asyncio.wrap_future(request.app[RUNNER_KEY].reset_prefix_cache())
     return _json({"success": dropped})
 

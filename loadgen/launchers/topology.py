@@ -27,7 +27,7 @@ from loadgen.core.scenario import LauncherSpec, Server, TopologyMode, TopologySp
 from loadgen.launchers.commands import LaunchPlan
 from loadgen.launchers.health import free_port, start_health_checked
 from loadgen.launchers.process import RunningEngine, start_process
-from loadgen.launchers.topology_commands import ServerPlan, decode_alias, plan_router, plan_servers
+from loadgen.launchers.topology_commands import ServerPlan, decode_alias, plan_router, plan_servers, with_kv_peers
 
 ROUTER_LOG = "router.log"
 ROUTER_NAMES = {"embedded": "vllm-router", "vllm": "vllm-router", "sglang": "sglang-router"}
@@ -167,6 +167,7 @@ def start_topology(
     try:
         plans = plan_servers(spec, _kv_folder(topology, log_dir), mode, lambda: free_port(spec.host))
         for plan in plans:
+            plan = with_kv_peers(plan, spec.kind, [s.url for s in started.servers if s.spec.role == "prefill"])
             try:
                 engine = _start(plan.plan, log_dir / plan.log_name, spec.ready_timeout_s, env or {})
             except EngineError as exc:

@@ -6,7 +6,10 @@ GPU before it shows. So, as ``loadgen.launchers.commands`` does for one engine, 
 here and pinned by tests without vLLM, SGLang or a GPU. Flags, as the servers document them:
 
 - embedded: each server is ``loadgen.engine`` with ``--role prefill``, ``--role decode`` (mode ``pd``)
-  or ``--role both`` (mode ``reload``); it speaks vLLM NixlConnector's ``kv_transfer_params``.
+  or ``--role both`` (mode ``reload``); it speaks vLLM NixlConnector's ``kv_transfer_params``. A server
+  fetches KV only from the prefill servers its ``--kv-peers`` names: the decode server is given the prefill
+  server's address once that one has started (``with_kv_peers``: it binds a free port and says which), the
+  one engine of mode ``reload`` ``--kv-peers self``.
 - vLLM: ``--kv-transfer-config`` with ``NixlConnector`` (``kv_role`` ``kv_both``, ``kv_buffer_device``
   ``cuda``; env ``VLLM_NIXL_SIDE_CHANNEL_PORT`` distinct per instance), ``NixlPushConnector`` (connector
   ``nixl-push``: the same, but the prefiller WRITEs the blocks the decoder registered, where ``NixlConnector``
@@ -77,7 +80,7 @@ def _vllm_kv_config(topology: TopologySpec) -> str:
 
 def _pd_flags(kind: str, role: ServerRole, topology: TopologySpec, bootstrap: int | None) -> list[str]:
     if kind == "embedded":
-        return ["--role", role]
+        return ["--role", role, *(["--kv-peers", "self"] if role == "both" else [])]
     if kind == "vllm":
         return ["--kv-transfer-config", _vllm_kv_config(topology)]
     flags = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", topology.connector]
@@ -118,6 +121,21 @@ def plan_servers(
         log = "engine.log" if mode == "reload" else f"engine-{name}.log"
         plans.append(ServerPlan(name, role, plan, log, bootstrap))
     return plans
+
+
+def with_kv_peers(plan: ServerPlan, kind: str, prefill_urls: list[str]) -> ServerPlan:
+    """An embedded decode server's plan with ``--kv-peers`` naming the started prefill servers as their answers
+    name themselves (a wildcard host advertises 127.0.0.1, as loadgen.engine.pd.advertised_host says); any
+    other plan as it is."""
+    if kind != "embedded" or plan.role != "decode" or not prefill_urls:
+        return plan
+    peers = []
+    for url in prefill_urls:
+        parts = urlsplit(url)
+        host = "127.0.0.1" if parts.hostname in (None, "", "0.0.0.0", "::") else parts.hostname
+        peers.append(f"{host}:{parts.port}")
+    argv = [*plan.plan.argv, "--kv-peers", ",".join(peers)]
+    return replace(plan, plan=replace(plan.plan, argv=argv))
 
 
 def decode_alias(url: str) -> str:

@@ -13,7 +13,8 @@ request's Authorization header in the text, split over two token strings, and in
 non-streamed), ``usage:negative``, ``usage:huge``, ``usage:string``, ``usage:cached`` (a non-streamed
 answer whose usage is impossible: a negative count, 1e15, a string, cached tokens above the prompt),
 ``escapes`` (a middle token holding ESC, an OSC title, BEL and NUL, with a different one every other
-request, so the completions fork there).
+request, so the completions fork there), ``batch-sizes:<n>`` (a non-streamed answer whose ``x_batch_sizes``
+says every step ran ``n`` sequences: the embedded engine's extension, with any number in it).
 
 For the bad-input and secrets tests: ``--require-key KEY`` answers 401 on ``/v1/*`` unless the request
 carries ``Authorization: Bearer KEY``; ``/html/...`` is a web page, not an API (200, text/html);
@@ -205,6 +206,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
             answer["choices"][0]["token_ids"].append(104)  # type: ignore[index]
         if prompt in IMPOSSIBLE_USAGE:
             answer["usage"] = IMPOSSIBLE_USAGE[prompt]
+        if prompt.startswith("batch-sizes:"):
+            answer["x_batch_sizes"] = [int(prompt.partition(":")[2])] * len(tokens)
         return web.json_response(answer)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)

@@ -196,3 +196,41 @@ def test_progress_counts_every_record_of_a_hostile_answer(fault_server: str, tmp
     assert written == 6
     done = next(line for line in out.stderr.splitlines() if line.startswith("load done:"))
     assert done.startswith(f"load done: {written}/{written} canaries"), out.stderr
+
+
+BATCH_SIZES = """
+name = "batchsizes"
+[endpoint]
+base_url = "{url}"
+[[canaries]]
+id = "claims"
+prompt = "batch-sizes:{size}"
+[[canaries]]
+id = "fine"
+prompt = "ok"
+[sweep]
+levels = [0]
+canaries_per_level = 2
+warmup = 0
+baseline = 1
+"""
+
+
+def test_a_batch_size_no_engine_runs_is_a_malformed_answer_not_the_exact_co_residency(
+    fault_server: str, tmp_path: Path
+) -> None:
+    """``x_batch_sizes`` is taken as the truth of what a canary shared; 2^40 sequences in one step is no batch."""
+    for size, ok in ((1 << 20, True), ((1 << 20) + 1, False), (1 << 40, False), (1 << 62, False)):
+        (tmp_path / str(size)).mkdir()
+        run_dir = run_scenario(tmp_path / str(size), BATCH_SIZES.format(url=fault_server, size=size))
+        lines = (run_dir / "canaries.jsonl").read_bytes().splitlines()
+        records = [r for r in map(orjson.loads, lines) if r["canary_id"] == "claims"]
+        assert len(records) == 3
+        source = orjson.loads((run_dir / "report.json").read_bytes())["run"]["witness"]["source"]
+        if ok:  # the bound itself is a batch size: kept, and the report's truth
+            assert all(r["status"] == "ok" and r["engine_batch_sizes"] == [size] * 3 for r in records)
+            assert source == "engine_batch_sizes"
+            continue
+        assert all(r["status"] == "error" and r["error_kind"] == "malformed_body" for r in records), records
+        assert all("x_batch_sizes" in r["error_message"] and r["engine_batch_sizes"] is None for r in records)
+        assert source != "engine_batch_sizes"

@@ -46,10 +46,10 @@ class PD:
 def pd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PD]:
     logs = tmp_path_factory.mktemp("pd-servers")
     with ExitStack() as stack:
-        p, d = (
-            stack.enter_context(start_embedded(["--role", role, "--no-enable-prefix-caching"], log_path=logs / role))
-            for role in ("prefill", "decode")
-        )
+        common = ["--no-enable-prefix-caching"]
+        p = stack.enter_context(start_embedded(["--role", "prefill", *common], log_path=logs / "prefill"))
+        peer = ["--kv-peers", p.url.removeprefix("http://")]  # the prefill server the decode server may fetch from
+        d = stack.enter_context(start_embedded(["--role", "decode", *peer, *common], log_path=logs / "decode"))
         router = stack.enter_context(start_router([p.url], [d.url], logs / "router.log"))
         yield PD(router, p.url, d.url)
 

@@ -31,6 +31,10 @@ from loadgen.core.wire.generate import GenerateBuilder, usage_of
 from loadgen.core.wire.types import Completion, Kind, MalformedResponse, StreamError
 
 _TOKEN_ID_PREFIX = "token_id:"
+# Above any engine's batch (vLLM's --max-num-seqs defaults to 256 or 1024): a larger ``x_batch_sizes`` entry is no
+# batch size, and the report would take it as the exact co-residency (the embedded engine refuses a handed-over
+# KV claiming one: loadgen/engine/kvwire.py).
+MAX_BATCH_SIZE = 1 << 20
 # What a zero probability becomes as a logprob (vLLM clamps -inf to this value too).
 _ZERO_PROB_LOGPROB = -9999.0
 
@@ -92,8 +96,8 @@ class _Builder:
             self.sglext_ids = _sglext_ids(sglext["output_ids"], where)
         sizes = obj.get("x_batch_sizes")
         if sizes is not None:
-            if not isinstance(sizes, list) or not all(type(n) is int and n >= 1 for n in sizes):
-                raise MalformedResponse(f"{where}: `x_batch_sizes` is not a list of positive whole numbers")
+            if not isinstance(sizes, list) or not all(type(n) is int and 1 <= n <= MAX_BATCH_SIZE for n in sizes):
+                raise MalformedResponse(f"{where}: `x_batch_sizes` is not a list of whole numbers from 1 to 2^20")
             self.batch_sizes = [*(self.batch_sizes or ()), *sizes]
         choices = obj.get("choices")
         if choices is None:

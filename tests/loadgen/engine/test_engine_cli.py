@@ -43,6 +43,21 @@ def test_role_flags() -> None:
             roles_from_args(build_parser().parse_args(bad), "127.0.0.1")
 
 
+def test_kv_peers_are_addresses_or_self_and_only_for_a_server_that_decodes() -> None:
+    def peers(*argv: str) -> tuple[str, ...]:
+        return roles_from_args(build_parser().parse_args(list(argv)), "127.0.0.1").peers
+
+    assert peers() == () and peers("--role", "both") == ()  # by default a server fetches from no one
+    got = peers("--role", "decode", "--kv-peers", "127.0.0.1:8100, Prefill.Local:8101", "--kv-peers", "self,,")
+    assert got == ("127.0.0.1:8100", "prefill.local:8101", "self")
+    for bad in (["--kv-peers", "127.0.0.1"], ["--kv-peers", "host:0"], ["--kv-peers", ":80"], ["--kv-peers", "h:x"]):
+        with pytest.raises(SystemExit, match="--kv-peers entry"):
+            peers("--role", "decode", *bad)
+    for bad in (["--role", "prefill"], ["--backend", "gpu"]):
+        with pytest.raises(SystemExit, match="--kv-peers"):
+            peers(*bad, "--kv-peers", "127.0.0.1:8100")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_ready_line_then_clean_exit_on_signal(engine_process: Any, sig: signal.Signals) -> None:
     with engine_process() as (url, proc):

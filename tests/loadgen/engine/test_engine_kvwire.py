@@ -77,6 +77,15 @@ def _reheader(data: bytes, **fields: object) -> bytes:
         (lambda b: _reheader(b, engine_id=None), "engine_id"),
         (lambda b: _reheader(b, prompt_token_ids=[]), "prompt_token_ids"),
         (lambda b: _reheader(b, shape=[2, 2, 4, 23, 32]), "this model needs"),
+        (lambda b: _reheader(b, batch_size=(1 << 20) + 1), "batch_size"),  # past any engine's batch
+        (lambda b: _reheader(b, first_top=[[MODEL.vocab, -0.5]]), "first_top"),
+        (lambda b: _reheader(b, first_top=[[-1, -0.5]]), "first_top"),
+        (lambda b: _reheader(b, first_top=[[True, -0.5]]), "first_top"),
+        (lambda b: _reheader(b, first_top=[[i, -1.0] for i in range(21)]), "first_top"),
+        (lambda b: _reheader(b, first_top=[[7, "x"]]), "first_top"),
+        (lambda b: _reheader(b, first_logprob=1e400), "not JSON"),  # Infinity: JSON has none
+        (lambda b: b[:-2] + b"\xc0\x7f", "finite"),  # the last V value a NaN
+        (lambda b: b[:-2] + b"\x80\xff", "finite"),  # -infinity
     ],
 )
 def test_anything_but_a_kv_of_this_model_is_refused_by_name(mangle: Callable[[bytes], bytes], says: str) -> None:
@@ -84,6 +93,36 @@ def test_anything_but_a_kv_of_this_model_is_refused_by_name(mangle: Callable[[by
     assert decode(_reheader(data), MODEL)[0].prompt_ids == _kv(24, 2).prompt_ids  # the helper alone breaks nothing
     with pytest.raises(KVWireError, match=says):
         decode(mangle(data), MODEL)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    at=st.integers(0, 2 * 2 * 4 * 24 * 32 - 1),
+    bits=st.sampled_from([0x7F80, 0xFF80, 0x7FC0, 0xFFC1, 0x7F81]),  # +-infinity, NaNs of both signs
+)
+def test_a_kv_holding_any_non_finite_value_anywhere_is_refused(at: int, bits: int) -> None:
+    data = bytearray(encode(_kv(24, 4), ORIGIN))
+    offset = len(data) - 2 * (2 * 2 * 4 * 24 * 32) + 2 * at
+    data[offset : offset + 2] = bits.to_bytes(2, "little")
+    with pytest.raises(KVWireError, match="finite"):
+        decode(bytes(data), MODEL)
+
+
+SECRET = "sk-peer-0123456789"
+
+
+@pytest.mark.parametrize(
+    "field", ["prompt_token_ids", "shape", "dtype", "first_token", "first_top", "first_logprob",
+              "batch_size", "seed", "batch_invariant"]
+)  # fmt: skip
+def test_a_refusal_names_the_field_and_never_repeats_what_the_peer_sent(field: str) -> None:
+    data = _reheader(encode(_kv(24, 5), ORIGIN), **{field: SECRET})
+    with pytest.raises(KVWireError) as refused:
+        decode(data, MODEL)
+    assert SECRET not in str(refused.value) and field.split("_")[0] in str(refused.value)
+    with pytest.raises(KVWireError) as garbage:
+        decode(SECRET.encode() * 3, MODEL)
+    assert "sk-peer" not in str(garbage.value)
 
 
 def test_a_kv_of_another_model_shape_is_refused() -> None:

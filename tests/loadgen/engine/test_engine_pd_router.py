@@ -51,6 +51,7 @@ class Setup:
     foreign_router: str
     recorder: str
     garbage_router: str
+    down: int  # a port --kv-peers names where nothing listens
 
 
 @pytest.fixture(scope="module")
@@ -58,21 +59,19 @@ def pd(engine_process: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     logs = tmp_path_factory.mktemp("pd")
     with ExitStack() as stack:
         common = ("--no-enable-prefix-caching",)
-        urls = [
+        p, f, c = [
             stack.enter_context(engine_process(*flags, *common))[0]
-            for flags in (
-                ("--role", "prefill"),
-                ("--role", "prefill", "--batch-invariant"),
-                ("--role", "decode", "--kv-fetch-timeout", str(FETCH_TIMEOUT_S)),
-                ("--role", "both"),
-            )
+            for flags in (("--role", "prefill"), ("--role", "prefill", "--batch-invariant"), ("--role", "both"))
         ]
-        p, f, d, c = urls
         rec = stack.enter_context(script_server(RECORDER, "--role", "prefill", "--log", str(logs / "recorder.jsonl")))
+        down = free_port()
+        peers = ",".join([*(url.removeprefix("http://") for url in (p, f, rec)), f"127.0.0.1:{down}"])
+        decode_flags = ("--role", "decode", "--kv-fetch-timeout", str(FETCH_TIMEOUT_S), "--kv-peers", peers)
+        d = stack.enter_context(engine_process(*decode_flags, *common))[0]
         router = stack.enter_context(start_router([p], [d], logs / "router.log"))
         foreign_router = stack.enter_context(start_router([f], [d], logs / "foreign-router.log"))
         garbage_router = stack.enter_context(start_router([rec], [d], logs / "garbage-router.log"))
-        yield Setup(p, f, d, c, router, foreign_router, rec, garbage_router)
+        yield Setup(p, f, d, c, router, foreign_router, rec, garbage_router, down)
 
 
 def _body(kind: Kind, stream: bool, text: str = D3_SHORT_PROMPT, max_tokens: int = 16) -> dict[str, Any]:
@@ -194,7 +193,7 @@ def _decode_leg(pd: Setup, port: int, transfer_id: str) -> tuple[int, dict[str, 
 
 
 def test_a_prefill_server_that_is_down_is_an_error_naming_it(pd: Setup) -> None:
-    port = free_port()
+    port = pd.down
     status, body, took = _decode_leg(pd, port, "cmpl-1")
     assert status == 502 and took < FETCH_TIMEOUT_S
     assert f"prefill server http://127.0.0.1:{port} (engine loadgen-gone, transfer cmpl-1)" in body["error"]["message"]

@@ -82,6 +82,8 @@ def test_an_embedded_pair_serves_through_the_router_and_stops_whole(tmp_path: Pa
     assert sorted(p.name for p in run_dir.iterdir()) == ["engine-decode.log", "engine-prefill.log", "router.log"]
     assert "READY http://" in (run_dir / "engine-prefill.log").read_text()
     assert "--role prefill" in facts["servers"][0]["command"]
+    prefill_port = servers[0].base_url.rsplit(":", 1)[1]  # the decoder fetches from its prefiller, and from no other
+    assert facts["servers"][1]["command"].endswith(f"--role decode --kv-peers 127.0.0.1:{prefill_port}")
     assert not started & _descendants()  # the guards, the engines and the router: all gone
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from loadgen.core.errors import ScenarioError
 from loadgen.core.scenario import LauncherSpec, Side, TopologySpec
-from loadgen.launchers.topology_commands import decode_alias, plan_router, plan_servers
+from loadgen.launchers.topology_commands import decode_alias, plan_router, plan_servers, with_kv_peers
 
 VLLM = LauncherSpec(kind="vllm", model="/models/qwen3", args=["--enforce-eager", "--no-enable-prefix-caching"])
 SHARE = ["--gpu-memory-utilization", "0.14"]
@@ -96,7 +96,15 @@ def test_the_embedded_engine_gets_its_role_and_announces_its_port() -> None:
     assert decode.plan.argv[-3:] == ["--no-enable-prefix-caching", "--role", "decode"]
     assert prefill.plan.ready_by == "line" and prefill.plan.env == {}
     (both,) = plan_servers(spec, TopologySpec(mode="reload"), "reload", ports(), python="/py")
-    assert both.plan.argv[-2:] == ["--role", "both"]
+    assert both.plan.argv[-4:] == ["--role", "both", "--kv-peers", "self"]  # its own prefiller
+
+
+def test_an_embedded_decoder_is_told_its_started_prefillers_and_no_other_plan_changes() -> None:
+    prefill, decode = plan_servers(LauncherSpec(), TopologySpec(), "pd", ports(), python="/py")
+    urls = ["http://127.0.0.1:8100", "http://0.0.0.0:8101"]  # a wildcard host advertises 127.0.0.1
+    assert with_kv_peers(decode, "embedded", urls).plan.argv[-2:] == ["--kv-peers", "127.0.0.1:8100,127.0.0.1:8101"]
+    assert with_kv_peers(prefill, "embedded", urls) == prefill
+    assert with_kv_peers(decode, "vllm", urls) == decode
 
 
 def test_sglang_pair_with_a_bootstrap_port_on_the_prefill_side() -> None:

@@ -376,6 +376,7 @@ def test_a_stream_without_sizes_has_none() -> None:
 BAD_SIZES: list[object] = [
     *(3, "3", True, {"0": 1}),  # not a list
     *([0], [-1], [2, 0]),  # not positive
+    *([(1 << 20) + 1], [3, 1 << 40], [1 << 63]),  # no engine's batch: above 2^20 sequences
     *([True], [False], [1.0], [2.5], ["2"], [None], [[1]]),  # not whole numbers
 ]
 
