@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from collectors.jsonl import LINE_LIMIT, bounded_lines
 from collectors.read.columns import (
     BATCH_OTHERS,
     MAX_ABS_LOGPROB,
@@ -56,7 +57,7 @@ from collectors.read.recordcheck import SCALAR_CHECKS, check_schema, record_prob
 from collectors.sidecar import FILES, INDEX, columns_dir
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import SCHEMA
-from loadgen.core.runfiles import open_regular
+from loadgen.core.runfiles import open_lines, open_regular
 
 _SPOT_CHECKS = 64  # rows whose JSONL line is read back and compared, besides the first and the last
 # rows read at a time: a chunk's parsed heads and its sequences' working copies take about 27 KB a row beside
@@ -96,8 +97,9 @@ def has_columns(jsonl: Path) -> bool:
     return folder.is_dir() and not folder.is_symlink()
 
 
-def read_file(builder: ColumnsFileBuilder, path: Path) -> FileRead:
-    """``path`` into ``builder``: the rows its columns file covers, then the rest of its lines from the JSONL."""
+def read_file(builder: ColumnsFileBuilder, path: Path, line_limit: int = LINE_LIMIT) -> FileRead:
+    """``path`` into ``builder``: the rows its columns file covers, then the rest of its lines from the JSONL (none
+    longer than ``line_limit``)."""
     with ExitStack() as stack:
         try:
             mapped = _map(stack, columns_dir(path))
@@ -111,9 +113,10 @@ def read_file(builder: ColumnsFileBuilder, path: Path) -> FileRead:
         covered = 0 if mapped is None else builder.add_rows(mapped, path)
         end = 0 if not covered or mapped is None else int(mapped.index["jsonl_end"][covered - 1])
         try:
-            with open_regular(path, buffering=READ_BUFFER) as fh:
+            with open_lines(path, buffering=READ_BUFFER) as fh:
                 fh.seek(end)
-                count, _, skipped, malformed = builder.add_lines(fh, path, first=covered + 1)
+                lines = bounded_lines(fh, path, line_limit, first=covered + 1)
+                count, _, skipped, malformed = builder.add_lines(lines, path, first=covered + 1)
         except OSError as exc:
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
         return file_read(path, covered + count, skipped, malformed)
@@ -167,7 +170,7 @@ def _mismatch(path: Path, m: Mapped) -> str | None:
     starts = np.concatenate([[0], ends[:-1]])
     if (ends <= starts).any():
         return "its line ends do not increase"
-    with open_regular(path, buffering=0) as fh:
+    with open_lines(path, buffering=0) as fh:
         size = os.fstat(fh.fileno()).st_size
         if int(ends[-1]) > size:
             return f"it covers {int(ends[-1]):,} bytes of a {size:,}-byte JSONL file"
@@ -258,8 +261,8 @@ class ColumnsFileBuilder(FastColumnBuilder):
     """``FastColumnBuilder`` that also takes rows from a columns file, a chunk at a time: the heads of a
     chunk parsed as one JSON array, the sequences read by byte range into matrices allocated once."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, line_limit: int = LINE_LIMIT) -> None:
+        super().__init__(line_limit)
         self._request_memo: dict[bytes, tuple[Any, ...]] = {}
         self._usage_memo: dict[bytes, tuple[Any, ...]] = {}
 
