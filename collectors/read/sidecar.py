@@ -42,11 +42,12 @@ from collectors.read.columns import (
 )
 from collectors.read.fastcolumns import READ_BUFFER, FastColumnBuilder, _segment_gaps
 from collectors.read.matrices import filled
+from collectors.read.proofpool import prove_file
 from collectors.read.recordcheck import (
     _REQUIRED as REQUIRED,
 )
 from collectors.read.recordcheck import SCALAR_CHECKS, check_schema, record_problem
-from collectors.read.sideproof import Mapped, prove
+from collectors.read.sideproof import Mapped
 from collectors.sidecar import FILES, columns_dir
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import SCHEMA
@@ -69,7 +70,7 @@ def read_file(builder: ColumnsFileBuilder, path: Path, line_limit: int) -> FileR
     with ExitStack() as stack:
         jsonl = stack.enter_context(_open(path, 0))  # a JSONL that cannot be read raises, columns file or not
         try:
-            mapped, why = _prove(stack, columns_dir(path), jsonl.fileno(), line_limit)
+            mapped, why = _prove(stack, columns_dir(path), jsonl, path, line_limit)
         except (OSError, ValueError, RunFolderError) as exc:
             mapped, why = None, f"cannot be read ({exc})"
         covered = 0 if mapped is None else builder.add_rows(mapped, path)
@@ -96,12 +97,14 @@ def _open(path: Path, buffering: int) -> BinaryIO:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 
 
-def _prove(stack: ExitStack, folder: Path, jsonl: int, line_limit: int) -> tuple[Mapped | None, str | None]:
+def _prove(
+    stack: ExitStack, folder: Path, jsonl: BinaryIO, path: Path, line_limit: int
+) -> tuple[Mapped | None, str | None]:
     """The columns folder's proven rows (None where it has none) and why the rest are not."""
     if not folder.is_dir() or folder.is_symlink():
         return None, None
     files = {name: stack.enter_context(open_regular(folder / name, buffering=0)) for name in FILES}
-    return prove(files, jsonl, line_limit)
+    return prove_file(files, folder, jsonl, path, line_limit)
 
 
 def _heads(m: Mapped, a: int, b: int) -> list[Any]:

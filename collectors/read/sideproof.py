@@ -5,8 +5,10 @@ Why: a run folder is hostile input, and whoever crafts one writes both the JSONL
 its values. Each row is written again as the JSONL line it stands for (``collectors.rowline``) and compared with the
 JSONL's bytes at that place; a row is trusted only where the two are equal, so its values are exactly what parsing
 the JSONL would give, and the first row that differs ends the columns file's use there (the reader reads on from
-the JSONL, and says so). Writing a line again costs a fraction of parsing it: orjson formats the numbers, the token
-strings and the text around them are joined from the vocabulary, and one comparison covers a chunk of lines.
+the JSONL, and says so). Writing a line again costs less than reading it from the JSONL (about half, for a
+128-token record with two alternatives a position): orjson formats the numbers, the token strings and the text
+around them are joined from the vocabularies (each distinct token list, logprob list and set of alternatives once),
+and one comparison covers a chunk of lines. A big file is proven in several processes (``collectors.read.proofpool``).
 
 The head is proven too: cut where ``rowline.cut_at`` cuts it, with ``rowline.MARK`` there, it must parse alone to a
 record whose top-level ``token_ids`` is the marker and that has no other sequence key, so the sequences written
@@ -22,6 +24,7 @@ whose values are not all in their files) ends the coverage without a notice. Mus
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -81,11 +84,14 @@ def lengths(index: npt.NDArray[np.void]) -> dict[str, Ints]:
 def prove(files: dict[str, BinaryIO], jsonl: int, line_limit: int) -> tuple[Mapped | None, str | None]:
     """The rows of a columns file (its ``files``, open) that are lines 1, 2, ... of the JSONL open as ``jsonl`` (a
     descriptor; no line longer than ``line_limit``), and why the row after them is not (None: they are all, or the
-    rest is a torn tail)."""
-    return _Prover(files, jsonl, line_limit).run()
+    rest is a torn tail). In this process; ``collectors.read.proofpool`` proves a big file in several."""
+    return Prover(files, jsonl, line_limit).run()
 
 
-class _Prover:
+class Prover:
+    """Proves a columns file's rows in order, from where it stands: the rows proven so far, where the next one's
+    line starts in the JSONL and its values in each file."""
+
     def __init__(self, files: dict[str, BinaryIO], jsonl: int, line_limit: int) -> None:
         self.files = files
         self.jsonl = jsonl
@@ -99,28 +105,62 @@ class _Prover:
         self.kept: list[npt.NDArray[np.void]] = []
         self.rows = 0  # proven
         self.end = 0  # JSONL bytes they cover
+        self.why: str | None = None  # why the index's rows past the last piece cannot be lines
 
     def run(self) -> tuple[Mapped | None, str | None]:
+        for piece in self.pieces():
+            proven, why = self.prove_rows(piece)
+            if proven < len(piece):
+                return self.result(why)
+        return self.result(self.why)
+
+    def pieces(self) -> Iterator[npt.NDArray[np.void]]:
+        """The index a piece at a time, each cut before its first row that cannot be the next line (``why`` says
+        why, and no piece follows it); a piece is read once the rows before it are proven."""
         most = self.jsonl_size // SHORTEST_LINE + 1  # rows the JSONL could hold: a longer index is not read
         rows = min(os.fstat(self.files["index"].fileno()).st_size // INDEX.itemsize, most)
-        why: str | None = None
-        more = True
-        while more and self.rows < rows:
+        while self.rows < rows and self.why is None:
             count = min(_INDEX_PIECE, rows - self.rows) * INDEX.itemsize
             piece = np.frombuffer(os.pread(self.files["index"].fileno(), count, self.rows * INDEX.itemsize), INDEX)
-            piece, why = self._plausible(piece)
-            more = why is None and len(piece) > 0
-            a = 0
-            while a < len(piece):
-                b = self._chunk_end(piece, a)
-                done, stop = self._chunk(piece[a:b])
-                if done < b - a:  # the first row not proven: why (None: a torn tail, said by no notice)
-                    why, more = stop, False
-                    break
-                a = b
+            piece, self.why = self._plausible(piece)
+            if not len(piece):
+                return
+            yield piece
+
+    def prove_rows(self, rows: npt.NDArray[np.void]) -> tuple[int, str | None]:
+        """How many of ``rows`` (the next ones) are proven lines, a chunk at a time, and why the next is not (None:
+        a torn tail)."""
+        a = 0
+        while a < len(rows):
+            b = self._chunk_end(rows, a)
+            done, why = self._chunk(rows[a:b])
+            if done < b - a:
+                return a + done, why
+            a = b
+        return len(rows), None
+
+    def position(self, before: npt.NDArray[np.void]) -> tuple[int, int, dict[str, int]]:
+        """Where the row after ``before`` (the next rows) starts: its number, its line's start in the JSONL, its
+        values' start in each file."""
+        if not len(before):
+            return self.rows, self.end, dict(self.at)
+        used = {k: self.at[k] + int(v.sum()) for k, v in lengths(before).items()}
+        return self.rows + len(before), int(before["jsonl_end"][-1]), used
+
+    def start_at(self, rows: int, end: int, at: dict[str, int]) -> None:
+        """Stand before row ``rows + 1`` (``position``), the rows before it taken as proven elsewhere."""
+        self.rows, self.end, self.at, self.kept = rows, end, dict(at), []
+
+    def keep(self, rows: npt.NDArray[np.void]) -> None:
+        """``rows``, the next ones, proven."""
+        self._keep(rows, {k: int(v.sum()) for k, v in lengths(rows).items()})
+
+    def result(self, why: str | None) -> tuple[Mapped | None, str | None]:
+        """The rows proven, mapped, and ``why`` the next is not."""
         if not self.rows:
             return None, why
         index = np.concatenate(self.kept)
+        self.words.count(index["vocab"][-1:], self.end)  # read here where children proved the rows
         at = {k: np.concatenate([[0], np.cumsum(v)]) for k, v in lengths(index).items()}
         fds = {k: fh.fileno() for k, fh in self.files.items() if k in _ITEM}
         return Mapped(self.rows, index, fds, self.words.words[: int(index["vocab"][-1])], at), why
@@ -172,10 +212,10 @@ class _Prover:
         return int(self.kept[-1][name][-1]) if self.kept else 0
 
     def _chunk_end(self, piece: npt.NDArray[np.void], a: int) -> int:
-        ends = piece["jsonl_end"].astype(np.int64)
-        start = self.end
-        b = int(np.searchsorted(ends[a : a + CHUNK_ROWS], start + CHUNK_BYTES, side="right")) + a
-        return max(b, a + 1)
+        """Where the chunk from row ``a`` of ``piece`` ends: ``CHUNK_ROWS`` rows at most, ``CHUNK_BYTES`` of JSONL
+        at most (one row at least)."""
+        ends = piece["jsonl_end"][a : a + CHUNK_ROWS].astype(np.int64)
+        return a + max(int(np.searchsorted(ends, self.end + CHUNK_BYTES, side="right")), 1)
 
     def _chunk(self, rows: npt.NDArray[np.void]) -> tuple[int, str | None]:
         """How many of ``rows`` (the next ones) are proven lines, and why the next is not (None: a torn tail)."""

@@ -41,7 +41,7 @@ def test_its_columns_file_takes_the_readers_chunk_path_and_reads_as_its_jsonl(tm
     write_folder(slow, 300, columns=False)
     path = fast / "canaries.jsonl"
     with ExitStack() as stack, open(path, "rb") as jsonl:
-        mapped, why = sidecar_read._prove(stack, columns_dir(path), jsonl.fileno(), LINE_LIMIT)
+        mapped, why = sidecar_read._prove(stack, columns_dir(path), jsonl, path, LINE_LIMIT)
         assert mapped is not None and mapped.rows == 300 and why is None  # every line written again as it is
         cols = sidecar_read._columns(sidecar_read._heads(mapped, 0, 300))
     assert cols is not None and sidecar_read._all_fit(cols)  # no head sent a record at a time

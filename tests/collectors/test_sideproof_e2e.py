@@ -100,7 +100,7 @@ def _figures(report: dict[str, Any]) -> Any:
 def test_an_honest_run_reads_from_its_columns_file_whole(run_dir: Path) -> None:
     path = run_dir / "canaries.jsonl"
     with contextlib.ExitStack() as stack, open(path, "rb") as jsonl:
-        mapped, why = sidecar_read._prove(stack, columns_dir(path), jsonl.fileno(), LINE_LIMIT)
+        mapped, why = sidecar_read._prove(stack, columns_dir(path), jsonl, path, LINE_LIMIT)
     assert why is None and mapped is not None and mapped.rows == len(path.read_bytes().splitlines()) == 8
     got = load_run(run_dir, workers=1)
     assert [f.columns_notice for f in got.files] == [None]
