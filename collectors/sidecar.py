@@ -26,7 +26,7 @@ that is not a plain number, an id that is not an integer 0 or more, positions of
 does not give back byte for byte), a failed write here or in the JSONL, or a JSONL file that was not empty when
 opened ends the coverage for good: the writer stops and the reader reads the rest from the JSONL. Imports numpy
 and orjson only: it runs in the Locust process, where each append is a few numpy conversions, the line written
-again (tens of microseconds, once per canary record) and at most eight unbuffered writes (no batching, nothing
+again (tens of microseconds, once per canary record) and at most nine unbuffered writes (no batching, nothing
 that blocks the gevent loop for longer than a record takes).
 """
 
