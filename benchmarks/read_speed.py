@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +124,7 @@ class ColumnsOut:
         folder = columns_dir(run_dir / "canaries.jsonl")
         folder.mkdir()
         self.fh = {name: open(folder / name, "wb") for name in FILES}  # noqa: SIM115
+        self.fh["altvocab"].write(b'"a"\n"b"\n')  # every position's two alternatives
         self.line = 0
         self.end = 0
         self.vocab: dict[str, int] = {}
@@ -136,7 +136,7 @@ class ColumnsOut:
         lengths = np.array([len(x) for x in lines], dtype=np.int64)
         rows["jsonl_end"] = self.end + np.cumsum(lengths)
         rows["line"] = np.arange(self.line + 1, self.line + n + 1)
-        rows["crc"] = [zlib.crc32(x) for x in lines]
+        rows["alt_vocab"] = 2  # "a" and "b", every position's two alternatives
         rows["head"] = [len(h) for h in heads]
         rows["n_ids"], rows["n_lp"], rows["n_top"], rows["k"], rows["n_tok"] = T, T, T, 2, T
         sizes = []
@@ -153,7 +153,8 @@ class ColumnsOut:
         self.end, self.line = int(rows["jsonl_end"][-1]), self.line + n
         self.fh["head"].write(b"".join(heads))
         codes = np.stack([self.codes[c] for c in comp])
-        for name, arr in (("ids", values.ids[comp]), ("lp", lp), ("top", top), ("codes", codes)):
+        alts = np.tile(np.array([0, 1], np.int32), (n, T))
+        for name, arr in (("ids", values.ids[comp]), ("lp", lp), ("top", top), ("alts", alts), ("codes", codes)):
             self.fh[name].write(np.ascontiguousarray(arr).tobytes())
         self.fh["index"].write(rows.tobytes())
 
@@ -185,8 +186,9 @@ def write_folder(run_dir: Path, n: int, *, distinct: bool = True, columns: bool 
                 level = LEVELS[i % len(LEVELS)]
                 seq, text = completions[comp[j]]
                 scalars = b'%d,"inflight_at_send":%d,"sent_at":%.3f' % (level, level, 1.7e9 + i * 1e-3)
-                # distinct: the first logprob and alternative of each record is its own number
-                own = b"-%d.25e-9" % ((i if distinct else lps[j]) + 1)
+                # distinct: the first logprob and alternative of each record is its own number (written as orjson
+                # writes it: the reader writes each line again from the columns file and compares)
+                own = orjson.dumps(-((i if distinct else lps[j]) + 1.25) * 1e-9)
                 lp_pre, lp_post, top_pre, top_post = logprobs[lps[j]]
                 parts = (p0, b'"r%d"' % i, p1, scalars, p2, seq, lp_pre, own, lp_post, top_pre, own, top_post, text)
                 lines.append(b"".join(parts) + b"," + p3 + b"\n")

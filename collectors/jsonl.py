@@ -12,7 +12,9 @@ every line not wholly written as a failure (``torn`` counts those cut mid-line),
 write on a new line, so one torn line never swallows the next record.
 
 Both open through ``loadgen.core.runfiles``: the reader takes only a regular file (no link, FIFO or device
-that a crafted run folder holds, none above ``RECORDS_LIMIT``), the writer never appends through a link.
+that a crafted run folder holds, none above ``RECORDS_LIMIT``, none with a hole), the writer never appends through a
+link. Every reader of a run folder's JSON-lines files reads them through ``bounded_lines``: a line longer than any
+record of its file can be is refused (``RunFolderError`` naming the file and line) before more of it is held.
 """
 
 from __future__ import annotations
@@ -21,14 +23,40 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from loadgen.core.errors import RunFolderError
-from loadgen.core.runfiles import open_append, open_regular
+from loadgen.core.runfiles import open_append, open_lines
 
 _LINE = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+# the longest line a run folder's JSON-lines file may hold where its run says nothing longer (background rows,
+# /metrics samples, CPU samples, step traces: kilobytes), and a canary or re-score record's at the default
+# endpoint.max_response_bytes (``record_line_limit``)
+LINE_LIMIT = 144 << 20
+_REQUEST_ROOM = 16 << 20  # a record's request, head and error message besides what its response gave
+
+
+def record_line_limit(max_response_bytes: int) -> int:
+    """The longest line a canary or re-score record can take in a run whose responses were cut at
+    ``max_response_bytes`` (``endpoint.max_response_bytes``): twice that (a record writes each alternative as a
+    pair, ``["tok",-0.1]``, where a server may send ``"tok":-0.1``), and room for its request."""
+    return 2 * max_response_bytes + _REQUEST_ROOM
+
+
+def bounded_lines(fh: BinaryIO, path: Path, limit: int, *, first: int = 1) -> Iterator[bytes]:
+    """The lines of ``fh`` (of ``path``, numbered from ``first``), each with its line break; a ``RunFolderError``
+    for the first that is longer than ``limit`` bytes, before more than that of it is read."""
+    n = first
+    while line := fh.readline(limit + 1):
+        if len(line) > limit:
+            raise RunFolderError(
+                f"{path} line {n}: more than {limit:,} bytes without a line break, longer than any record of this "
+                "file can be; refused"
+            )
+        yield line
+        n += 1
 
 
 class JsonlWriter:
@@ -120,17 +148,18 @@ class JsonlRead:
     skipped_lines: list[int]  # 1-based line numbers skipped
 
 
-def iter_objects(path: Path, skipped: list[int]) -> Iterator[dict[str, Any]]:
-    """Each complete JSON object line of a JSONL file; appends the numbers of unreadable lines to ``skipped``."""
-    for _, obj in iter_numbered(path, skipped):
+def iter_objects(path: Path, skipped: list[int], *, limit: int = LINE_LIMIT) -> Iterator[dict[str, Any]]:
+    """Each complete JSON object line of a JSONL file (none longer than ``limit``: ``bounded_lines``); appends the
+    numbers of unreadable lines to ``skipped``."""
+    for _, obj in iter_numbered(path, skipped, limit=limit):
         yield obj
 
 
-def iter_numbered(path: Path, skipped: list[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_numbered(path: Path, skipped: list[int], *, limit: int = LINE_LIMIT) -> Iterator[tuple[int, dict[str, Any]]]:
     """``iter_objects`` with each object's 1-based line number."""
     try:
-        with open_regular(path) as fh:
-            for n, line in enumerate(fh, start=1):
+        with open_lines(path) as fh:
+            for n, line in enumerate(bounded_lines(fh, path, limit), start=1):
                 if not line.strip():
                     continue
                 try:

@@ -7,23 +7,27 @@ files and slices them (docs/design.md, "the canary columns file"). The JSONL sta
 derived copy that covers a prefix of it, and whatever it does not cover, or does not match, is read from
 the JSONL (``collectors.read.sidecar``).
 
-One folder ``<stem>.columns/`` per JSONL file, seven files appended per record, the index row last:
+One folder ``<stem>.columns/`` per JSONL file, nine files appended per record, the index row last:
 
 - ``head``: the record's JSON without its four sequences (orjson, as the JSONL line writes the rest),
   and a comma;
 - ``ids`` (int64), ``lp`` (float64, NaN for a null): the token ids and chosen-token logprobs;
-- ``top`` (float64): every alternative's logprob, position by position (``k`` per position);
 - ``codes`` (int32): the token strings as codes into ``vocab``, one JSON string a line, each string
   appended when the file first meets it (so codes are in first-seen order);
-- ``index``: one ``INDEX`` row: where the record's JSONL line ends, its line number and CRC-32, how
-  many bytes or values it has in each file (``-1`` for a null sequence) and the vocabulary's size.
+- ``top`` (float64): every alternative's logprob, position by position (``k`` per position), and ``alts`` (int32):
+  each alternative's token string as a code into ``altvocab`` (kept as ``vocab`` is, apart: the report's
+  vocabulary holds the tokens alone);
+- ``index``: one ``INDEX`` row: where the record's JSONL line ends, its line number, how many bytes or values it
+  has in each file (``-1`` for a null sequence) and the two vocabularies' sizes.
 
-A record this layout cannot hold exactly (a value that is not a plain number, an id that is not an
-integer 0 or more, positions of unequal width), a failed write here or in the JSONL, or a JSONL file
-that was not empty when opened ends the coverage for good: the writer stops and the reader reads the
-rest from the JSONL. Imports numpy and orjson only: it runs in the Locust process, where each append
-is a few numpy conversions and at most seven unbuffered writes (no batching, nothing that blocks the gevent
-loop for longer than a record takes).
+Each row holds everything its JSONL line says, so the reader can write the line again from the row and compare
+(``collectors.rowline``); the writer does so before it appends. A record this layout cannot hold exactly (a value
+that is not a plain number, an id that is not an integer 0 or more, positions of unequal width, a line the row
+does not give back byte for byte), a failed write here or in the JSONL, or a JSONL file that was not empty when
+opened ends the coverage for good: the writer stops and the reader reads the rest from the JSONL. Imports numpy
+and orjson only: it runs in the Locust process, where each append is a few numpy conversions, the line written
+again (tens of microseconds, once per canary record) and at most nine unbuffered writes (no batching, nothing
+that blocks the gevent loop for longer than a record takes).
 """
 
 from __future__ import annotations
@@ -31,13 +35,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
 
+from collectors.rowline import LineWriter, Rows, cut_at
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import CanaryRecord
 from loadgen.core.runfiles import open_append
@@ -46,7 +50,7 @@ INDEX = np.dtype(
     [
         ("jsonl_end", "<i8"),  # byte offset just after this record's line in the JSONL file
         ("line", "<i8"),  # the line's 1-based number
-        ("crc", "<u4"),  # zlib.crc32 of the line's bytes, its newline included
+        ("alt_vocab", "<i4"),  # strings in ``altvocab`` once this record's new ones are appended
         ("head", "<i4"),  # bytes in ``head``
         ("n_ids", "<i4"),  # values in ``ids``; -1: null
         ("n_lp", "<i4"),  # values in ``lp``; -1: null
@@ -56,7 +60,7 @@ INDEX = np.dtype(
         ("vocab", "<i4"),  # strings in ``vocab`` once this record's new ones are appended
     ]
 )
-FILES = ("head", "ids", "lp", "top", "codes", "vocab", "index")
+FILES = ("head", "ids", "lp", "top", "alts", "codes", "vocab", "altvocab", "index")
 _SEQUENCES = frozenset(("token_ids", "tokens", "logprobs", "top_logprobs"))
 _STR = frozenset((str,))
 HEAD_FIELDS = tuple(f.name for f in dataclasses.fields(CanaryRecord) if f.name not in _SEQUENCES)
@@ -77,6 +81,7 @@ class Encoded:
     ids: np.ndarray[Any, np.dtype[np.int64]] | None
     lp: np.ndarray[Any, np.dtype[np.float64]] | None
     top: np.ndarray[Any, np.dtype[np.float64]] | None
+    alts: list[str]  # each alternative's token string, position by position
     n_top: int
     k: int
 
@@ -96,6 +101,7 @@ def encode(record: CanaryRecord) -> Encoded | None:
             return None
         lp = np.array(record.logprobs, dtype=np.float64)
     n_top = k = -1
+    names: list[str] = []
     if record.top_logprobs is not None:
         positions = record.top_logprobs
         if type(positions) is not list or not set(map(type, positions)) <= _PAIRS:
@@ -108,11 +114,36 @@ def encode(record: CanaryRecord) -> Encoded | None:
         if not set(map(type, alts)) <= _PAIRS or not all(len(a) == 2 for a in alts):
             return None
         values = [a[1] for a in alts]
-        if not set(map(type, values)) <= _NUMBER_OR_NULL:
+        names = [a[0] for a in alts]
+        if not set(map(type, values)) <= _NUMBER_OR_NULL or not set(map(type, names)) <= _STR:
             return None
         top = np.array(values, dtype=np.float64)
         n_top = len(positions)
-    return Encoded(head, ids, lp, top, n_top, k)
+    return Encoded(head, ids, lp, top, names, n_top, k)
+
+
+class _Words:
+    """One of the file's vocabularies: each string's code, in first-seen order, and how many are in its file."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.written = 0
+
+    def of(self, strings: Any) -> np.ndarray[Any, np.dtype[np.int32]] | bool | None:
+        """``strings`` as codes (new ones coded in first-seen order); None for null; False where they are not a
+        list of strings."""
+        if strings is None:
+            return None
+        if type(strings) is not list or not set(map(type, strings)) <= _STR:
+            return False
+        codes = self.codes
+        return np.array([codes.setdefault(t, len(codes)) for t in strings], dtype=np.int32)
+
+    def fresh(self) -> list[str]:
+        """The strings coded since the last call."""
+        new = list(itertools.islice(reversed(self.codes), len(self.codes) - self.written))[::-1]
+        self.written = len(self.codes)
+        return new
 
 
 class SidecarWriter:
@@ -122,8 +153,9 @@ class SidecarWriter:
         self._files: dict[str, BinaryIO] = {}
         self._end = 0
         self._line = 0
-        self._vocab: dict[str, int] = {}
-        self._written_vocab = 0
+        self._tokens = _Words()
+        self._alts = _Words()
+        self._lines = LineWriter()  # each row's line written again, to compare with the JSONL's
         self.live = False
         try:
             if jsonl.exists() and jsonl.stat().st_size:  # lines before ours: their numbers are not known here
@@ -143,45 +175,59 @@ class SidecarWriter:
         self._line += 1
         try:
             got = encode(record)
-            codes = self._codes(record.tokens)
-            if got is None or isinstance(codes, bool):
+            codes = self._tokens.of(record.tokens)
+            alts = self._alts.of(got.alts if got is not None else [])
+            cut = None if got is None else cut_at(got.head)
+            if got is None or cut is None or isinstance(codes, bool) or not isinstance(alts, np.ndarray):
                 self.stop()
                 return
-            new = len(self._vocab) - self._written_vocab
-            words = [orjson.dumps(w) + b"\n" for w in itertools.islice(reversed(self._vocab), new)][::-1]
+            words, alt_words = self._tokens.fresh(), self._alts.fresh()
+            self._lines.add_words(words, alt_words)
+            if self._line_of(got, codes, alts, cut) != line:  # the reader would not trust this row: stop here
+                self.stop()
+                return
             row = np.zeros(1, INDEX)
             row[0] = (
                 self._end,
                 self._line,
-                zlib.crc32(line),
+                len(self._alts.codes),
                 len(got.head),
                 -1 if got.ids is None else got.ids.size,
                 -1 if got.lp is None else got.lp.size,
                 got.n_top,
                 max(got.k, 0),
                 -1 if codes is None else codes.size,
-                len(self._vocab),
+                len(self._tokens.codes),
             )
             self._put("head", got.head)
-            for name, values in (("ids", got.ids), ("lp", got.lp), ("top", got.top), ("codes", codes)):
+            for name, values in (("ids", got.ids), ("lp", got.lp), ("top", got.top), ("alts", alts), ("codes", codes)):
                 if values is not None and values.size:
                     self._put(name, values.tobytes())
-            if words:
-                self._put("vocab", b"".join(words))
-                self._written_vocab = len(self._vocab)
+            for name, new in (("vocab", words), ("altvocab", alt_words)):
+                if new:
+                    self._put(name, b"".join(orjson.dumps(w) + b"\n" for w in new))
             self._put("index", row.tobytes())
         except (OSError, ValueError, TypeError, OverflowError):
             self.stop()
 
-    def _codes(self, tokens: Any) -> np.ndarray[Any, np.dtype[np.int32]] | bool | None:
-        """The tokens as codes into this file's vocabulary (new strings coded in first-seen order); None for
-        null; False where they are not a list of strings."""
-        if tokens is None:
-            return None
-        if type(tokens) is not list or not set(map(type, tokens)) <= _STR:
-            return False
-        vocab = self._vocab
-        return np.array([vocab.setdefault(t, len(vocab)) for t in tokens], dtype=np.int32)
+    def _line_of(self, got: Encoded, codes: Any, alts: Any, cut: int) -> bytes | None:
+        """The JSONL line the reader would write again from this row (``collectors.rowline``)."""
+        empty_f, empty_i = np.zeros(0, np.float64), np.zeros(0, np.int32)
+        rows = Rows(
+            heads=[got.head],
+            n_ids=np.array([-1 if got.ids is None else got.ids.size]),
+            n_tok=np.array([-1 if codes is None else codes.size]),
+            n_lp=np.array([-1 if got.lp is None else got.lp.size]),
+            n_top=np.array([got.n_top]),
+            k=np.array([max(got.k, 0)]),
+            ids=np.zeros(0, np.int64) if got.ids is None else got.ids,
+            codes=empty_i if codes is None else codes,
+            lp=empty_f if got.lp is None else got.lp,
+            top=empty_f if got.top is None else got.top,
+            alts=alts,
+        )
+        lines = self._lines.lines(rows, [cut])
+        return None if lines is None else lines[0]
 
     def _put(self, name: str, data: bytes) -> None:
         fh = self._files[name]

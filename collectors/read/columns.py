@@ -31,7 +31,7 @@ import numpy.typing as npt
 import orjson
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.jsonl import iter_numbered
+from collectors.jsonl import LINE_LIMIT, iter_numbered
 from collectors.read.coresidency import segment_stats
 from collectors.read.matrices import (
     FloatMatrix,
@@ -200,9 +200,11 @@ def usage_values(usage: Any) -> tuple[int | None, Any, str | None]:
 
 
 class ColumnBuilder:
-    """Accumulates canary records chunk by chunk into ``CanaryColumns``; also used for synthetic runs."""
+    """Accumulates canary records chunk by chunk into ``CanaryColumns``; also used for synthetic runs. A file's
+    lines longer than ``line_limit`` are refused (``collectors.jsonl.bounded_lines``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, line_limit: int = LINE_LIMIT) -> None:
+        self.line_limit = line_limit
         extra = ("file", "temperature", "request_key", "cached_tokens", "prompt_tokens", "usage_problem")
         self._scalars: dict[str, list[Any]] = {k: [] for k in (*SCALARS, *extra)}
         self._ids: list[IntMatrix] = []
@@ -221,7 +223,7 @@ class ColumnBuilder:
         skipped: list[int] = []
         malformed: dict[int, str] = {}
         count = 0
-        for n, row in iter_numbered(path, skipped):
+        for n, row in iter_numbered(path, skipped, limit=self.line_limit):
             check_schema(row, where=f"{path} line {n}")
             if problem := record_problem(row):
                 skipped.append(n)

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from collectors.jsonl import LINE_LIMIT, bounded_lines
 from collectors.read.columns import (
     MAX_ABS_LOGPROB,
     ColumnBuilder,
@@ -43,7 +44,7 @@ from collectors.read.linecut import Cut, cut
 from collectors.read.matrices import FloatMatrix, pad_flat, pad_float
 from collectors.read.recordcheck import SCALAR_CHECKS, SEQUENCE_CHECKS, check_schema, field_problem, record_problem
 from loadgen.core.errors import RunFolderError
-from loadgen.core.runfiles import open_regular
+from loadgen.core.runfiles import open_lines
 
 _NUMBERS = frozenset((float, int))  # exactly these types convert the way ``usable_logprob`` reads them
 _LIST = frozenset((list,))
@@ -61,8 +62,8 @@ class FastColumnBuilder(ColumnBuilder):
     """``ColumnBuilder`` with lines cut as bytes (``collectors.read.linecut``), each distinct sequence parsed and
     converted once, vectorised chunk conversion and interned texts; same columns, same values."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, line_limit: int = LINE_LIMIT) -> None:
+        super().__init__(line_limit)
         self._texts: dict[str, str] = {}
         # per sequence field: value bytes -> parsed value and why no column can hold it (``record_problem``), so
         # equal values are parsed and checked once and share one object (None once a field's values were seen not
@@ -73,8 +74,8 @@ class FastColumnBuilder(ColumnBuilder):
 
     def add_file(self, path: Path) -> FileRead:
         try:
-            with open_regular(path, buffering=READ_BUFFER) as fh:
-                count, _, skipped, malformed = self.add_lines(fh, path)
+            with open_lines(path, buffering=READ_BUFFER) as fh:
+                count, _, skipped, malformed = self.add_lines(bounded_lines(fh, path, self.line_limit), path)
         except OSError as exc:
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
         return file_read(path, count, skipped, malformed)

@@ -29,12 +29,13 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
+from collectors.jsonl import LINE_LIMIT, bounded_lines
 from collectors.read.columns import CanaryColumns, ColumnBuilder, FileRead, file_read
 from collectors.read.fastcolumns import READ_BUFFER, FastColumnBuilder
 from collectors.read.matrices import _GONE, _widen
 from collectors.read.sidecar import ColumnsFileBuilder, has_columns, read_file
 from loadgen.core.errors import RunFolderError
-from loadgen.core.runfiles import open_regular, regular_size
+from loadgen.core.runfiles import open_lines
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this much canary JSONL per worker, one process reads it all
 
@@ -51,31 +52,36 @@ class RangeRead:
 
 
 def read_canaries(
-    paths: list[Path], *, workers: int | None = None, reference: bool = False
+    paths: list[Path], *, workers: int | None = None, reference: bool = False, line_limit: int = LINE_LIMIT
 ) -> tuple[CanaryColumns, list[FileRead]]:
     """Every canary file's records as one set of columns, and what was read from each file.
 
     ``workers``: processes to use (default: the usable cores, one per ``PARALLEL_MIN_BYTES``);
-    ``reference``: the reference builder in this process (for benchmarks and agreement tests)."""
+    ``reference``: the reference builder in this process (for benchmarks and agreement tests); ``line_limit``: the
+    longest line a file may hold (``collectors.jsonl.record_line_limit``)."""
     if reference:
-        builder: ColumnBuilder = ColumnBuilder()
+        builder: ColumnBuilder = ColumnBuilder(line_limit)
         files = [builder.add_file(p) for p in paths]
         return builder.finish(), files
     if any(has_columns(p) for p in paths):  # mapped columns: one process reads them faster than workers start
-        return _sequential(paths)
+        return _sequential(paths, line_limit)
     sizes = [_size(p) for p in paths]
     if workers is None:
         workers = min(_cores(), sum(sizes) // PARALLEL_MIN_BYTES)
     if workers <= 1 or "gevent" in sys.modules:  # a forked child of a gevent-patched process is not safe
-        return _sequential(paths)
-    tasks = [(p, a, b) for p, size in zip(paths, sizes, strict=True) for a, b in line_ranges(p, size, workers * 2)]
+        return _sequential(paths, line_limit)
+    tasks = [
+        (p, a, b, line_limit)
+        for p, size in zip(paths, sizes, strict=True)
+        for a, b in line_ranges(p, size, workers * 2, line_limit)
+    ]
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
         reads = list(pool.map(read_range, *zip(*tasks, strict=True)))
     if any(r.failed for r in reads):  # the sequential read raises its own error, naming the same record
-        return _sequential(paths)
+        return _sequential(paths, line_limit)
     files = []
     for path in paths:
-        mine = [r for (p, _, _), r in zip(tasks, reads, strict=True) if p == path]
+        mine = [r for (p, _, _, _), r in zip(tasks, reads, strict=True) if p == path]
         skipped: list[int] = []
         malformed: dict[int, str] = {}
         before = 0
@@ -88,10 +94,10 @@ def read_canaries(
     return merge_columns([r.columns for r in reads]), files
 
 
-def _sequential(paths: list[Path]) -> tuple[CanaryColumns, list[FileRead]]:
+def _sequential(paths: list[Path], line_limit: int) -> tuple[CanaryColumns, list[FileRead]]:
     with gc_paused():
-        fast = ColumnsFileBuilder()
-        files = [read_file(fast, p) for p in paths]
+        fast = ColumnsFileBuilder(line_limit)
+        files = [read_file(fast, p, line_limit) for p in paths]
         return fast.finish(), files
 
 
@@ -108,18 +114,18 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_range(path: Path, start: int, end: int) -> RangeRead:
+def read_range(path: Path, start: int, end: int, line_limit: int = LINE_LIMIT) -> RangeRead:
     """The records of the lines starting in ``[start, end)`` of ``path`` (``start`` is a line start)."""
     with gc_paused():
-        return _read_range(path, start, end)
+        return _read_range(path, start, end, line_limit)
 
 
-def _read_range(path: Path, start: int, end: int) -> RangeRead:
-    builder = FastColumnBuilder()
+def _read_range(path: Path, start: int, end: int, line_limit: int) -> RangeRead:
+    builder = FastColumnBuilder(line_limit)
     try:
-        with open_regular(path, buffering=READ_BUFFER) as fh:
+        with open_lines(path, buffering=READ_BUFFER) as fh:
             fh.seek(start)
-            _, lines, skipped, malformed = builder.add_lines(_lines_before(fh, end), path)
+            _, lines, skipped, malformed = builder.add_lines(_lines_before(fh, end, path, line_limit), path)
     except OSError as exc:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     except RunFolderError:  # the caller reads the file sequentially to report it
@@ -127,27 +133,33 @@ def _read_range(path: Path, start: int, end: int) -> RangeRead:
     return RangeRead(builder.finish(), lines, skipped, malformed, failed=False)
 
 
-def _lines_before(fh: BinaryIO, end: int) -> Iterator[bytes]:
-    """The lines of ``fh`` from where it stands that start before byte ``end``."""
+def _lines_before(fh: BinaryIO, end: int, path: Path, limit: int) -> Iterator[bytes]:
+    """The lines of ``fh`` from where it stands that start before byte ``end`` (none longer than ``limit``)."""
     pos = fh.tell()
-    for line in fh:
+    for line in bounded_lines(fh, path, limit):
         if pos >= end:
             return
         pos += len(line)
         yield line
 
 
-def line_ranges(path: Path, size: int, parts: int) -> list[tuple[int, int]]:
-    """About ``parts`` byte ranges covering the file, each starting at a line start."""
+def line_ranges(path: Path, size: int, parts: int, limit: int = LINE_LIMIT) -> list[tuple[int, int]]:
+    """About ``parts`` byte ranges covering the file, each starting at a line start (a line longer than ``limit``
+    bytes is refused, as ``collectors.jsonl.bounded_lines`` refuses it)."""
     if size == 0:
         return [(0, 0)]
     cuts = [0]
-    with open_regular(path) as fh:
+    with open_lines(path) as fh:
         for k in range(1, parts):
             fh.seek(max(size * k // parts, cuts[-1]))
             if fh.tell() > 0:
                 fh.seek(fh.tell() - 1)  # a cut exactly after a newline stays there
-                fh.readline()
+                at = fh.tell()
+                if len(fh.readline(limit + 1)) > limit:
+                    raise RunFolderError(
+                        f"{path}: more than {limit:,} bytes without a line break after byte {at:,}, longer than any "
+                        "record of this file can be; refused"
+                    )
             at = fh.tell()
             if cuts[-1] < at < size:
                 cuts.append(at)
@@ -192,7 +204,8 @@ def _join(parts: list[CanaryColumns], name: str, fill: float) -> Any:
 
 def _size(path: Path) -> int:
     try:
-        return regular_size(path)
+        with open_lines(path, buffering=0) as fh:
+            return os.fstat(fh.fileno()).st_size
     except OSError as exc:
         raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
 

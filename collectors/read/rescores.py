@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors.jsonl import iter_objects
+from collectors.jsonl import LINE_LIMIT, iter_objects
 from loadgen.core.rescore_record import RESCORE_FILE_GLOB, RescoreRecord
 
 
@@ -20,13 +20,15 @@ class RescoresRead:
     skipped: int  # lines that were not a whole record
 
 
-def read_rescores(run_dir: Path) -> RescoresRead:
-    """Every re-score record of ``run_dir``, in file-name then line order."""
+def read_rescores(run_dir: Path, line_limit: int = LINE_LIMIT) -> RescoresRead:
+    """Every re-score record of ``run_dir``, in file-name then line order (none longer than ``line_limit``)."""
     records: list[RescoreRecord] = []
     files, skipped = [], 0
     for path in sorted(run_dir.glob(RESCORE_FILE_GLOB)):
         lines: list[int] = []
-        records += [RescoreRecord.from_dict(raw, where=f"{path.name}") for raw in iter_objects(path, lines)]
+        records += [
+            RescoreRecord.from_dict(raw, where=f"{path.name}") for raw in iter_objects(path, lines, limit=line_limit)
+        ]
         files.append(path.name)
         skipped += len(lines)
     return RescoresRead(records, files, skipped)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd  # type: ignore[import-untyped]
 
 from collectors.client_cpu import ClientCpuSample, read_client_cpu
-from collectors.jsonl import iter_objects
+from collectors.jsonl import iter_objects, record_line_limit
 from collectors.losses import read_processes
 from collectors.read.columns import (
     BATCH_OTHERS,
@@ -133,7 +133,8 @@ def load_run(
     canary_paths = sorted(run_dir.glob("canaries*.jsonl"))
     if not canary_paths:
         raise RunFolderError(f"{run_dir}: no canaries*.jsonl file (is this a run folder?)")
-    canaries, files = read_canaries(canary_paths, workers=workers, reference=reference)
+    line_limit = record_line_limit(prepared.max_response_bytes)  # no line of a record of this run is longer
+    canaries, files = read_canaries(canary_paths, workers=workers, reference=reference, line_limit=line_limit)
     background, bg_files = _read_background(sorted(run_dir.glob("background*.jsonl")))
     engine_t, engine_running, prefix_queries, prefix_hits = _read_engine(run_dir / "engine_metrics.jsonl")
     traces = trace_paths(run_dir, engine_traces)
@@ -153,7 +154,7 @@ def load_run(
         client_cpu=read_client_cpu(run_dir),
         servers=[_read_server(run_dir, s.name, s.role) for s in prepared.servers],
         steps=read_traces(traces) if traces else None,
-        rescores=read_rescores(run_dir),
+        rescores=read_rescores(run_dir, line_limit),
     )
 
 

@@ -2,32 +2,24 @@
 
 Why: the columns file holds each record's sequences in numpy's layout, so a chunk of records becomes
 matrices by reading byte ranges, with no JSON parsed but each chunk's heads (one JSON array). The JSONL stays
-the truth; the columns file is trusted only as far as it provably matches it:
+the truth; the columns file is used only as far as it provably matches it:
 
-- its index is cut to its last complete row whose bytes in every other file are all there (a torn tail
-  of a killed writer is ignored);
-- its rows must be lines 1, 2, ... of the JSONL in order, ending where the JSONL says (a line's end
-  offset and CRC-32 checked at the first row, the last and a spread of others between);
+- its rows are proven first (``collectors.read.sideproof``): each one written again as its JSONL line and
+  compared with the JSONL's bytes, what is read of either file held to what the JSONL holds; the first row that
+  differs ends the coverage there, and ``FileRead.columns_notice`` says which and why (a killed writer's torn
+  tail ends it without a notice);
 - each head must be a record the columns can hold (``collectors.read.recordcheck.record_problem``); the first
   that is not ends the coverage there.
 
-Lines past the covered ones are read from the JSONL by ``collectors.read.fastcolumns`` in the same builder,
-so the result equals reading the JSONL alone: same rows, codes, skipped line numbers (``tests/collectors/
-test_sidecar.py``). A columns file that does not match its JSONL is not used at all: the whole file is
-read from the JSONL and ``FileRead.columns_notice`` says why. Must not print.
-
-Why this length: the trust checks (the index cut, line offsets and CRC-32s, the heads) and the builder that
-maps the covered rows read one mapping of the columns file; split, the builder would take on faith, in another
-module, what the checks proved.
+Lines past the covered ones are read from the JSONL by ``collectors.read.fastcolumns`` in the same builder
+(none longer than the run's record can be: ``collectors.jsonl.bounded_lines``), so the result equals reading
+the JSONL alone: same rows, codes, skipped line numbers (``tests/collectors/test_sidecar.py``). Must not print.
 """
 
 from __future__ import annotations
 
 import operator
-import os
-import zlib
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -35,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from collectors.jsonl import LINE_LIMIT, bounded_lines
 from collectors.read.columns import (
     BATCH_OTHERS,
     MAX_ABS_LOGPROB,
@@ -49,46 +42,21 @@ from collectors.read.columns import (
 )
 from collectors.read.fastcolumns import READ_BUFFER, FastColumnBuilder, _segment_gaps
 from collectors.read.matrices import filled
+from collectors.read.proofpool import prove_file
 from collectors.read.recordcheck import (
     _REQUIRED as REQUIRED,
 )
 from collectors.read.recordcheck import SCALAR_CHECKS, check_schema, record_problem
-from collectors.sidecar import FILES, INDEX, columns_dir
+from collectors.read.sideproof import Mapped
+from collectors.sidecar import FILES, columns_dir
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import SCHEMA
-from loadgen.core.runfiles import open_regular
+from loadgen.core.runfiles import open_lines, open_regular
 
-_SPOT_CHECKS = 64  # rows whose JSONL line is read back and compared, besides the first and the last
 # rows read at a time: a chunk's parsed heads and its sequences' working copies take about 27 KB a row beside
 # the matrices (220 MiB at 8,192 rows, the JSONL reader's chunk), and more rows a chunk buy no speed
 _ROWS_PER_READ = 2048
 Ints = npt.NDArray[np.int64]
-
-
-@dataclass
-class Mapped:
-    """A columns folder's files, open and cut to their complete rows, and each row's start in every file (one
-    more start than rows). Values are read a chunk at a time (``read``), never mapped: mapped pages would
-    count in the reader's resident memory as a million records' worth of them were touched."""
-
-    rows: int
-    index: npt.NDArray[np.void]
-    fds: dict[str, int]  # head, ids, lp, top, codes -> an open file descriptor
-    vocab: list[str]  # the strings ``codes`` points into
-    at: dict[str, Ints]  # head, ids, lp, top, codes -> cumulative starts
-
-    def read(self, name: str, a: int, b: int) -> Any:
-        """Rows ``a`` to ``b``'s values in file ``name`` (bytes for ``head``)."""
-        start, end = int(self.at[name][a]), int(self.at[name][b])
-        item = _ITEM[name]
-        data = os.pread(self.fds[name], (end - start) * item, start * item) if end > start else b""
-        if len(data) != (end - start) * item:
-            raise RunFolderError(f"{name}: shorter than when it was opened")
-        return data if name == "head" else np.frombuffer(data, dtype=_DTYPE[name])
-
-
-_ITEM = {"head": 1, "ids": 8, "lp": 8, "top": 8, "codes": 4}
-_DTYPE = {"ids": "<i8", "lp": "<f8", "top": "<f8", "codes": "<i4"}
 
 
 def has_columns(jsonl: Path) -> bool:
@@ -96,88 +64,47 @@ def has_columns(jsonl: Path) -> bool:
     return folder.is_dir() and not folder.is_symlink()
 
 
-def read_file(builder: ColumnsFileBuilder, path: Path) -> FileRead:
-    """``path`` into ``builder``: the rows its columns file covers, then the rest of its lines from the JSONL."""
+def read_file(builder: ColumnsFileBuilder, path: Path, line_limit: int) -> FileRead:
+    """``path`` into ``builder``: the rows its columns file proves (``collectors.read.sideproof``), then the rest of
+    its lines from the JSONL (none longer than ``line_limit``)."""
     with ExitStack() as stack:
+        jsonl = stack.enter_context(_open(path, 0))  # a JSONL that cannot be read raises, columns file or not
         try:
-            mapped = _map(stack, columns_dir(path))
-            notice = None if mapped is None else _mismatch(path, mapped)
+            mapped, why = _prove(stack, columns_dir(path), jsonl, path, line_limit)
         except (OSError, ValueError, RunFolderError) as exc:
-            mapped, notice = None, f"cannot be read ({exc})"
-        if notice is not None:
-            got = builder.add_file(path)
-            got.columns_notice = f"{columns_dir(path).name}: {notice}; read from {path.name} instead"
-            return got
+            mapped, why = None, f"cannot be read ({exc})"
         covered = 0 if mapped is None else builder.add_rows(mapped, path)
         end = 0 if not covered or mapped is None else int(mapped.index["jsonl_end"][covered - 1])
         try:
-            with open_regular(path, buffering=READ_BUFFER) as fh:
+            with _open(path, READ_BUFFER) as fh:
                 fh.seek(end)
-                count, _, skipped, malformed = builder.add_lines(fh, path, first=covered + 1)
+                count, _, skipped, malformed = builder.add_lines(
+                    bounded_lines(fh, path, line_limit, first=covered + 1), path, first=covered + 1
+                )
         except OSError as exc:
             raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-        return file_read(path, covered + count, skipped, malformed)
+        got = file_read(path, covered + count, skipped, malformed)
+        if why is not None:
+            rest = "instead" if not covered else f"from line {covered + 1:,} on"
+            got.columns_notice = f"{columns_dir(path).name}: {why}; read from {path.name} {rest}"
+        return got
 
 
-def _map(stack: ExitStack, folder: Path) -> Mapped | None:
-    """The folder's files mapped and cut to their complete rows; None where it holds no complete row."""
+def _open(path: Path, buffering: int) -> BinaryIO:
+    try:
+        return open_lines(path, buffering=buffering)
+    except OSError as exc:
+        raise RunFolderError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+
+
+def _prove(
+    stack: ExitStack, folder: Path, jsonl: BinaryIO, path: Path, line_limit: int
+) -> tuple[Mapped | None, str | None]:
+    """The columns folder's proven rows (None where it has none) and why the rest are not."""
     if not folder.is_dir() or folder.is_symlink():
-        return None
-    sizes = {}
-    handles: dict[str, BinaryIO] = {}
-    for name in FILES:
-        fh = stack.enter_context(open_regular(folder / name, buffering=0))
-        handles[name] = fh
-        sizes[name] = os.fstat(fh.fileno()).st_size
-    rows = sizes["index"] // INDEX.itemsize
-    if not rows:
-        return None
-    index = np.fromfile(handles["index"], dtype=INDEX, count=rows)
-    lengths = {
-        "head": index["head"].astype(np.int64),
-        "ids": index["n_ids"].astype(np.int64).clip(0),
-        "lp": index["n_lp"].astype(np.int64).clip(0),
-        "top": index["n_top"].astype(np.int64).clip(0) * index["k"].astype(np.int64),
-        "codes": index["n_tok"].astype(np.int64).clip(0),
-    }
-    if any((v < 0).any() for v in lengths.values()) or (np.diff(index["vocab"]) < 0).any():
-        raise ValueError("a row with a negative length")
-    at = {k: np.concatenate([[0], np.cumsum(v)]) for k, v in lengths.items()}
-    for name, starts in at.items():  # rows whose values are not all in their file: a torn tail
-        rows = min(rows, int(np.searchsorted(starts, sizes[name] // _ITEM[name], side="right")) - 1)
-    vocab_bytes = handles["vocab"].read()
-    words = vocab_bytes[: vocab_bytes.rfind(b"\n") + 1].splitlines()  # a torn last string is not one
-    rows = min(rows, int(np.searchsorted(index["vocab"], len(words), side="right")))
-    if rows <= 0:
-        return None
-    index = index[:rows]
-    at = {k: v[: rows + 1] for k, v in at.items()}
-    vocab = [orjson.loads(w) for w in words[: int(index["vocab"][-1])]]
-    if not all(type(w) is str for w in vocab):
-        raise ValueError("a vocabulary entry that is not a string")
-
-    return Mapped(rows, index, {k: handles[k].fileno() for k in _ITEM}, vocab, at)
-
-
-def _mismatch(path: Path, m: Mapped) -> str | None:
-    """Why the rows are not lines 1, 2, ... of the JSONL; None where they are."""
-    if not np.array_equal(m.index["line"], np.arange(1, m.rows + 1)):
-        return "its rows are not the JSONL's lines in order"
-    ends = m.index["jsonl_end"].astype(np.int64)
-    starts = np.concatenate([[0], ends[:-1]])
-    if (ends <= starts).any():
-        return "its line ends do not increase"
-    with open_regular(path, buffering=0) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if int(ends[-1]) > size:
-            return f"it covers {int(ends[-1]):,} bytes of a {size:,}-byte JSONL file"
-        picks = np.unique(np.linspace(0, m.rows - 1, min(m.rows, _SPOT_CHECKS + 2)).astype(np.int64))
-        for r in picks.tolist():
-            fh.seek(int(starts[r]))
-            line = fh.read(int(ends[r] - starts[r]))
-            if not line.endswith(b"\n") or b"\n" in line[:-1] or zlib.crc32(line) != int(m.index["crc"][r]):
-                return f"its row {r + 1} is not line {r + 1} of the JSONL"
-    return None
+        return None, None
+    files = {name: stack.enter_context(open_regular(folder / name, buffering=0)) for name in FILES}
+    return prove_file(files, folder, jsonl, path, line_limit)
 
 
 def _heads(m: Mapped, a: int, b: int) -> list[Any]:
@@ -258,8 +185,8 @@ class ColumnsFileBuilder(FastColumnBuilder):
     """``FastColumnBuilder`` that also takes rows from a columns file, a chunk at a time: the heads of a
     chunk parsed as one JSON array, the sequences read by byte range into matrices allocated once."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, line_limit: int = LINE_LIMIT) -> None:
+        super().__init__(line_limit)
         self._request_memo: dict[bytes, tuple[Any, ...]] = {}
         self._usage_memo: dict[bytes, tuple[Any, ...]] = {}
 

@@ -6,6 +6,7 @@ A thin edge over ``reports.export_records``; writes into the run folder unless `
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -21,6 +22,9 @@ def run(args: argparse.Namespace) -> int:
     from collectors.read.runfolder import load_run
     from reports.render.export import export_records
 
-    paths = export_records(load_run(args.run_dir).canaries, args.out or args.run_dir)
+    run = load_run(args.run_dir)
+    for notice in (f.columns_notice for f in run.files if f.columns_notice):  # the records come from the JSONL there
+        print(f"note: {notice}", file=sys.stderr)
+    paths = export_records(run.canaries, args.out or args.run_dir)
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

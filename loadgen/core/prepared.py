@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.core.manifest import Manifest
+from loadgen.core.runfiles import RECORDS_LIMIT
 from loadgen.core.scenario import Server
 from loadgen.core.scenario.phase import parse_phase
+from loadgen.core.scenario.schema import MAX_RESPONSE_BYTES
 from loadgen.core.servers import SIDES, Side, loaded_side, servers_of
 
 
@@ -28,7 +30,9 @@ class PreparedRun:
     scraper's period asked for, None for its default. ``loaded_side``: the side the background loads,
     ``background.side`` where it names one, else decode (``loadgen.core.servers.loaded_side``).
     ``background_phase``: ``background.phase``, normalised (``loadgen.core.scenario.phase``); "all" where the
-    manifest predates it or holds no mode, as such runs' background was held throughout."""
+    manifest predates it or holds no mode, as such runs' background was held throughout. ``max_response_bytes``:
+    where responses were cut (``endpoint.max_response_bytes``; its default where the manifest gives no count of
+    at least 1 KiB), which bounds how long a record of the run can be."""
 
     servers: tuple[Server, ...]
     level_quota: int | None
@@ -36,6 +40,7 @@ class PreparedRun:
     metrics_interval_s: float | None
     loaded_side: Side
     background_phase: str = "all"
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
     @classmethod
     def of(cls, m: Manifest) -> PreparedRun:
@@ -47,6 +52,7 @@ class PreparedRun:
         every = _number(_section(sc, "endpoint").get("metrics_interval_s"))
         side = _section(sc, "background").get("side")
         phase = _section(sc, "background").get("phase")
+        cut = _section(sc, "endpoint").get("max_response_bytes")
         return cls(
             servers=tuple(servers_of(sc)),
             level_quota=quota,
@@ -54,6 +60,7 @@ class PreparedRun:
             metrics_interval_s=every if every is not None and every > 0 else None,
             loaded_side=loaded_side(next((s for s in SIDES if s == side), None)),
             background_phase=_phase(phase),
+            max_response_bytes=min(cut, RECORDS_LIMIT) if type(cut) is int and cut >= 1024 else MAX_RESPONSE_BYTES,
         )
 
 

@@ -11,7 +11,10 @@ run itself) opens its files through here:
   same way: ``RECORDS_LIMIT`` (64 GiB) for JSON-lines files, read as a stream (a million 128-token canary
   records, the largest run ``benchmarks/read_speed.py`` makes, are 12.5 GB), ``DOCUMENT_LIMIT`` (64 MiB)
   for a JSON document read whole (``manifest.json``, ``process-*.json``, ``report.json``; a real one is
-  kilobytes).
+  kilobytes). A JSON-lines file (``open_lines``) must also have no hole: a file that is appended to has
+  none, while a sparse file's hole reads as zeros without a line break and costs no disk (a run folder of a few
+  blocks could make a reader read 64 GiB). How long one of its lines may be is its reader's bound
+  (``collectors.jsonl.bounded_lines``).
 - **Writes** never follow a link: a file is written to a temporary file of an unpredictable name made
   with ``O_CREAT | O_EXCL | O_NOFOLLOW`` beside it, then renamed over it (a reader never sees half a
   file, and a rename replaces a link instead of writing through it). Where a symbolic link or a special
@@ -95,6 +98,46 @@ def open_regular(path: Path, *, limit: int = RECORDS_LIMIT, buffering: int = -1)
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_lines(path: Path, *, buffering: int = -1) -> BinaryIO:
+    """``open_regular`` for a JSON-lines file (``RECORDS_LIMIT``), refused where a part of it was never written."""
+    fh = open_regular(path, buffering=buffering)
+    try:
+        size = os.fstat(fh.fileno()).st_size
+        hole = _first_hole(fh.fileno(), size)
+    except BaseException:
+        fh.close()
+        raise
+    if hole is not None:
+        fh.close()
+        start, end = hole
+        raise RunFolderError(
+            f"{path}: bytes {start:,} to {end:,} of its {size:,} were never written (a hole in a sparse file, which "
+            f"reads as zeros); a run's files are appended and have none; refused (where a crash left it at the end, "
+            f"truncate the file at byte {start:,} to read what comes before)"
+        )
+    return fh
+
+
+def _first_hole(fd: int, size: int) -> tuple[int, int] | None:
+    """Where the file's first hole starts and ends (a file system that does not tell: None)."""
+    seek_hole, seek_data = getattr(os, "SEEK_HOLE", None), getattr(os, "SEEK_DATA", None)
+    if seek_hole is None or seek_data is None or not size:
+        return None
+    try:
+        start = os.lseek(fd, 0, seek_hole)
+        if start >= size:
+            return None
+        try:
+            end = os.lseek(fd, start, seek_data)
+        except OSError:  # ENXIO: no data after it, the hole runs to the end
+            end = size
+        return start, end
+    except OSError:
+        return None
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
 
 
 def read_regular(path: Path, *, limit: int = DOCUMENT_LIMIT) -> bytes:

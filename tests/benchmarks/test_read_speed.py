@@ -16,6 +16,7 @@ import orjson
 import pandas as pd  # type: ignore[import-untyped]
 from read_speed import write_folder
 
+from collectors.jsonl import LINE_LIMIT
 from collectors.read import sidecar as sidecar_read
 from collectors.read.runfolder import load_run
 from collectors.sidecar import columns_dir
@@ -39,9 +40,9 @@ def test_its_columns_file_takes_the_readers_chunk_path_and_reads_as_its_jsonl(tm
     write_folder(fast, 300)
     write_folder(slow, 300, columns=False)
     path = fast / "canaries.jsonl"
-    with ExitStack() as stack:
-        mapped = sidecar_read._map(stack, columns_dir(path))
-        assert mapped is not None and mapped.rows == 300
+    with ExitStack() as stack, open(path, "rb") as jsonl:
+        mapped, why = sidecar_read._prove(stack, columns_dir(path), jsonl, path, LINE_LIMIT)
+        assert mapped is not None and mapped.rows == 300 and why is None  # every line written again as it is
         cols = sidecar_read._columns(sidecar_read._heads(mapped, 0, 300))
     assert cols is not None and sidecar_read._all_fit(cols)  # no head sent a record at a time
     a, b = load_run(fast, workers=1).canaries, load_run(slow, workers=1).canaries

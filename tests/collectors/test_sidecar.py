@@ -152,7 +152,7 @@ def test_a_jsonl_changed_after_the_fact_drops_the_columns_file_with_a_notice(tmp
     path.write_bytes(edit(path.read_bytes()))
     got, want = load_run(run_dir, workers=1), load_run(run_dir, reference=True)
     (notice,) = [f.columns_notice for f in got.files]
-    assert notice is not None and "canaries.columns" in notice and "read from canaries.jsonl instead" in notice
+    assert notice is not None and "canaries.columns" in notice and "read from canaries.jsonl" in notice
     from reports.analysis.build import build_report
 
     assert notice in build_report(got)["run"]["notices"]
@@ -206,9 +206,10 @@ def test_a_writer_killed_mid_run_leaves_the_report_of_its_jsonl(tmp_path: Path) 
 def test_a_head_the_columns_cannot_hold_ends_the_coverage_there(
     tmp_path: Path, rows_per_read: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A head changed in the columns file alone (its JSONL line is fine): rows from there come from the JSONL,
-    at the width of their own records (the later ones are longer); the same whether the rows are read in one
-    chunk or in many (the change then falls inside one)."""
+    """A record no column can hold (a canary id that is a number, in its JSONL line and its columns row alike):
+    rows from there come from the JSONL, which skips that record, at the width of their own records (the later
+    ones are longer); the same whether the rows are read in one chunk or in many (the change then falls inside
+    one)."""
     monkeypatch.setattr(sidecar_read, "_ROWS_PER_READ", rows_per_read)
     longer = [plain(i) for i in range(150, 300)]
     for r in longer:
@@ -216,11 +217,11 @@ def test_a_head_the_columns_cannot_hold_ends_the_coverage_there(
         r.token_ids, r.tokens, r.logprobs = [*r.token_ids, 9], [*r.tokens, "y"], [*r.logprobs, -1.0]
         r.top_logprobs = [*(r.top_logprobs or []), [("y", -1.0), ("z", -2.0)]]
     run_dir = collect(tmp_path / "run", [plain(i) for i in range(150)] + longer)
-    head = columns_dir(run_dir / "canaries.jsonl") / "head"
-    body = head.read_bytes()
-    at = body.index(b'"request_id":"q100"')
-    start = body.rindex(b'"canary_id":"c0"', 0, at)
-    head.write_bytes(body[:start] + b'"canary_id":1234' + body[start + 16 :])
+    for path in (columns_dir(run_dir / "canaries.jsonl") / "head", run_dir / "canaries.jsonl"):
+        body = path.read_bytes()
+        at = body.index(b'"request_id":"q100"')
+        start = body.rindex(b'"canary_id":"c0"', 0, at)
+        path.write_bytes(body[:start] + b'"canary_id":1234' + body[start + 16 :])  # as long: no line moves
     got, want = load_run(run_dir, workers=1), load_run(run_dir, reference=True)
     assert [f.columns_notice for f in got.files] == [None]
     assert_same(got, want)
