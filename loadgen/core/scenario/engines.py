@@ -30,19 +30,42 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
+# the shapes of common API keys and tokens (OpenAI, Hugging Face, GitHub, Slack, AWS, a bearer header)
+_SECRET_VALUE = re.compile(
+    r"\bsk-[A-Za-z0-9_-]{16,}|\bhf_[A-Za-z0-9]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bAKIA[0-9A-Z]{16}\b|\bBearer\s+\S{8,}"
+)
+# engine flags whose value is a key (vLLM's --api-key, SGLang's --api-key, llama.cpp's --api-key, hub tokens)
+_SECRET_FLAG = re.compile(r"--(api[-_]key|hf[-_]token|token|password)", re.IGNORECASE)
+_KEEP_OUT = (
+    "scenario files are copied into run folders (manifest.json, engine.log): export it in the environment "
+    "instead (the engine inherits this process's environment)"
+)
+
+
 def check_env(v: dict[str, str]) -> dict[str, str]:
-    for name in v:
+    for name, value in v.items():
         if not _ENV_NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not an environment variable name (letters, digits, _)")
         if _SECRET_NAME.search(name):
-            raise ValueError(
-                f"{name} looks like a secret; scenario files are copied into run folders: export it in "
-                "the environment instead (the engine inherits this process's environment)"
-            )
+            raise ValueError(f"{name} looks like a secret; {_KEEP_OUT}")
+        if _SECRET_VALUE.search(value):
+            raise ValueError(f"the value of {name} looks like a key; {_KEEP_OUT}")
+    return v
+
+
+def check_args(v: list[str]) -> list[str]:
+    """Engine arguments that hold a key (a key-shaped word, or the value of a key flag) are refused, never shown."""
+    for i, arg in enumerate(v):
+        flag = arg.split("=", 1)[0]
+        if _SECRET_VALUE.search(arg) or (_SECRET_FLAG.fullmatch(flag) and ("=" in arg or i + 1 < len(v))):
+            where = f"{flag}'s value" if _SECRET_FLAG.fullmatch(flag) else f"argument {i + 1}"
+            raise ValueError(f"{where} looks like a key; {_KEEP_OUT}")
     return v
 
 
 EnvVars = Annotated[dict[str, str], AfterValidator(check_env)]
+EngineArgs = Annotated[list[str], AfterValidator(check_args)]
 
 
 class LauncherSpec(_Strict):
@@ -50,7 +73,7 @@ class LauncherSpec(_Strict):
 
     kind: LauncherKind = "embedded"
     model: str | None = Field(default=None, min_length=1)  # vllm/sglang/llamacpp: a path or a hub name
-    args: list[str] = []  # appended to the command line this kind builds
+    args: EngineArgs = []  # appended to the command line this kind builds
     env: EnvVars = {}  # added to the environment the engine inherits
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 0  # 0: a free port picked at each start
@@ -94,7 +117,7 @@ class Side(_Strict):
     """One server's own settings: ``args`` appended to ``[launcher].args``, ``env`` merged over its env.
     GPU shares are args (vLLM ``--gpu-memory-utilization 0.14``), devices env (``CUDA_VISIBLE_DEVICES``)."""
 
-    args: list[str] = []
+    args: EngineArgs = []
     env: EnvVars = {}
 
     def over(self, base: Side) -> Side:
@@ -113,7 +136,7 @@ class MatrixCell(_Strict):
     """One engine configuration: launcher overrides, or an external endpoint."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.=+-]+$")
-    args: list[str] = []  # appended to [launcher].args (every server of a topology)
+    args: EngineArgs = []  # appended to [launcher].args (every server of a topology)
     env: EnvVars = {}  # merged over [launcher].env
     labels: dict[str, str] = {}  # recorded in the cell's manifest (and shown by compare)
     base_url: str | None = None  # an endpoint already running: no launcher for this cell

@@ -20,7 +20,15 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadgen.core.scenario.engines import Connector, ConnectorExtra, EnvVars, LauncherSpec, Side, TopologyMode
+from loadgen.core.scenario.engines import (
+    Connector,
+    ConnectorExtra,
+    EngineArgs,
+    EnvVars,
+    LauncherSpec,
+    Side,
+    TopologyMode,
+)
 
 SIDE_KINDS = ("embedded", "vllm", "sglang")  # engine kinds with a prefill/decode mode and a router
 # which connectors each kind's PD mode speaks (the embedded engine: NixlConnector's kv_transfer_params)
@@ -41,7 +49,7 @@ class RouterSpec(_Strict):
     """The router in front: vllm-router for the embedded engine and vLLM, sglang-router for SGLang."""
 
     executable: str | None = Field(default=None, min_length=1)  # the Python with the router package; default this one
-    args: list[str] = []  # appended to the command line the launcher builds
+    args: EngineArgs = []  # appended to the command line the launcher builds
     env: EnvVars = {}
     ready_timeout_s: float = Field(default=120.0, gt=0)
 

@@ -35,6 +35,23 @@ def test_a_full_study_scenario_loads() -> None:
         ({"launcher": {"kind": "embedded", "model": "m"}}, "launcher", "takes no 'model'"),
         ({"launcher": {"kind": "tgi"}}, "launcher.kind", "embedded"),
         ({"launcher": {"env": {"HF_TOKEN": "hf_abc"}}}, "launcher.env", "looks like a secret"),
+        (
+            {"launcher": {"env": {"HF_HOME": "hf_abcdefghijklmnopqrstuvwxyz12"}}},
+            "launcher.env",
+            "HF_HOME looks like a key",
+        ),
+        (
+            {"launcher": {"kind": "vllm", "model": "m", "args": ["--api-key", "hf_abc"]}},
+            "launcher.args",
+            "--api-key's value looks like a key",
+        ),
+        ({"launcher": {"args": ["--api_key=hf_abc"]}}, "launcher.args", "--api_key's value looks like a key"),
+        ({"launcher": {"args": ["--x", "sk-abcdefghijklmnopqrstu"]}}, "launcher.args", "argument 2 looks like a key"),
+        (
+            {"matrix": {"cells": [{"name": "a", "args": ["--token", "hf_abc"]}, {"name": "b"}]}},
+            "matrix.cells[0].args",
+            "looks like a key",
+        ),
         ({"cold_boot": {"requests": 1}}, "cold_boot.requests", "greater than or equal to 2"),
         ({"matrix": {"cells": [{"name": "only"}]}}, "matrix.cells", "at least 2"),
         ({"matrix": {"cells": [{"name": "a"}, {"name": "a"}]}}, "matrix.cells", "distinct"),
@@ -53,4 +70,4 @@ def test_mistakes_name_the_field(sections: dict[str, Any], field: str, words: st
         _load(**sections)
     msg = str(info.value)
     assert msg.startswith("s.toml: invalid scenario") and f"field {field}:" in msg and words in msg
-    assert "hf_abc" not in msg  # values are never echoed
+    assert "hf_abc" not in msg and "sk-abc" not in msg  # values are never echoed
