@@ -93,7 +93,7 @@ cost() {
         curl -sf "127.0.0.1:$port/health" >/dev/null && log "port $port healthy" || { log "port $port not healthy"; tail -30 "$R"/vllm-trace-*.log; }
     done
     cmd timeout 400 python3 "$WHY/trace_cost.py" --on http://127.0.0.1:8100 --off http://127.0.0.1:8101 \
-        --trace /tmp/cost-trace --out "$R/trace-cost.json" >"$R/trace-cost.out" 2>&1
+        --trace /tmp/cost-trace --rounds 4 --requests 128 --out "$R/trace-cost.json" >"$R/trace-cost.out" 2>&1
     log "cost: exit $?"
     tail -20 "$R/trace-cost.out"
     mkdir -p "$R/trace-cost-sample" && head -c 20000 /tmp/cost-trace/*.jsonl >"$R/trace-cost-sample/head.txt"
