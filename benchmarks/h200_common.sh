@@ -53,3 +53,23 @@ collect_results() {  # MATRIX [more tar options]: compare the cells under $R/MAT
     tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name '*.jsonl' | sort)
     ls -la "$OUT"
 }
+
+detached() {  # SCRIPT STAGE: run SCRIPT's STAGE in its own session, from a snapshot of the tree (a later call copies
+    # over the tree; the carried kit folders, dot-named, stay out of the snapshot)
+    local snap=/tmp/snapshot-$2
+    rm -rf "$snap" && mkdir -p "$snap" && tar -c --exclude='./.[a-z]*' . | tar -x -C "$snap"
+    (cd "$snap" && setsid nohup bash -c 'echo $$ >"$1"; exec bash "$2" "$3"' _ "$R/$2.pid" "$1" "$2" \
+        >"$R/$2.detached.log" 2>&1 </dev/null &)
+    sleep 1
+}
+
+wait_for() {  # STAGE SECONDS: until the detached STAGE ends, printing the timeline now and then
+    local pid
+    pid=$(cat "$R/$1.pid")
+    for i in $(seq "$2"); do
+        kill -0 "$pid" 2>/dev/null || { log "$1 done"; return 0; }
+        [ $((i % 60)) = 0 ] && tail -4 "$R/timeline.txt"
+        sleep 1
+    done
+    log "$1 still running after $2 s"
+}

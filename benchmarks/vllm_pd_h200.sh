@@ -57,7 +57,7 @@ from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 print("kv connectors", " ".join(sorted(KVConnectorFactory._registry)))'
 RESULTS=${RESULTS:-/tmp/vllm-pd-results}
 # shellcheck source=benchmarks/h200_common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results
+. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results, detached, wait_for
 env_up() {
     # shellcheck disable=SC1091
     . /tmp/bundle/env.sh
@@ -166,26 +166,6 @@ collect() {
     ls -la "$OUT"
 }
 
-detached() {  # STAGE: run it in its own session, from a snapshot of the tree (a later call copies over it)
-    local snap=/tmp/snapshot-$1
-    rm -rf "$snap" && mkdir -p "$snap" && tar -c --exclude=./.vllm --exclude=./.whl --exclude=./.nixl \
-        --exclude=./.pdw . | tar -x -C "$snap"
-    (cd "$snap" && setsid nohup bash -c 'echo $$ >"$1"; exec bash benchmarks/vllm_pd_h200.sh "$2"' _ "$R/$1.pid" "$1" \
-        >"$R/$1.detached.log" 2>&1 < /dev/null &)
-    sleep 1
-}
-
-wait_for() {  # STAGE SECONDS: until it ends, printing the timeline now and then
-    local pid
-    pid=$(cat "$R/$1.pid")
-    for i in $(seq "$2"); do
-        kill -0 "$pid" 2>/dev/null || { log "$1 done"; return 0; }
-        [ $((i % 60)) = 0 ] && tail -3 "$R/timeline.txt"
-        sleep 1
-    done
-    log "$1 still running after $2 s"
-}
-
 for stage in "$@"; do
     case $stage in
         stage-part0) stage_from .vllm "$KIT_DIR" ;;
@@ -193,7 +173,7 @@ for stage in "$@"; do
         stage-router) stage_from .pdw /tmp/pdw ;;
         install) install_pd ;;
         matrix | collect | compare | scenarios) $stage ;;
-        start-matrix) detached matrix ;;
+        start-matrix) detached benchmarks/vllm_pd_h200.sh matrix ;;
         wait-matrix) wait_for matrix "${WAIT_S:-540}" ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac

@@ -40,7 +40,7 @@ print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda
 print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)'
 RESULTS=${RESULTS:-/tmp/vllm-why-results}
 # shellcheck source=benchmarks/h200_common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results
+. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results, detached, wait_for
 env_up() {
     # shellcheck disable=SC1091
     . /tmp/bundle/env.sh
@@ -170,30 +170,11 @@ collect() {
     ls -la "$OUT"
 }
 
-detached() {  # STAGE: run it in its own session, from a snapshot of the tree (a later call copies over it)
-    local snap=/tmp/snapshot-$1
-    rm -rf "$snap" && mkdir -p "$snap" && tar -c --exclude=./.vllm --exclude=./.whl --exclude=./.stage . | tar -x -C "$snap"
-    (cd "$snap" && setsid nohup bash -c 'echo $$ >"$1"; exec bash benchmarks/vllm_why_h200.sh "$2"' _ "$R/$1.pid" "$1" \
-        >"$R/$1.detached.log" 2>&1 </dev/null &)
-    sleep 1
-}
-
-wait_for() {  # STAGE SECONDS: until it ends, printing the timeline now and then
-    local pid
-    pid=$(cat "$R/$1.pid")
-    for i in $(seq "$2"); do
-        kill -0 "$pid" 2>/dev/null || { log "$1 done"; return 0; }
-        [ $((i % 60)) = 0 ] && tail -4 "$R/timeline.txt"
-        sleep 1
-    done
-    log "$1 still running after $2 s"
-}
-
 for stage in "$@"; do
     case $stage in
         stage | cost | matrix | compare | collect | scenarios) $stage ;;
         install) install_why ;;
-        start-matrix) detached matrix ;;
+        start-matrix) detached benchmarks/vllm_why_h200.sh matrix ;;
         wait-matrix) wait_for matrix "${WAIT_S:-540}" ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac

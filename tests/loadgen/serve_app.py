@@ -9,11 +9,14 @@ The servers import their siblings as ``tests.loadgen....``, so one runs as a mod
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -59,3 +62,10 @@ def script_server(script: Path, *args: str) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def seen(url: str) -> dict[str, Any]:
+    """What a test server that keeps a record of its requests (``GET /_seen``) has seen so far."""
+    with urllib.request.urlopen(f"{url}/_seen", timeout=5) as resp:
+        data: dict[str, Any] = json.loads(resp.read())
+    return data

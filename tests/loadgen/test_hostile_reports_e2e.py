@@ -198,22 +198,10 @@ def test_progress_counts_every_record_of_a_hostile_answer(fault_server: str, tmp
     assert done.startswith(f"load done: {written}/{written} canaries"), out.stderr
 
 
-BATCH_SIZES = """
-name = "batchsizes"
-[endpoint]
-base_url = "{url}"
-[[canaries]]
-id = "claims"
-prompt = "batch-sizes:{size}"
-[[canaries]]
-id = "fine"
-prompt = "ok"
-[sweep]
-levels = [0]
-canaries_per_level = 2
-warmup = 0
-baseline = 1
-"""
+# NUMBERS with its first canary asking the fault server for an answer claiming a batch size
+BATCH_SIZES = NUMBERS.replace('name = "numbers"', 'name = "batchsizes"').replace(
+    'id = "numbers"\nprompt = "hostile-numbers"', 'id = "claims"\nprompt = "batch-sizes:{size}"'
+)
 
 
 def test_a_batch_size_no_engine_runs_is_a_malformed_answer_not_the_exact_co_residency(

@@ -8,11 +8,9 @@ even where the server echoes it back (``/echo``, ``/hostile``: the key must not 
 from __future__ import annotations
 
 import json
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -24,7 +22,7 @@ from loadgen.core.request import RunRequest
 from loadgen.core.scenario import parse_scenario
 from loadgen.studies.run import run
 from tests.loadgen.cli.clikit import loadgen
-from tests.loadgen.serve_app import script_server
+from tests.loadgen.serve_app import script_server, seen
 
 FAULT_SERVER = Path(__file__).with_name("fault_server.py")
 KEY = f"lgtest-{uuid.uuid4().hex}"  # distinctive: a hit can only be a leak
@@ -36,12 +34,6 @@ def servers() -> Iterator[tuple[str, str]]:
     """A server that wants ``KEY``, and a keyless one that only watches what reaches it."""
     with script_server(FAULT_SERVER, "--require-key", KEY) as keyed_url, script_server(FAULT_SERVER) as other_url:
         yield keyed_url, other_url
-
-
-def seen(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{url}/_seen", timeout=5) as resp:
-        data: dict[str, Any] = json.loads(resp.read())
-    return data
 
 
 def scenario(tmp_path: Path, base_url: str, *, key_env: str | None = ENV) -> Path:

@@ -15,11 +15,9 @@ the reproducer through the CLI, and ``sh replay.sh`` runs it as the README says,
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +28,7 @@ import pytest
 from loadgen.core.scenario import LauncherSpec
 from loadgen.launchers.approval import approval_digest, command_to_approve
 from tests.loadgen.cli.clikit import loadgen
-from tests.loadgen.serve_app import script_server
+from tests.loadgen.serve_app import script_server, seen
 from tests.reports.runkit import rec, write_run
 
 FAULT_SERVER = Path(__file__).parents[1] / "fault_server.py"
@@ -53,12 +51,6 @@ def given() -> Iterator[str]:
     """The replayer's own endpoint, given on replay.sh's command line."""
     with script_server(FAULT_SERVER) as url:
         yield url
-
-
-def seen(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{url}/_seen", timeout=5) as resp:
-        data: dict[str, Any] = json.loads(resp.read())
-    return data
 
 
 def hostile_run(tmp_path: Path, capture: str, *, launcher: dict[str, Any] | None = None) -> Path:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from loadgen.core.manifest import read_manifest
-from tests.loadgen.serve_app import script_server
+from tests.loadgen.serve_app import script_server, seen
 
 FAULT_SERVER = Path(__file__).parents[1] / "fault_server.py"
 KEY = f"lgtest-{uuid.uuid4().hex}"
@@ -48,12 +48,6 @@ def watcher() -> Iterator[str]:
     """Another host, fresh per test: anything a form could send elsewhere would arrive here."""
     with script_server(FAULT_SERVER) as url:
         yield url
-
-
-def requests_seen(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{url}/_seen", timeout=5) as resp:
-        seen: dict[str, Any] = json.loads(resp.read())
-    return seen
 
 
 def scenario(tmp_path: Path, *, keyed: bool = True, name: str = "guarded", base_url: str | None = None) -> Path:
@@ -151,7 +145,7 @@ def test_start_from_another_page_is_refused(
     """(a) A page elsewhere (its Origin, else its Referer; a sandboxed frame's ``null``; a DNS-rebound name)
     may not start, stop or reset; the same form from the UI's own page still starts a run."""
     path = scenario(tmp_path)
-    before = requests_seen(target)["requests"]
+    before = seen(target)["requests"]
     with ui(tmp_path, free_port, wait_http, path, target) as base:
         form = launch_form(tmp_path, target, path)
         foreign = [
@@ -177,9 +171,9 @@ def test_start_from_another_page_is_refused(
         (run_dir,) = wait_report(tmp_path / "runs")
     assert read_manifest(run_dir).labels == {"from": "own"}  # the one run folder is the allowed start's
     assert folders(tmp_path / "runs") == [run_dir]
-    after = requests_seen(target)["requests"]
+    after = seen(target)["requests"]
     assert sum(after.values()) > sum(before.values())
-    assert requests_seen(watcher)["requests"] == {}
+    assert seen(watcher)["requests"] == {}
 
 
 @pytest.mark.parametrize(
@@ -221,7 +215,7 @@ def test_form_cannot_move_the_run(
     manifest = read_manifest(run_dir)
     assert manifest.endpoint.base_url == target and manifest.levels == [0, 1] and manifest.labels == {"k": "v"}
     assert manifest.status == "finished"
-    assert requests_seen(watcher)["requests"] == {}
+    assert seen(watcher)["requests"] == {}
     assert not elsewhere.exists()
 
 
@@ -238,13 +232,13 @@ def test_allow_changes_moves_the_run_but_never_the_key(
         status, body, _ = call(base + "/swarm", moved)
         answer = json.loads(body)
         assert answer["success"] is False and f"API key ({ENV})" in answer["message"], body
-        assert requests_seen(watcher)["requests"] == {}
+        assert seen(watcher)["requests"] == {}
         status, body, _ = call(base + "/swarm", moved | {"scenario": str(keyless)})
         assert status == 200, body
         (run_dir,) = wait_report(elsewhere)
     assert read_manifest(run_dir).endpoint.base_url == watcher
-    seen = requests_seen(watcher)
-    assert seen["requests"] and set(seen["authorization"]) == {""}  # reached, and never with the key
+    got = seen(watcher)
+    assert got["requests"] and set(got["authorization"]) == {""}  # reached, and never with the key
     launch = tmp_path / "runs"  # the launch folder holds the session's log, and no run folder
     assert not launch.exists() or [p.name for p in launch.iterdir()] == ["locust-ui.log"]
 
@@ -346,7 +340,7 @@ def test_ui_cannot_be_framed_nor_change_its_users(
                 status = exc.code
                 assert "fixed when the web UI was started" in json.loads(exc.read())["message"]
             assert status == 403, headers
-    assert requests_seen(watcher)["requests"] == {}
+    assert seen(watcher)["requests"] == {}
 
 
 def test_ui_on_every_interface_needs_a_login_and_says_so(
