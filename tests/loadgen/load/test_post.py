@@ -50,7 +50,7 @@ class Recorder:
         length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
         while len(body) < length:
             body += conn.recv(65536)
-        self.requests.append(data if len(body) == length else head + b"\r\n\r\n" + body)
+        self.requests.append(head + b"\r\n\r\n" + body)  # the whole request, however the reads split it
         conn.sendall(ANSWER)
         return True
 
