@@ -39,7 +39,7 @@ stream = true
 [background]
 seed = 7
 prompt_words = [20, 60]
-max_tokens = [24, 32]
+max_tokens = [64, 96]  # long enough that none ends before a slower slot's first token opens the gate
 phase = "{{phase}}"
 
 [sweep]
