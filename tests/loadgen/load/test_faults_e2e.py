@@ -171,15 +171,16 @@ def test_locust_statistics_show_the_failures(outcome: Outcome) -> None:
 def test_check_exit_codes_follow_the_policy(outcome: Outcome) -> None:
     run_dir = outcome.result.run_dir
     failed = any(r["status"] == "error" and r["phase"] == "sweep" for r in outcome.rows)
-    assert _check(run_dir, "--max-errors", "0") == (1 if failed else 0)
     # every check also fails a planned level without completions or whose load was not there (faulted background
-    # can leave its slots empty: reports.analysis.level_load) and, unless relaxed, more than 5% failed
+    # can leave its slots empty, and a loaded machine can hold a level above its band: reports.analysis.level_load)
+    # and, unless relaxed, more than 5% failed
     rows = outcome.rows
     empty = any(
         not any(r["status"] == "ok" and r["level"] == lv for r in rows if r["phase"] == "sweep") for lv in (0, 2)
     )
     (canary,) = outcome.report.get("canaries", [outcome.report])
     unmeasured = any(lv.get("not_measured") for lv in canary["levels"])
+    assert _check(run_dir, "--max-errors", "0") == (1 if failed or empty or unmeasured else 0)
     relaxed = 1 if empty or unmeasured else 0
     assert _check(run_dir, "--max-errors", "100", "--max-error-rate", "1") == relaxed
     errors = sum(r["status"] == "error" for r in rows)
