@@ -38,11 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from harness import REPO, Sampler, checkout, command_line, cores, fast_server, median, table, tool_env
+from harness import REPO, Sampler, checkout, command_line, cores, fast_server, median, run_folder, table, tool_env
 
 from loadgen.core.scenario import load_scenario
 from loadgen.load.background import BackgroundBodies
 
+STOP_AFTER_S = 60.0  # start-up, probe, warm-up and baseline before the sweep's window
 RAMP_S = 1.0  # left out at the start of the tool's window: users spawning, first connections
 SCENARIO = """\
 name = "bench-ceiling"
@@ -226,10 +227,7 @@ def run_tool(
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=tree or REPO, env=tool_env(tree), **pinned(gen_cpu))  # type: ignore[call-overload]
     with Sampler(proc.pid, child_marker="locust", every_s=0.2) as gen:
-        stdout, _ = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"loadgen run failed ({proc.returncode}): {' '.join(cmd)}")
-    run_dir = Path(stdout.decode().strip().splitlines()[-1])
+        run_dir = run_folder(proc, cmd, STOP_AFTER_S + 3 * (RAMP_S + seconds))
     times, canary_times = _completions(run_dir)
     n, t0, t1 = steady_window(times, max(canary_times, default=0.0), RAMP_S, seconds)
     span = max(canary_times, default=0.0) - min(canary_times, default=0.0)

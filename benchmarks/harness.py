@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -83,6 +84,22 @@ def fast_server(cpu: int | None, *args: str) -> Iterator[tuple[str, psutil.Proce
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def run_folder(proc: subprocess.Popen[bytes], cmd: Sequence[str], deadline_s: float) -> Path:
+    """The run folder a headless ``loadgen run`` printed last, once it ends: on its own, or stopped as Ctrl-C would
+    at ``deadline_s`` (it keeps its records). A benchmark sizes its canary quota from an earlier run's canary rate,
+    and a saturated generator can hold the canary back for seconds each (the canary waits for every slot in flight
+    at once, loadgen/load/users.py), so a run may otherwise last far past the window it is measured over."""
+    try:
+        stdout, _ = proc.communicate(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate()
+    folder = stdout.decode().strip().splitlines()[-1:] if stdout else []
+    if not folder or not Path(folder[0]).is_dir():
+        raise SystemExit(f"loadgen run failed ({proc.returncode}): {' '.join(cmd)}")
+    return Path(folder[0])
 
 
 def pct(values: Sequence[float], q: float) -> float:

@@ -36,8 +36,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from generator_ceiling import RAMP_S, SCENARIO, _completions, pinned
-from harness import REPO, Sampler, command_line, cores, fast_server, median, table, tool_env
+from generator_ceiling import RAMP_S, SCENARIO, STOP_AFTER_S, _completions, pinned
+from harness import REPO, Sampler, command_line, cores, fast_server, median, run_folder, table, tool_env
 
 VLLM_METRICS = REPO / "tests" / "loadgen" / "core" / "wire" / "fixtures" / "vllm-0.26-h200" / "default-metrics-busy.txt"
 SERVERS = """
@@ -74,17 +74,17 @@ class Measured:
 WARM_CANARIES = 300  # the first, uncounted run's canaries: it gives the rate that sizes the quota
 
 
-def run_once(url: str, scenario: Path, users: int, canaries: int, out_dir: Path, gen_cpu: int) -> Measured:
+def run_once(
+    url: str, scenario: Path, users: int, canaries: int, out_dir: Path, gen_cpu: int, seconds: float
+) -> Measured:
     """One headless run pinned to ``gen_cpu``: recorded requests completing in the steady window, and the CPU of
     Locust and of the owner over it (``generator_ceiling.py``'s window)."""
     cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--host", url, "--levels", str(users)]
     cmd += ["--canaries-per-level", str(canaries), "--out", str(out_dir), "--no-report", "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, cwd=REPO, env=tool_env(None), **pinned(gen_cpu))  # type: ignore[call-overload]
     with Sampler(proc.pid, every_s=0.2) as owner, Sampler(proc.pid, child_marker="locust", every_s=0.2) as locust:
-        stdout, _ = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"loadgen run failed ({proc.returncode}): {' '.join(cmd)}")
-    times, canary_times = _completions(Path(stdout.decode().strip().splitlines()[-1]))
+        run_dir = run_folder(proc, cmd, STOP_AFTER_S + 3 * (RAMP_S + seconds))
+    times, canary_times = _completions(run_dir)
     last_canary = max(canary_times, default=0.0)
     t0 = min(times) + RAMP_S
     n = sum(1 for t in times if t0 <= t <= last_canary)
@@ -121,11 +121,17 @@ def main() -> None:
         scenarios[VARIANTS[1]].write_text(base + SERVERS.format(url=url))
         # the quota that fills the window, from a first run's rate (not counted)
         # (enough canaries to run well past the ramp: 20 ended inside it, and the window came out empty)
-        warm = run_once(url, scenarios[VARIANTS[0]], args.users, WARM_CANARIES, tmp / "runs", gen_cpu)
+        warm = run_once(url, scenarios[VARIANTS[0]], args.users, WARM_CANARIES, tmp / "runs", gen_cpu, args.seconds)
         quota = max(20, math.ceil(warm.rate * (args.seconds + RAMP_S) / (args.users + 1)))
         for rep in range(args.reps):
             for which in VARIANTS if rep % 2 == 0 else VARIANTS[::-1]:
-                rows.append((which, rep, run_once(url, scenarios[which], args.users, quota, tmp / "runs", gen_cpu)))
+                rows.append(
+                    (
+                        which,
+                        rep,
+                        run_once(url, scenarios[which], args.users, quota, tmp / "runs", gen_cpu, args.seconds),
+                    )
+                )
                 time.sleep(0.5)
         scraped = [len(list(d.glob("engine_metrics*.jsonl"))) for d in sorted((tmp / "runs").iterdir())]
     fmt = [
