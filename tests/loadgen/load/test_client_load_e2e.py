@@ -10,9 +10,10 @@ threshold and the generator-bound notice with the advice to add processes; the o
 And issue 19's "done when", with no help: a sweep to 256 streamed background users with the tool on one
 core (``loadgen run`` and its Locust pinned to one CPU; the server free to use the others). Either the
 level held (the server's own running count, scraped from its ``/metrics`` over each canary's life, never
-fell below 256 others) or the report marks the canaries not held and names the level generator-bound
-with the advice to add processes. What must never happen is what was seen before: the server serving far
-fewer requests than the level while the report is silent.
+fell below 256 others) or the report marks the canaries not held; it names the level generator-bound, with
+the advice to add processes, exactly when the Locust process's measured demand (CPU plus waiting for a core)
+was above the bound. What must never happen is what was seen before: the server serving far fewer requests
+than the level while the report is silent.
 """
 
 from __future__ import annotations
@@ -170,10 +171,14 @@ def test_256_streams_on_one_core_are_held_or_reported_bound(server: str, tmp_pat
     co = level["co_residency"]
     assert co["source"] == "metrics" and co["unmeasured"] == 0
     bound = report["client_load"]["generator_bound_levels"]
+    (load,) = [row for row in report["client_load"]["levels"] if row["concurrency"] == LEVEL]
+    # the generator is named exactly when its measured demand says so; on a machine whose other core is busy
+    # too, the server may be what fell short, and then the report says "not held" without blaming the tool
+    assert (LEVEL in bound) == (load["busiest_demand"] > BOUND_SHARE), (load, bound)
     if co["not_held"] == 0:
         assert co["held"] == level["canaries"] and co["min"] >= LEVEL
     else:
-        assert LEVEL in bound, f"level {LEVEL} not held ({co}) and not reported generator-bound ({bound})"
+        assert any("fewer other requests than the level" in n for n in report["run"]["notices"]), co
+    if LEVEL in bound:
         notice = next(n for n in report["run"]["notices"] if n.startswith("Generator-bound at level"))
         assert str(LEVEL) in notice and "add --processes" in notice
-        assert any("fewer other requests than the level" in n for n in report["run"]["notices"])
