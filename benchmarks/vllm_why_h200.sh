@@ -10,8 +10,9 @@
 #
 # A device call carries at most 64 MiB with the repository, so everything the machine lacks travels as one tar
 # (the kit's two parts and sha256 file, Locust's wheels in whl/, the model's files in code-lm/) split into
-# pieces of 33,000,000 bytes, one piece a call, made here with
-#   tar -cf - -C .stage-src . | split -b 33000000 -d - .stage/stage.tar.part.
+# pieces of 60,000,000 bytes, one piece a call (with docs/results/, 28 MB of earlier results the machine does not
+# need, moved out of the checkout for those calls and back after), made here with
+#   tar -cf - -C .stage-src . | split -b 60000000 -d - .stage/stage.tar.part.
 # Stages, one device call each unless said, back to back (the machine keeps /tmp only while held, ~30 s idle):
 #   stage        copy the carried .stage/ piece into /tmp/stage (once per piece)
 #   install      join the pieces, install the kit, Locust and the plugin's entry point, make the random model,
@@ -19,7 +20,10 @@
 #   cost         two `vllm serve` of the code model side by side, step trace on and off; trace_cost.py alternates
 #                the same load between them (the plugin's cost, issue 52 item 1)
 #   start-matrix the lanes below, detached (setsid) so that they outlive the call
-#   wait-matrix  waits up to WAIT_S seconds (default 540), then `collect` in the same call
+#   start-core   the short form for a session with little device time: one lane each for why bi0/bi1,
+#                why-decode bi0/bi1, the decode- and prefill-aimed phase cells, rl bi0/bi1, and the plugin's
+#                cost beside them (`cost` under the other lanes' load, so the on/off pair shares that noise)
+#   wait-matrix  waits up to WAIT_S seconds (default 540) for either form; name `collect` after it
 #   compare      `loadgen matrix --reuse` per study (every reported cell compared together), then `collect`
 #   collect      results.tar.gz (reports, traces, logs) and records.tar.gz (canary and re-score records)
 #
@@ -98,7 +102,7 @@ cost() {
     tail -20 "$R/trace-cost.out"
     mkdir -p "$R/trace-cost-sample" && head -c 20000 /tmp/cost-trace/*.jsonl >"$R/trace-cost-sample/head.txt"
     grep -h "loadgen_steps\|general_plugins\|plugin" "$R"/vllm-trace-*.log | head -20 >"$R/trace-cost-plugin-lines.txt"
-    pkill -f "vllm serve $CODE_LM"
+    pkill -f -- "--port 810[01]( |\$)"  # these two only: the matrix lanes' engines may be running beside them
     sleep 5
 }
 
@@ -143,6 +147,18 @@ matrix() {
     log "matrix: every lane done"
 }
 
+core() {  # the short form (see the stage list above)
+    env_up
+    scenarios
+    lane a why:bi1 why:bi0 &
+    lane b why-decode:bi1 why-decode:bi0 &
+    lane c why-phase-decode:bi1 why-phase-prefill:bi1 &
+    lane d rl:bi1 rl:bi0 &
+    cost &
+    wait
+    log "matrix: every lane done"
+}
+
 compare() {  # every study's reported cells compared together (nothing is run again), and every cell in one table
     env_up
     local study cells all=()
@@ -172,9 +188,10 @@ collect() {
 
 for stage in "$@"; do
     case $stage in
-        stage | cost | matrix | compare | collect | scenarios) $stage ;;
+        stage | cost | matrix | core | compare | collect | scenarios) $stage ;;
         install) install_why ;;
         start-matrix) detached benchmarks/vllm_why_h200.sh matrix ;;
+        start-core) detached benchmarks/vllm_why_h200.sh core && mv "$R/core.pid" "$R/matrix.pid" ;;
         wait-matrix) wait_for matrix "${WAIT_S:-540}" ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
