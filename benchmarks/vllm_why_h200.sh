@@ -21,8 +21,8 @@
 #                the same load between them (the plugin's cost, issue 52 item 1)
 #   start-matrix the lanes below, detached (setsid) so that they outlive the call
 #   start-core   the short form for a session with little device time: one lane each for why bi0/bi1,
-#                why-decode bi0/bi1, the decode- and prefill-aimed phase cells, rl bi0/bi1, and the plugin's
-#                cost beside them (`cost` under the other lanes' load, so the on/off pair shares that noise)
+#                why-decode bi0/bi1, the decode- and prefill-aimed phase cells, rl bi0/bi1 (or CORE_LANES), and
+#                the plugin's cost beside them (`cost` under the other lanes' load, so the on/off pair shares it)
 #   wait-matrix  waits up to WAIT_S seconds (default 540) for either form; name `collect` after it
 #   compare      `loadgen matrix --reuse` per study (every reported cell compared together), then `collect`
 #   collect      results.tar.gz (reports, traces, logs) and records.tar.gz (canary and re-score records)
@@ -147,13 +147,16 @@ matrix() {
     log "matrix: every lane done"
 }
 
-core() {  # the short form (see the stage list above)
+CORE_LANES=${CORE_LANES:-"why:bi1,why:bi0 why-decode:bi1,why-decode:bi0 why-phase-decode:bi1,why-phase-prefill:bi1 rl:bi1,rl:bi0"}
+core() {  # the short form (see the stage list above); CORE_LANES: lanes apart by spaces, a lane's cells by commas
     env_up
     scenarios
-    lane a why:bi1 why:bi0 &
-    lane b why-decode:bi1 why-decode:bi0 &
-    lane c why-phase-decode:bi1 why-phase-prefill:bi1 &
-    lane d rl:bi1 rl:bi0 &
+    local spec n=0
+    for spec in $CORE_LANES; do
+        n=$((n + 1))
+        # shellcheck disable=SC2046
+        lane "core$n" $(tr , ' ' <<<"$spec") &
+    done
     cost &
     wait
     log "matrix: every lane done"
