@@ -18,6 +18,7 @@ import sys
 from loadgen import __version__
 from loadgen.cli import serve
 from loadgen.core.errors import LoadgenError, visible
+from loadgen.core.stacks import dump_stacks_on_usr1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,6 +67,7 @@ def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.Argument
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    dump_stacks_on_usr1()  # a process that hangs can be asked where (docs/running.md, "Troubleshooting")
     if argv[:1] == ["serve"]:
         # every argument after "serve" is the engine's, --help included
         return serve.run(argparse.Namespace(command="serve", engine_args=argv[1:]))

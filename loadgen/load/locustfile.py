@@ -23,6 +23,7 @@ from locust.event import EventHook
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.core.options import web_credentials
+from loadgen.core.stacks import dump_stacks_on_usr1
 from loadgen.load.background_user import BackgroundUser
 from loadgen.load.coordinator import attach_coordinator, coordinator_side
 from loadgen.load.options import Launch, add_arguments
@@ -32,6 +33,8 @@ from loadgen.load.users import CanaryUser
 from loadgen.load.webui import install_login, install_tab, protect
 
 __all__ = ["BackgroundUser", "CanaryUser", "LevelShape"]  # what Locust takes from this module
+
+dump_stacks_on_usr1()  # into this process's log, on request (loadgen.core.stacks)
 
 
 @events.init_command_line_parser.add_listener

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ import pytest
 
 from collectors.jsonl import read_jsonl
 from loadgen.core.manifest import read_manifest
+from loadgen.studies.ui_session import LOG_NAME
+from tests.loadgen.stop_process import stop
 
 
 def test_form_start_uses_typed_options_and_reports(
@@ -72,9 +73,8 @@ def test_form_start_uses_typed_options_and_reports(
         assert len(rows) == 1 + 4 + 2 * 2
         _check_live_chart(base)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0, log_path.read_text()[-2000:]
+        code = stop(proc, log_path, tmp_path / "runs" / LOG_NAME, timeout=30)
+    assert code == 0, log_path.read_text()[-2000:]
 
 
 def _check_live_chart(base: str) -> None:
@@ -129,14 +129,10 @@ def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
             assert time.monotonic() < deadline and proc.poll() is None, "level 2 was never being reached"
             time.sleep(0.1)
         stopped = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-        took = time.monotonic() - stopped
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, log_path.read_text()[-2000:]
+        code = stop(proc, log_path, tmp_path / "runs" / LOG_NAME)
+    took = time.monotonic() - stopped
+    assert code == 0, log_path.read_text()[-2000:]
     assert took < 15, f"stop took {took:.1f} s: a user waited out the stop timeout\n" + log_path.read_text()[-3000:]
     (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/manifest.json")]
     assert read_manifest(run_dir).status == "interrupted"
@@ -187,9 +183,8 @@ def test_a_second_start_gets_a_run_of_its_own(
         assert _served_report(base) == (second / "report.html").read_bytes()
         table = _live_table(base)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0, log_path.read_text()[-2000:]
+        code = stop(proc, log_path, runs / LOG_NAME, timeout=30)
+    assert code == 0, log_path.read_text()[-2000:]
     manifest = read_manifest(second)
     rows = read_jsonl(second / "canaries.jsonl").rows
     assert manifest.labels == {"run": "2"} and manifest.status == "finished"
@@ -259,9 +254,8 @@ def test_the_table_gains_the_reports_per_level_cells(
             time.sleep(0.2)
         table = _live_table(base)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0, log_path.read_text()[-2000:]
+        code = stop(proc, log_path, runs / LOG_NAME, timeout=30)
+    assert code == 0, log_path.read_text()[-2000:]
     report_rows = _report_md_levels(run_dir / "report.md")
     records = [r for r in read_jsonl(run_dir / "canaries.jsonl").rows if r["phase"] == "sweep"]
     sweep = [row for row in table if row["level"] != "baseline"]

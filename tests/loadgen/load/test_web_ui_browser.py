@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from loadgen.studies.ui_session import LOG_NAME
+from tests.loadgen.stop_process import stop
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRED = os.environ.get("LOADGEN_BROWSER_TESTS") == "1"
@@ -72,8 +74,7 @@ def ui(engine_url: str, tmp_path: Path, free_port: int, wait_http: Callable[[str
         wait_http(f"http://127.0.0.1:{port}/")
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop(proc, tmp_path / "ui.log", tmp_path / LOG_NAME)
 
 
 def test_start_from_form_watch_tab_open_report(ui: str, tmp_path: Path) -> None:

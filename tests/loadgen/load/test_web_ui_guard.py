@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.cookiejar
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +27,9 @@ from typing import Any
 import pytest
 
 from loadgen.core.manifest import read_manifest
+from loadgen.studies.ui_session import LOG_NAME
 from tests.loadgen.serve_app import script_server, seen
+from tests.loadgen.stop_process import stop
 
 FAULT_SERVER = Path(__file__).parents[1] / "fault_server.py"
 KEY = f"lgtest-{uuid.uuid4().hex}"
@@ -82,9 +83,8 @@ def ui(
         wait_http(f"http://127.0.0.1:{port}/login")  # answers with or without --web-login, before any login
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    assert proc.returncode == 0, log_path.read_text()[-2000:]
+        code = stop(proc, log_path, out / LOG_NAME)
+    assert code == 0, log_path.read_text()[-2000:]
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

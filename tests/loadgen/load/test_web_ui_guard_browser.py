@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import uuid
@@ -15,6 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from loadgen.studies.ui_session import LOG_NAME
+from tests.loadgen.stop_process import stop
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRED = os.environ.get("LOADGEN_BROWSER_TESTS") == "1"
@@ -56,7 +58,6 @@ def test_login_then_a_changed_out_dir_is_refused_in_the_page(
             expect(page.get_by_text("fixed when the web UI was started")).to_be_visible()
             browser.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
+        stop(proc, tmp_path / "ui.log", out / LOG_NAME)
     # nothing ran: no folder elsewhere, and none in the launch folder beside the session's own log
     assert not elsewhere.exists() and (not out.exists() or [p.name for p in out.iterdir()] == ["locust-ui.log"])
