@@ -75,7 +75,7 @@ class CanaryRecord:
     # the level as the engine saw it (docs/design.md, "held"); None where a run predates them or nothing was measured
     burst: bool = False  # one of a burst's copies: ``level`` counts the copies in flight, this one included
     held_at_send: bool | None = None  # every background slot of the level had a request the server had started
-    background_held_at_send: int | None = None  # background slots held in this generator process at send
+    background_held_at_send: int | None = None  # background slots held at send, over every generator process
     # the streamed background came in one piece (first and last token together: a buffering proxy), so its slots
     # were held from their send (loadgen.load.holding.Buffering); None where not a sweep canary above level 0
     background_buffered: bool | None = None

@@ -31,6 +31,9 @@ class StageSnapshot:
     ready: bool
     burst: bool = False
     held: bool = False  # every worker's last fresh report: all background slots of the level hold a started request
+    # background slots holding a started request, summed over every worker's last fresh report: a canary record's
+    # ``background_held_at_send`` in a distributed run (a worker alone sees only its own share of the level)
+    held_slots: int = 0
 
     @property
     def finished(self) -> bool:
@@ -51,6 +54,7 @@ class Coordinator:
         self.tracker = tracker
         self.reports: dict[str, tuple[int, int, float]] = {}  # worker -> (background users, slots held, at)
         self.held = False
+        self.held_slots = 0
 
     def snapshot(self) -> StageSnapshot:
         t = self.tracker
@@ -58,7 +62,15 @@ class Coordinator:
         if stage is None:
             return StageSnapshot(t.index, None, None, 0, 0, False)
         return StageSnapshot(
-            t.index, stage.phase, stage.level, stage.quota, t.completed, t.ready, stage.burst, self.held
+            t.index,
+            stage.phase,
+            stage.level,
+            stage.quota,
+            t.completed,
+            t.ready,
+            stage.burst,
+            self.held,
+            self.held_slots,
         )
 
     def on_inflight(
@@ -66,19 +78,21 @@ class Coordinator:
     ) -> bool:
         """Record one worker's counts (background users, slots holding a started request) and its word that a
         stage's background failed for good, which ends that stage when it is the current sweep stage; True when
-        the stage just became ready or ended, or the level's held state changed (publish a snapshot)."""
+        the stage just became ready or ended, or the level's held state changed, or its held slots changed while
+        the level is not held (publish a snapshot: once held, every count is at least the level, and a canary
+        sent then says so without a message per hand-over)."""
         self.reports[worker] = (users, held, now)
         ended = failed is not None and self.tracker.end_by_background(failed)
-        was = self.held
-        self.held = self._held_now(now)
-        return self._check_ready(now) or was != self.held or ended
+        was, slots = self.held, self.held_slots
+        self._update_held(now)
+        return self._check_ready(now) or was != self.held or ended or (not self.held and slots != self.held_slots)
 
     def on_done(self, stage_index: int, now: float, stop: EarlyEnd | None = None) -> None:
         """Count a finished canary; ``stop`` (``claim_stop``'s answer) also ends its stage early."""
         self.tracker.complete(stage_index)
         if stop is not None:
             self.tracker.end_early(stage_index, stop)
-        self.held = self._held_now(now)  # the stage may have moved on: held is about its level
+        self._update_held(now)  # the stage may have moved on: held is about its level
         self._check_ready(now)
 
     def forget(self, worker: str) -> None:
@@ -90,9 +104,10 @@ class Coordinator:
             return None
         return sum(u for u, _ in fresh), sum(h for _, h in fresh)
 
-    def _held_now(self, now: float) -> bool:
+    def _update_held(self, now: float) -> None:
         stage, counts = self.tracker.current, self._fresh(now)
-        return stage is not None and counts is not None and counts[0] == stage.background <= counts[1]
+        self.held = stage is not None and counts is not None and counts[0] == stage.background <= counts[1]
+        self.held_slots = 0 if counts is None else counts[1]
 
     def _check_ready(self, now: float) -> bool:
         if self.tracker.ready or self.tracker.finished:

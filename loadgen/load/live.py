@@ -9,8 +9,8 @@ modal baseline completion, the earliest first on a tie: baseline canaries come f
 at a time, so they arrive in the order they were sent), so the live table and the report agree
 (``tests/loadgen/load/test_live_matches_report.py``). The divergence rate and its interval are
 ``loadgen.core.stats``'s, written as the report writes them (``reports.render.cells.rate_cell``); **held at
-send** is the record's ``background_held_at_send`` (this process's background slots that held a started
-request when the cell's last canary went out, of the level), as progress shows it. The columns only the
+send** is the record's ``background_held_at_send`` (the background slots, over every process, that held a
+started request when the cell's last canary went out, of the level), as progress shows it. The columns only the
 finished report has (drift max, bitwise equal, others, **held throughout**: they need each canary's logprobs
 against the reference and the engine's measured co-residency over its life) read ``PENDING`` until the report
 is written, then its own cells (``with_report``, ``reports.render.cells.level_cells``). Pure: no Locust, no

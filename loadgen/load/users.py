@@ -219,7 +219,7 @@ class CanaryUser(User):
             held = None if burst else _wait_held(st, ticket.level, stopping=gone)
         if not burst and gone():
             return  # stopped, or the level ended, while it was being reached: a canary sent now would not share it
-        background_held = st.holding.held
+        background_held = _held_slots(st)
         spec = st.scenario.background
         loaded = not burst and ticket.level > 0  # a sweep canary beside background: its level has a side
         buffered = st.buffering.seen if loaded and spec.stream else None
@@ -307,6 +307,16 @@ def _level_held(st: RunState, level: int) -> bool:
         return h.slots == level and h.held >= level
     snap = st.mirror.snapshot
     return h.all_held and snap is not None and snap.held
+
+
+def _held_slots(st: RunState) -> int:
+    """Background slots of the level holding a started request now: this process's, or in a distributed run every
+    worker's as the coordinator last heard (``StageSnapshot.held_slots``), this process's own count refreshed."""
+    own = st.holding.held
+    snap = st.mirror.snapshot
+    if not st.distributed or snap is None:
+        return own
+    return max(snap.held_slots, own)
 
 
 def done_summary(st: RunState, ticket: Ticket, record: CanaryRecord) -> CanaryDone:

@@ -31,9 +31,12 @@ class StageProgress:
     quota: int  # canaries this stage asks for (per-stage count x canaries)
     done: int  # canaries that came back, ok or failed
     errors: int
-    unique: int | None  # distinct completions, summed over canaries; None for the warm-up (counted nowhere)
+    # distinct completions of the canary with the most (counted per canary, never summed across canaries: two
+    # canaries that each always gave one answer are 1, not 2); None for the warm-up (counted nowhere)
+    unique: int | None
     diverged: int | None  # completions unlike the baseline reference; None with no reference (yet)
-    held: int | None  # "held at send": background slots the stage's last canary found held (its process), if recorded
+    # "held at send": background slots the stage's last canary found held, over every process, if recorded
+    held: int | None
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class RunProgress:
             return None, None
         key = "baseline" if stage.phase == "baseline" else str(stage.level)
         rows = [row for row in self.table.rows() if row["level"] == key]
-        unique = sum(int(row["unique"]) for row in rows)
+        unique = max((int(row["unique"]) for row in rows), default=0)
         if stage.phase == "baseline" or not self.has_baseline:
             return unique, None
         diverged = [self.table.diverged(c, stage.level) for c in self.canaries]

@@ -151,3 +151,41 @@ def test_quiet_shows_neither_progress_nor_summary(tmp_path: Path, engine_url: st
     (run_dir,) = tmp_path.iterdir()
     assert out.stderr == "" and out.stdout == f"{run_dir}\n"
     assert report_of(run_dir)["run"]["status"] == "finished"
+
+
+TWO_CANARIES = """
+name = "two-canaries"
+[[canaries]]
+id = "a"
+prompt = "The history of the old harbour town begins with"
+max_tokens = 16
+[[canaries]]
+id = "b"
+prompt = "Once upon a time in a small village there lived"
+max_tokens = 16
+[background]
+seed = 7
+prompt_words = [8, 40]
+max_tokens = [16, 48]
+[sweep]
+levels = [0, 4]
+canaries_per_level = 2
+warmup = 1
+baseline = 2
+"""
+
+
+def test_progress_counts_the_whole_level_over_processes_and_unique_per_canary(tmp_path: Path) -> None:
+    """Two load processes hold level 4 between them: "held at send" counts both (one alone holds 2). Two
+    canaries that each gave one completion alone are "unique 1", as each canary's report row says, not 2."""
+    scenario = tmp_path / "two.toml"
+    scenario.write_text(TWO_CANARIES)
+    cmd = [sys.executable, "-m", "loadgen", "run", str(scenario), "--processes", "2", "--out", str(tmp_path / "runs")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    done = {line.split(" done:")[0]: line for line in out.stderr.splitlines() if " done: canaries " in line}
+    assert "held at send 4/4;" in done["level 4"], done["level 4"]
+    baseline = [c["reference"]["unique_completions"] for c in report_of(run_dir)["canaries"]]
+    assert baseline == [1, 1]  # alone, each canary always matched itself
+    assert "canaries 4/4, unique 1, errors 0" in done["baseline"], done["baseline"]

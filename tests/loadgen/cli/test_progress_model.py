@@ -62,7 +62,7 @@ def records_for(s: Scenario, picks: list[tuple[bool, int]]) -> list[CanaryRecord
 
 
 def expected(s: Scenario, records: list[CanaryRecord]) -> list[dict[str, Any]]:
-    """Per stage, counted the plain way: done, errors, unique (per canary, summed), diverged from the modal
+    """Per stage, counted the plain way: done, errors, unique (per canary, the most of any), diverged from the modal
     baseline completion (earliest first on a tie)."""
     plan = build_stages(s.sweep, len(s.canaries))
     ids = [c.id for c in s.canaries]
@@ -78,7 +78,7 @@ def expected(s: Scenario, records: list[CanaryRecord]) -> list[dict[str, Any]]:
     for stage in plan:
         mine = [r for r in records if (r.phase, r.level, r.burst) == (stage.phase, stage.level, stage.burst)]
         ok = [r for r in mine if r.status == "ok"]
-        unique = sum(len({tuple(r.token_ids or ()) for r in ok if r.canary_id == c}) for c in ids)
+        unique = max(len({tuple(r.token_ids or ()) for r in ok if r.canary_id == c}) for c in ids)
         diverged = None
         if stage.phase == "sweep" and s.sweep.baseline and all(c in refs for c in ids):
             diverged = sum(tuple(r.token_ids or ()) != refs[r.canary_id] for r in ok)

@@ -21,8 +21,9 @@ def test_snapshot_round_trips_as_a_plain_dict() -> None:
 
 def test_readiness_sums_workers_and_ignores_stale_reports() -> None:
     coord, _ = setup([Stage("sweep", 4, 1)])
-    assert not coord.on_inflight("a", 2, 2, now=0.0)
-    assert coord.on_inflight("b", 2, 2, now=0.1)
+    coord.on_inflight("a", 2, 2, now=0.0)
+    assert not coord.tracker.ready
+    assert coord.on_inflight("b", 2, 2, now=0.1) and coord.tracker.ready
     coord2, _ = setup([Stage("sweep", 4, 1)])
     coord2.on_inflight("a", 2, 2, now=0.0)
     assert not coord2.on_inflight("b", 2, 2, now=REPORT_STALE_S + 1)  # a's report is stale
@@ -120,6 +121,16 @@ def test_held_needs_every_fresh_report_to_hold_the_levels_background() -> None:
     assert coord.snapshot().held
 
 
+def test_held_slots_sum_every_worker_and_are_published_while_the_level_is_reached() -> None:
+    coord, _ = setup([Stage("sweep", 4, 1)])
+    assert coord.on_inflight("a", 2, 1, now=0.0)  # 1 of 4: a count a waiting canary may be sent with
+    assert coord.snapshot().held_slots == 1
+    assert coord.on_inflight("b", 2, 2, now=0.1) and coord.snapshot().held_slots == 3
+    assert coord.on_inflight("a", 2, 2, now=0.2) and coord.snapshot().held_slots == 4 and coord.held
+    assert not coord.on_inflight("a", 2, 3, now=0.3)  # held: a hand-over's extra slot is no message
+    assert StageSnapshot.from_msg(coord.snapshot().to_msg()).held_slots == 5
+
+
 def test_held_goes_false_when_a_report_drops_a_held_slot() -> None:
     coord, _ = setup([Stage("sweep", 4, 1)])
     coord.on_inflight("a", 2, 2, now=0.0)
@@ -207,20 +218,24 @@ def test_level_zero_is_held_with_no_background() -> None:
 )
 def test_held_is_the_fresh_sums_after_every_report(level: int, reports: list[tuple[str, int, int, float]]) -> None:
     """After any sequence of reports: held iff the fresh reports' users sum to the level's background and their
-    held slots sum to at least that; on_inflight says to publish iff readiness was reached or held changed."""
+    held slots sum to at least that; on_inflight says to publish iff readiness was reached, held changed, or the
+    held slots changed while the level is not held."""
     coord, _ = setup([Stage("sweep", level, 1)])
     last: dict[str, tuple[int, int, float]] = {}
     now = 0.0
     for worker, users, h, gap in reports:
         held = min(h, users)  # a worker's held slots are among its users
         now += gap
-        was_held, was_ready = coord.snapshot().held, coord.tracker.ready
+        was_held, was_ready, was_slots = coord.snapshot().held, coord.tracker.ready, coord.snapshot().held_slots
         published = coord.on_inflight(worker, users, held, now)
         last[worker] = (users, held, now)
         fresh = [(u, k) for u, k, at in last.values() if now - at <= REPORT_STALE_S]
         expect = sum(u for u, _ in fresh) == level <= sum(k for _, k in fresh)
         assert coord.snapshot().held is expect
-        assert published == ((coord.tracker.ready and not was_ready) or expect != was_held)
+        slots = sum(k for _, k in fresh)
+        assert coord.snapshot().held_slots == slots
+        moved = not expect and slots != was_slots  # a count a waiting canary may be sent with
+        assert published == ((coord.tracker.ready and not was_ready) or expect != was_held or moved)
 
 
 def _burst_tickets(n_canaries: int, size: int, seed: int | None) -> list[int]:
