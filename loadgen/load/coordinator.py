@@ -171,14 +171,15 @@ class CoordinatorSide:
         return launched.host or load_scenario(path_of(launched.scenario)).endpoint.base_url
 
     def start_refusal(self, form: Mapping[str, str]) -> str | None:
-        """Why a web UI start with this form must not go ahead (``Launch.refusal``, then the key's host), or None."""
+        """Why a web UI start with this form must not go ahead, or None: ``Launch.refusal``, then the form's values
+        as the start would read them (``--levels 0,abc``, a level past the sweep's bounds) and the key's host.
+        Answered to the form, so its page shows why; found only once the start went, the reason would reach
+        the log alone and the page would show an empty stopped run."""
         if why := self.launch.refusal(form):
             return why
-        if not self.launch.allow_changes:
-            return None  # host and scenario are the launch ones: the key goes where it was meant to
         try:
             opts = normalise(self.launch.options_namespace(form))
-            self._start_scenario(opts, opts.host)
+            self._start_scenario(opts, opts.host or self.environment.host or None)
         except LoadgenError as exc:
             return str(exc)
         return None

@@ -29,6 +29,7 @@ POLL_S = 0.25
 # Locust's log format: "[2025-01-02 03:04:05,678] host/LEVEL/logger: message"
 _LINE = re.compile(r"^\[[^\]]*\] [^/]*/(?P<level>[A-Z]+)/(?P<name>[^:]+): (?P<msg>.*)$")
 _SHOWN = frozenset({"WARNING", "ERROR", "CRITICAL"})
+_PREFIX = "web UI: "
 
 
 @dataclass
@@ -65,7 +66,8 @@ class UiSession:
         elif name == "loadgen" and msg.startswith(RUN_ENDED):
             self._end(Path(msg[len(RUN_ENDED) :]))
         elif level in _SHOWN and (name.startswith("loadgen") or level != "WARNING"):
-            self.progress(UiNotice(f"web UI: {msg}"))
+            # the guard's own lines already say where they come from (``loadgen.load.webui``): said once
+            self.progress(UiNotice(msg if msg.startswith(_PREFIX) else _PREFIX + msg))
 
     def _start(self, run_dir: Path) -> None:
         if self.current is not None:
@@ -74,7 +76,7 @@ class UiSession:
             resolved = cast(dict[str, Any], read_manifest(run_dir).scenario)
             scenario = parse_scenario(resolved, f"{run_dir}/manifest.json")
         except LoadgenError as exc:
-            self.progress(UiNotice(f"web UI: run folder {run_dir}: not followed ({exc})"))
+            self.progress(UiNotice(f"{_PREFIX}run folder {run_dir}: not followed ({exc})"))
             return
         self.current = run_dir
         self.runs.append(run_dir)

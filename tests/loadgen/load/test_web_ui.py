@@ -98,6 +98,41 @@ def _check_live_chart(base: str) -> None:
     assert refused.value.code == 403
 
 
+def test_a_start_with_a_bad_value_is_refused_in_the_page_and_said_once_on_the_terminal(
+    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    """``--levels 0,abc`` typed in the form: the start's answer says why (Locust's page shows it beside the form),
+    no run starts, and the terminal says it once, not "web UI: web UI: ...". Before, the start went, the shape
+    failed on the levels, and the page showed an empty stopped run."""
+    log_path = tmp_path / "ui.log"
+    with open(log_path, "wb") as log:
+        cmd = ["run", "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", str(tmp_path / "runs")]
+        proc = subprocess.Popen([sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{free_port}"
+        wait_http(base + "/")
+        form = {"levels": "0,abc", "canaries_per_level": "1", "scenario": "quickstart"}
+        req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            answer = json.loads(resp.read())
+        assert answer == {
+            "success": False,
+            "message": "--levels: expected comma-separated non-negative integers, got '0,abc'",
+        }
+        time.sleep(1.0)  # the terminal follows Locust's log every 0.25 s
+        with urllib.request.urlopen(base + "/stats/requests", timeout=10) as resp:
+            assert json.loads(resp.read())["state"] == "ready"  # never started
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log_path.read_text()[-2000:]  # no run was interrupted
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["locust-ui.log"]
+    said = [line for line in log_path.read_text().splitlines() if "0,abc" in line]
+    assert said == [
+        "web UI: POST /swarm refused: --levels: expected comma-separated non-negative integers, got '0,abc'"
+    ]
+
+
 def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
     fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
 ) -> None:

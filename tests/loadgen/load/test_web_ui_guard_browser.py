@@ -1,4 +1,4 @@
-"""The web UI's guard in a real headless Chromium: ``--web-login``'s page, and a refused change shown in the form.
+"""The web UI's guard in a real headless Chromium: ``--web-login``'s page, and a refused change or value shown in the form.
 
 Skipped like ``test_web_ui_browser.py`` when no Chromium is installed (a failure with LOADGEN_BROWSER_TESTS=1).
 """
@@ -61,3 +61,34 @@ def test_login_then_a_changed_out_dir_is_refused_in_the_page(
         stop(proc, tmp_path / "ui.log", out / LOG_NAME)
     # nothing ran: no folder elsewhere, and none in the launch folder beside the session's own log
     assert not elsewhere.exists() and (not out.exists() or [p.name for p in out.iterdir()] == ["locust-ui.log"])
+
+
+def test_a_start_with_a_bad_level_says_why_in_the_page(
+    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+) -> None:
+    """Levels typed as ``0,abc``: the page shows why beside the form and no run starts (before, the start went
+    and the page showed an empty stopped run, the reason only in the terminal)."""
+    assert CHROMIUM, "LOADGEN_BROWSER_TESTS=1 but no chromium on PATH"
+    from playwright.sync_api import expect, sync_playwright
+
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "loadgen", "run", "--ui", "--host", fault_server]
+    cmd += ["--web-port", str(free_port), "--out", str(out)]
+    with open(tmp_path / "ui.log", "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{free_port}"
+    try:
+        wait_http(base + "/")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(base + "/")
+            page.get_by_role("button", name="Custom parameters").click()
+            page.locator("input[name=levels]").fill("0,abc")
+            page.get_by_role("button", name="Start").click()
+            expect(page.get_by_text("--levels: expected comma-separated non-negative integers")).to_be_visible()
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert [p.name for p in out.iterdir()] == ["locust-ui.log"]  # nothing ran
