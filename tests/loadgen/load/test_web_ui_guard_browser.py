@@ -1,4 +1,4 @@
-"""The web UI's guard in a real headless Chromium: ``--web-login``'s page, and a refused change or value shown in the form.
+"""The web UI's guard in a real headless Chromium: ``--web-login``'s page, a refused change or value in the form.
 
 Skipped like ``test_web_ui_browser.py`` when no Chromium is installed (a failure with LOADGEN_BROWSER_TESTS=1).
 """
