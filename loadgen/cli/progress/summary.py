@@ -12,15 +12,17 @@ from pathlib import Path
 import orjson
 
 from loadgen.core.errors import visible
+from loadgen.core.manifest import EndedByClaim
 from reports.model.report import Report, is_report
-from reports.render.md import levels_table, unmeasured_lines
+from reports.render.md import claim_heading, levels_table, unmeasured_lines
 from reports.render.seeds import seeds_summary
 
 
 def summary_lines(report: Report) -> list[str]:
     """Verdict, blank line, per-level table, blank line, per canary (the id first when there are several); a
     prefill/decode run's sentence on which side's load the divergence follows; with an engine step trace, the
-    factor the drift followed; the seed contracts broken, or that they held; why the x-axis is unmeasured."""
+    factor the drift followed; the claim asked for (``--claim-max-rate``) and where it holds, and the levels its rule
+    ended early; the seed contracts broken, or that they held; why the x-axis is unmeasured."""
     entries = report.get("canaries") or []
     lines: list[str] = []
     for entry in entries:
@@ -33,11 +35,25 @@ def summary_lines(report: Report) -> list[str]:
             lines += [follows["sentence"], ""]
         if steps := entry.get("engine_steps"):
             lines += [f"Why: {steps['sentence']}", ""]
+        asked = any(lv["claim"]["asked"] for lv in entry["levels"] if "claim" in lv)
+        if asked and (claim := claim_heading(entry)):
+            lines += [claim, ""]
+    if ended := report["run"].get("levels_ended_by_claim"):
+        lines += [_ended_by_claim(ended), ""]
     if seeds := seeds_summary(report.get("seed_contracts")):
         lines += [*seeds, ""]
     if unmeasured := report["run"].get("x_axis_unmeasured"):
         lines += [f"Notice: {unmeasured}", ""]
     return [visible(line) for line in lines]
+
+
+def _ended_by_claim(ended: list[EndedByClaim]) -> str:
+    """The levels the claim rule ended before their quota, with what each had completed."""
+    each = ", ".join(f"{e.get('level')} ({e.get('completed')} of {e.get('quota')} canaries)" for e in ended)
+    return (
+        f"Level{'s' if len(ended) > 1 else ''} {each} ended early by the claim rule: a canary diverged from the "
+        "baseline reference, so the claim could no longer hold there."
+    )
 
 
 def read_summary(run_dir: Path) -> list[str]:
