@@ -152,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
         )
         result = run_scenario(request, progress=shown)
     if args.ui:  # each run's end is printed as it came; nothing more: the last line is the last run's folder
-        return result.locust_exit
+        # the session exits as its last run would headless: Ctrl-C while a run goes ends it interrupted, exit 1
+        unfinished = result.status is not None and result.status != RunStatus.FINISHED
+        return result.locust_exit or int(unfinished)
     report = read_report(result.run_dir)
     for line in end_lines(result.run_dir, result.status, result.headline, report, args.quiet):
         print(line)

@@ -69,7 +69,8 @@ MAX_PROCESSES = 1024  # Locust worker processes: beyond any host's cores, and a 
 @dataclass
 class RunResult:
     run_dir: Path  # the run folder (headless; web UI: the last run's, else the folder that receives them)
-    status: RunStatus | None  # the run's final status; None after a web UI session (each start has its own)
+    # the run's final status; after a web UI session its last run's (Ctrl-C while one goes: interrupted), None if none
+    status: RunStatus | None
     locust_exit: int
     headline: list[str] = field(default_factory=list)  # said first: the endpoint failed, records were lost
     runs: list[Path] = field(default_factory=list)  # a web UI session's: every run started from it, in order
@@ -187,12 +188,13 @@ def _run_ui(cmd: list[str], out_dir: Path, url: str, progress: Progress) -> RunR
         offset = os.fstat(log.fileno()).st_size
         progress(UiReady(url, log_path))
         proc = spawn(cmd, stdout=log, stderr=subprocess.STDOUT)
-    watcher = Watcher(UiSession(log_path, offset, progress))
+    session = UiSession(log_path, offset, progress)
+    watcher = Watcher(session)
     try:
         code = _wait_forwarding_signals(proc)
     finally:
         runs = watcher.stop()
-    return RunResult(runs[-1] if runs else out_dir, None, code, runs=runs)
+    return RunResult(runs[-1] if runs else out_dir, session.last_status, code, runs=runs)
 
 
 def check_options(out_dir: Path, processes: int) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from loadgen.core.errors import LoadgenError
-from loadgen.core.manifest import read_manifest
+from loadgen.core.manifest import RunStatus, read_manifest
 from loadgen.core.scenario import parse_scenario
 from loadgen.load.options import RUN_ENDED, RUN_STARTED  # not coordinator: that imports Locust (gevent)
 from loadgen.studies.events import LoadEnded, LoadStarted, Progress, RunEnded, UiNotice
@@ -41,6 +41,7 @@ class UiSession:
     progress: Progress
     runs: list[Path] = field(default_factory=list)  # every run started, in order
     current: Path | None = None  # the run going now
+    last_status: RunStatus | None = None  # the last run's status once it ended (None: unreadable, or no run ended)
     _rest: bytes = b""
 
     def poll(self) -> None:
@@ -91,6 +92,7 @@ class UiSession:
             status = read_manifest(run_dir).run_status
         except LoadgenError:
             status = None
+        self.last_status = status
         self.progress(RunEnded(run_dir, status))
 
     def close(self) -> None:

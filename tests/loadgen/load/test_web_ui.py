@@ -133,14 +133,16 @@ def test_a_start_with_a_bad_value_is_refused_in_the_page_and_said_once_on_the_te
     ]
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
-    fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
+    signum: signal.Signals, fault_server: str, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
 ) -> None:
-    """SIGTERM while level 2 is being reached (under ``/tokenless`` the background is answered at once with no
-    token, so no slot is ever seen started, the level is never held and the canary user waits for its
-    ticket): no level-2 canary is sent, every user stops at once rather than after Locust's stop timeout
-    (30 s), and the run folder is ended as interrupted, with its records and reports. Against a server whose
-    background answers had tokens, level 2 was sometimes held within seconds and the run simply finished."""
+    """Ctrl-C (SIGINT) or SIGTERM while level 2 is being reached (under ``/tokenless`` the background is answered
+    at once with no token, so no slot is ever seen started, the level is never held and the canary user waits for
+    its ticket): no level-2 canary is sent, every user stops at once rather than after Locust's stop timeout
+    (30 s), and the run folder is ended as interrupted, with its records and reports; the session exits 1, as a
+    headless run interrupted does (it exited 0). Against a server whose background answers had tokens, level 2
+    was sometimes held within seconds and the run simply finished."""
     log_path = tmp_path / "ui.log"
     host = fault_server + "/tokenless"
     with open(log_path, "wb") as log:
@@ -165,9 +167,9 @@ def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
             time.sleep(0.1)
         stopped = time.monotonic()
     finally:
-        code = stop(proc, log_path, tmp_path / "runs" / LOG_NAME)
+        code = stop(proc, log_path, tmp_path / "runs" / LOG_NAME, sig=signum)
     took = time.monotonic() - stopped
-    assert code == 0, log_path.read_text()[-2000:]
+    assert code == 1, log_path.read_text()[-2000:]  # interrupted, as headless
     assert took < 15, f"stop took {took:.1f} s: a user waited out the stop timeout\n" + log_path.read_text()[-3000:]
     (run_dir,) = [p.parent for p in (tmp_path / "runs").glob("*/manifest.json")]
     assert read_manifest(run_dir).status == "interrupted"
