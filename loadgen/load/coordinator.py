@@ -27,7 +27,7 @@ from locust.env import Environment
 from locust.runners import MasterRunner
 
 from loadgen.core.errors import LoadgenError, RunFolderError, UsageError
-from loadgen.core.manifest import EngineStarted, read_manifest, update_manifest
+from loadgen.core.manifest import EngineStarted, RunStatus, read_manifest, update_manifest
 from loadgen.core.request import RunRequest
 from loadgen.core.runfiles import copy_file
 from loadgen.core.scenario import Scenario, load_scenario, parse_scenario, with_overrides
@@ -83,6 +83,8 @@ class CoordinatorSide:
         self.launch = launch  # the options Locust started with, before a web UI start rewrote them
         self.run: CoordinatorRun | None = None
         self.ended: EndedRun | None = None
+        self.owned_status: RunStatus | None = None  # the last run this process owned and ended: its final status
+        self.owned_any = False
 
     def current(self) -> CoordinatorRun:
         """The run going now, prepared on first use: the shape's first tick comes before ``test_start``."""
@@ -298,9 +300,27 @@ class CoordinatorSide:
                 report = written_report(st.run_dir)
             except LoadgenError as exc:
                 log.error("report for %s failed: %s", st.run_dir, exc)
+            self.owned_any, self.owned_status = True, _status(st.run_dir)
             # the table's report-only cells (drift, others, held throughout) from the report just written
             self.ended = EndedRun(st.run_dir, with_report(rows, report))
         log.info("%s%s", RUN_ENDED, st.run_dir)  # the last word on this run: ``loadgen run --ui`` reads it
+
+
+    def exit_code(self) -> int | None:
+        """This process's exit code as ``loadgen run`` gives a run's: 0 when the last run it owned finished, 1 when
+        not; None when it owned none (``loadgen run`` owns a headless run and decides from its status). Plain
+        ``locust -f`` would otherwise exit 1 on a good run: background requests cut off at the stop count as
+        Locust failures (docs/running.md, "Distributed runs")."""
+        if not self.owned_any:
+            return None
+        return 0 if self.owned_status == RunStatus.FINISHED else 1
+
+
+def _status(run_dir: Path) -> RunStatus | None:
+    try:
+        return read_manifest(run_dir).run_status
+    except LoadgenError:
+        return None
 
 
 def one_process_phase(scenario: Scenario, environment: Environment) -> bool:

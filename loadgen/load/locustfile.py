@@ -26,7 +26,7 @@ from loadgen.core.options import web_credentials
 from loadgen.core.stacks import dump_stacks_on_usr1
 from loadgen.load.background_user import BackgroundUser
 from loadgen.load.coordinator import attach_coordinator, coordinator_side
-from loadgen.load.options import Launch, add_arguments
+from loadgen.load.options import Launch, add_arguments, summary_only
 from loadgen.load.shape import LevelShape
 from loadgen.load.user_side import attach_user_side, user_side
 from loadgen.load.users import CanaryUser
@@ -45,6 +45,7 @@ def _options(parser: Any) -> None:
 @events.init.add_listener
 def _init(environment: Environment, **_: Any) -> None:
     launch = Launch.of(environment.parsed_options)
+    summary_only(environment.parsed_options)
     environment.events.canary_record = EventHook()  # type: ignore[attr-defined]
     runner = environment.runner
     if runner is None:
@@ -73,3 +74,12 @@ def _stop(environment: Environment, **_: Any) -> None:
         user_side(environment).finish()
     if not isinstance(environment.runner, WorkerRunner):
         coordinator_side(environment).finish()
+
+
+@events.quitting.add_listener
+def _quitting(environment: Environment, **_: Any) -> None:
+    runner = environment.runner
+    if runner is None or isinstance(runner, WorkerRunner) or runner.exceptions:
+        return  # a user that raised: Locust's own exit code says so
+    if (code := coordinator_side(environment).exit_code()) is not None:
+        environment.process_exit_code = code

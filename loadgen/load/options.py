@@ -74,6 +74,13 @@ def add_arguments(parser: Any) -> None:
     )
 
 
+def summary_only(parsed: Any) -> None:
+    """Locust's stats table once, at the end, as ``--only-summary`` does, unless ``--print-stats`` asks for it
+    every 2 s: a headless ``locust -f`` would otherwise fill a CI log with tables the run's report has better."""
+    if parsed is not None and not getattr(parsed, "print_stats", False):
+        parsed.only_summary = True
+
+
 def normalise(parsed: Any) -> RunOptions:
     def get(name: str, default: Any) -> Any:
         return getattr(parsed, name, default) if parsed is not None else default

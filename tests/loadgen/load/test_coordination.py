@@ -22,8 +22,9 @@ def test_snapshot_round_trips_as_a_plain_dict() -> None:
 def test_readiness_sums_workers_and_ignores_stale_reports() -> None:
     coord, _ = setup([Stage("sweep", 4, 1)])
     coord.on_inflight("a", 2, 2, now=0.0)
-    assert not coord.tracker.ready
-    assert coord.on_inflight("b", 2, 2, now=0.1) and coord.tracker.ready
+    ready = [coord.tracker.ready]
+    assert coord.on_inflight("b", 2, 2, now=0.1)
+    assert [*ready, coord.tracker.ready] == [False, True]
     coord2, _ = setup([Stage("sweep", 4, 1)])
     coord2.on_inflight("a", 2, 2, now=0.0)
     assert not coord2.on_inflight("b", 2, 2, now=REPORT_STALE_S + 1)  # a's report is stale

@@ -16,6 +16,7 @@ from collectors.jsonl import read_jsonl
 from loadgen.core.manifest import read_manifest
 from scenarios import path_of
 
+LOCUSTFILE = Path(__file__).parents[3] / "loadgen" / "load" / "locustfile.py"  # as docs/running.md runs it
 LEVELS = [0, 2, 4]
 PER_LEVEL = 6
 
@@ -99,3 +100,41 @@ def test_sigkilled_worker_loses_no_completed_canary(engine_url: str, tmp_path: P
     assert manifest.workers_vanished == [worker]
     report_md = (run_dir / "report.md").read_text()
     assert f"Worker(s) {worker} vanished" in report_md
+
+
+def test_plain_locust_master_and_worker_exit_0_on_a_good_run_with_one_stats_table(
+    engine_url: str, tmp_path: Path, free_port: int
+) -> None:
+    """The master/worker commands docs/running.md gives, as a CI job runs them: both exit 0 on a run that finished
+    (background cut off at the stop counts as Locust failures, which made the master exit 1), and the master prints
+    Locust's stats table once, at the end, not every 2 s."""
+    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    port = ["--master-port", str(free_port)]
+    bind = ["--master-bind-host", "127.0.0.1", "--master-bind-port", str(free_port)]
+    run = ["--host", engine_url, "--scenario", "quickstart", "--levels", "0,2", "--canaries-per-level", "2"]
+    with open(tmp_path / "worker.log", "wb") as log:
+        worker = subprocess.Popen(
+            [*locust, "--worker", "--master-host", "127.0.0.1", *port],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    try:
+        master = subprocess.run(
+            [*locust, "--master", "--headless", *bind, *run],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=tmp_path,
+        )
+        worker.wait(timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    output = master.stdout + master.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert read_manifest(run_dir).status == "finished", output[-3000:]
+    assert master.returncode == 0, output[-3000:]
+    assert worker.returncode == 0, (tmp_path / "worker.log").read_text()[-3000:]
+    assert output.count("# fails |") == 1, output[-3000:]  # the stats table's header: the summary at the end only
