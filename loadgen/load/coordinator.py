@@ -305,7 +305,6 @@ class CoordinatorSide:
             self.ended = EndedRun(st.run_dir, with_report(rows, report))
         log.info("%s%s", RUN_ENDED, st.run_dir)  # the last word on this run: ``loadgen run --ui`` reads it
 
-
     def exit_code(self) -> int | None:
         """This process's exit code as ``loadgen run`` gives a run's: 0 when the last run it owned finished, 1 when
         not; None when it owned none (``loadgen run`` owns a headless run and decides from its status). Plain
