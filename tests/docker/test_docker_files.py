@@ -207,6 +207,16 @@ def test_images_are_pinned(name: str) -> None:
             assert tag == version, f"{svc_name}: tag the tool's image with the project version {version}"
 
 
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_vllm_image_is_the_version_the_results_were_measured_with(name: str) -> None:
+    """The vLLM a Compose run starts by default is the one docs/results/vllm-h200 measured, so a user's run
+    compares with the project's published figures (``VLLM_IMAGE`` picks another)."""
+    measured = re.search(r"vLLM (\d+\.\d+\.\d+)", (ROOT / "docs/results/vllm-h200/README.md").read_text())
+    assert measured, "docs/results/vllm-h200/README.md names no vLLM version"
+    images = {str(svc["image"]) for svc in services(name).values() if str(svc["image"]).startswith("vllm/")}
+    assert images == {f"vllm/vllm-openai:v{measured.group(1)}"}
+
+
 def test_interpolation_needs_defaults() -> None:
     assert interpolate("a${X:-b}c$$d", "t") == "abc$d"
     with pytest.raises(AssertionError, match="no default"):
