@@ -67,7 +67,7 @@ def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.Argument
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    dump_stacks_on_usr1()  # a process that hangs can be asked where (docs/running.md, "Troubleshooting")
+    dump_stacks_on_usr1()  # a process that hangs can be asked where (README, "Troubleshooting")
     if argv[:1] == ["serve"]:
         # every argument after "serve" is the engine's, --help included
         return serve.run(argparse.Namespace(command="serve", engine_args=argv[1:]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -123,10 +124,9 @@ def test_a_start_with_a_bad_value_is_refused_in_the_page_and_said_once_on_the_te
         with urllib.request.urlopen(base + "/stats/requests", timeout=10) as resp:
             assert json.loads(resp.read())["state"] == "ready"  # never started
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-    assert proc.returncode == 0, log_path.read_text()[-2000:]  # no run was interrupted
-    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["locust-ui.log"]
+        code = stop(proc, log_path, tmp_path / "runs" / LOG_NAME, sig=signal.SIGINT, timeout=30)
+    assert code == 0, log_path.read_text()[-2000:]  # no run was interrupted
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [LOG_NAME]
     said = [line for line in log_path.read_text().splitlines() if "0,abc" in line]
     assert said == [
         "web UI: POST /swarm refused: --levels: expected comma-separated non-negative integers, got '0,abc'"

@@ -89,6 +89,5 @@ def test_a_start_with_a_bad_level_says_why_in_the_page(
             expect(page.get_by_text("--levels: expected comma-separated non-negative integers")).to_be_visible()
             browser.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    assert [p.name for p in out.iterdir()] == ["locust-ui.log"]  # nothing ran
+        stop(proc, tmp_path / "ui.log", out / LOG_NAME)
+    assert [p.name for p in out.iterdir()] == [LOG_NAME]  # nothing ran
