@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import faulthandler
 import signal
+import sys
 
 
 def dump_stacks_on_usr1() -> None:
-    """Register the dump on SIGUSR1 (where the platform has it); safe to call more than once."""
+    """Register the dump on SIGUSR1 (where the platform has it); safe to call more than once. Written to the
+    process's own standard error (``sys.__stderr__``): a caller that redirected ``sys.stderr`` into memory (the
+    CLI called in-process, as tests call it) has no file descriptor there, and the dump needs one."""
     usr1 = getattr(signal, "SIGUSR1", None)
-    if usr1 is not None:
-        faulthandler.register(usr1, all_threads=True)
+    if usr1 is not None and sys.__stderr__ is not None:
+        faulthandler.register(usr1, file=sys.__stderr__, all_threads=True)
