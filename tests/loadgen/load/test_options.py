@@ -8,7 +8,7 @@ from loadgen.core.errors import UsageError
 from loadgen.core.manifest import EngineFacts
 from loadgen.core.options import auto_processes, parse_labels, parse_levels, parse_processes
 from loadgen.core.scenario import Server
-from loadgen.load.options import StartedEngine, normalise
+from loadgen.load.options import StartedEngine, normalise, summary_only
 
 
 def test_web_ui_strings_are_normalised_to_real_types() -> None:
@@ -80,3 +80,11 @@ def test_the_started_engine_crosses_to_locust_typed_and_whole() -> None:
     ):
         with pytest.raises(UsageError, match="--started-engine"):
             StartedEngine.of(SimpleNamespace(started_engine=bad))
+
+
+def test_locusts_stats_table_comes_once_unless_print_stats_asks_for_it_every_2_s() -> None:
+    quiet, asked = SimpleNamespace(print_stats=False, only_summary=False), SimpleNamespace(print_stats=True)
+    summary_only(quiet)
+    summary_only(asked)
+    assert quiet.only_summary is True
+    assert not hasattr(asked, "only_summary")  # left to Locust: its periodic table, as asked
