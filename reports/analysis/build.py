@@ -229,11 +229,20 @@ def mark_unmeasured(entry: CanaryAnalysis, background: list[BackgroundLevel] | N
 def verdict(entry: CanaryAnalysis) -> str:
     o, ref = entry["overall"], entry["reference"]
     unit = ref.get("unit", "token")
-    parts = [f"{_n(o['unique_completions'], 'unique completion')} over {_n(o['completions'], 'canary', 'canaries')}"]
-    if o["errors"]:
-        parts[0] += f" ({_n(o['errors'], 'error')})"
-    ed = o["earliest_divergence"]
-    parts.append(f"earliest divergence at {unit} {ed}" if ed is not None else "no divergence from the reference")
+    if not o["completions"]:  # nothing to compare: no count of completions, no verdict on divergence
+        failed = f": all {_n(o['canaries'], 'canary', 'canaries')} of the sweep failed" if o["errors"] else ""
+        parts = [f"no completions{failed}; no verdict"]
+    else:
+        # one count: the sweep's canaries, of which some completed and some failed (never "over 0 canaries")
+        parts = [f"{_n(o['unique_completions'], 'unique completion')} over {_n(o['canaries'], 'canary', 'canaries')}"]
+        if o["errors"]:
+            parts[0] += f" ({o['errors']} failed)"
+        ed = o["earliest_divergence"]
+        if ed is not None:
+            parts.append(f"earliest divergence at {unit} {ed}")
+        else:
+            referred = ref.get("request_id") is not None
+            parts.append("no divergence from the reference" if referred else "no reference to compare with")
     fc = o.get("first_divergent_concurrency")
     if fc is not None:
         parts.append(f"divergence first seen at concurrency {fc}")

@@ -17,6 +17,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from loadgen.core.claims import describe, level_claim
 from loadgen.core.thresholds import DEFAULT_MAX_ERROR_RATE, METRICS, Threshold
+from reports.analysis.level_load import kinds_text
 from reports.analysis.verdict import completed, said_failed
 from reports.model.report import Figures, Report
 
@@ -85,10 +86,6 @@ def _fact(name: str, passed: bool, message: str, limit: float = 0.0, actual: flo
     return Outcome(name, "run", "run", name, limit, actual, passed, message)
 
 
-def _kinds(kinds: dict[str, int]) -> str:
-    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
 def integrity(
     report: Report, max_error_rate: float = DEFAULT_MAX_ERROR_RATE, *, allow_unmeasured: bool = False
 ) -> list[Outcome]:
@@ -136,7 +133,8 @@ def integrity(
             for k, n in (b.get("error_kinds") or {}).items():
                 kinds[k] = kinds.get(k, 0) + n
     rate = errors / sent if sent else 0.0
-    failed = f"{errors} of {sent} canaries failed" + (f" ({_kinds(kinds)})" if kinds else "")
+    first = f"; the first: {health['first_error']}" if health.get("first_error") else ""
+    failed = f"{errors} of {sent} canaries failed" + (f" ({kinds_text(kinds)}{first})" if kinds else "")
     dead = "the endpoint failed: " if said_failed(status, bool(health.get("endpoint_failed"))) else ""
     ok = rate <= max_error_rate and not dead
     message = f"{dead}{failed}: error rate {100 * rate:.1f}%, allowed {100 * max_error_rate:g}% (--max-error-rate)"

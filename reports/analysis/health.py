@@ -18,6 +18,7 @@ import numpy as np
 
 from collectors.losses import lost_records
 from reports.analysis import level_load
+from reports.analysis.level_load import kinds_text
 from reports.analysis.verdict import endpoint_failed, said_failed
 from reports.model.report import CanaryAnalysis, Health, HealthFacts
 
@@ -41,10 +42,6 @@ def missing_choices(frame: Any, scenario: Any) -> int:
 def _trailing(failed: np.ndarray[Any, Any]) -> int:
     ok = np.flatnonzero(~failed)
     return int(len(failed) - (ok[-1] + 1)) if ok.size else len(failed)
-
-
-def _kinds(kinds: dict[str, int]) -> str:
-    return ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _n(count: int, one: str, many: str | None = None) -> str:
@@ -88,6 +85,7 @@ def run_health(run: RunData, canaries: Sequence[CanaryAnalysis]) -> Health:
         "canaries": sent,
         "errors": errors,
         "error_kinds": dict(sorted(kinds.items())),
+        "first_error": level_load.first_error(f) if errors else None,
         "error_rate": errors / sent if sent else None,
         "endpoint_failed": bool(dead),
         "levels_without_completions": empty,
@@ -160,7 +158,9 @@ def malformed_notices(files: Sequence[FileRead]) -> list[str]:
 
 
 def _failed(h: HealthFacts) -> str:
-    return f"{h['errors']} of {_n(h['canaries'], 'canary', 'canaries')} failed ({_kinds(h['error_kinds'])})"
+    """``8 of 8 canaries failed (http_status ×8; the first: HTTP 400: ...)``: the server's reason, not only a count."""
+    first = f"; the first: {h['first_error']}" if h["first_error"] else ""
+    return f"{h['errors']} of {_n(h['canaries'], 'canary', 'canaries')} failed ({kinds_text(h['error_kinds'])}{first})"
 
 
 def _lost(h: HealthFacts) -> list[str]:

@@ -25,8 +25,8 @@ from reports.model.report import BackgroundErrors, BackgroundLevel, Level
 MOSTLY = 0.5  # a level is not measured when more than this share of its background failed or its canaries were off
 
 
-def _describe(row: Mapping[str, Any]) -> str:
-    """One failed background request in words: its kind, status and message."""
+def describe_error(row: Mapping[str, Any]) -> str:
+    """One failed request (a canary or a background row) in words: its kind, status and message, one line."""
     kind = str(row.get("error_kind") or "error")
     status = row.get("http_status")
     what = f"HTTP {int(status)}" if isinstance(status, int | float) and np.isfinite(status) else kind
@@ -38,8 +38,18 @@ def _describe(row: Mapping[str, Any]) -> str:
 
 
 def kinds_text(kinds: Mapping[str, int]) -> str:
-    """Error kinds with their counts, in words that do not read as an HTTP status: ``http_status ×24``."""
-    return ", ".join(f"{k} ×{n}" for k, n in kinds.items())
+    """Error kinds with their counts, in words that do not read as an HTTP status: ``http_status ×24``; the most
+    frequent first."""
+    return ", ".join(f"{k} ×{n}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def first_error(frame: Any) -> str | None:
+    """The first failed request of ``frame`` (canary records or background rows) by send time, in words
+    (``describe_error``); None where none failed."""
+    failed = frame[frame["status"] != "ok"]
+    if not len(failed):
+        return None
+    return describe_error(failed.iloc[int(np.argmin(failed["sent_at"].to_numpy(dtype=np.float64)))].to_dict())
 
 
 def background_errors(bg: Any | None) -> BackgroundErrors | None:
@@ -49,10 +59,7 @@ def background_errors(bg: Any | None) -> BackgroundErrors | None:
         return None
     failed = bg[bg["status"] != "ok"]
     kinds = {str(k): int(n) for k, n in failed["error_kind"].fillna("unknown").value_counts().items()}
-    first = None
-    if len(failed):
-        row = failed.iloc[int(np.argmin(failed["sent_at"].to_numpy(dtype=np.float64)))]
-        first = _describe(row.to_dict())
+    first = first_error(bg)
     requests = len(bg)
     return {
         "requests": requests,

@@ -334,6 +334,7 @@ class HealthFacts(TypedDict):
     canaries: int
     errors: int
     error_kinds: dict[str, int]
+    first_error: str | None  # the first failed canary by send time, in one line (``level_load.describe_error``)
     error_rate: float | None
     endpoint_failed: bool
     levels_without_completions: dict[str, list[int]]  # canary id -> planned levels without completions

@@ -1,8 +1,9 @@
 """A tiny OpenAI-style server whose misbehaviour is chosen by the prompt, for the client's fault tests.
 
 Run as ``python -m tests.loadgen.fault_server [--require-key KEY]``; prints ``READY http://127.0.0.1:PORT``.
-Prompts: ``ok``, ``status:<code>``, ``reset`` (stream cut mid-body), ``nodone`` (stream without
-``[DONE]``), ``malformed`` (a broken JSON chunk), ``error-in-stream``, ``slow`` (3 s before headers).
+Prompts: ``ok``, ``status:<code>`` (a JSON error), ``html:<code>`` (a 14-line HTML error page), ``reset``
+(stream cut mid-body), ``nodone`` (stream without ``[DONE]``), ``malformed`` (a broken JSON chunk),
+``error-in-stream``, ``slow`` (3 s before headers).
 Hostile prompts: ``trickle`` (one body byte, or for a stream one ``: ping`` SSE comment, every 0.2 s
 for ``TRICKLE_S`` seconds, then the end without a whole answer), ``huge`` or ``huge:<MiB>`` (3 MiB, or that
 many, of body: a JSON string, or for a stream one endless line), ``too-many-tokens`` (5 tokens, whatever max_tokens
@@ -190,6 +191,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if prompt.startswith("status:"):
         code = int(prompt.split(":")[1])
         return web.json_response({"error": {"message": f"injected {code}", "type": "x", "code": code}}, status=code)
+    if prompt.startswith("html:"):
+        return web.Response(text=ERROR_PAGE, content_type="text/html", status=int(prompt.split(":")[1]))
     if prompt == "slow":
         await asyncio.sleep(3)
     if prompt == "trickle":
@@ -332,6 +335,13 @@ async def big_config(_: web.Request) -> web.Response:
 
 async def seen(_: web.Request) -> web.Response:
     return web.json_response({k: dict(v) for k, v in SEEN.items()})
+
+
+ERROR_PAGE = "\n".join(
+    ["<!DOCTYPE html>", "<html>", "<head><title>Not Found</title></head>", "<body>"]
+    + [f"<p>line {i} of a proxy's error page</p>" for i in range(8)]
+    + ["</body>", "</html>"]
+)
 
 
 async def html(_: web.Request) -> web.Response:

@@ -67,7 +67,7 @@ def test_single_canary_shape_and_context() -> None:
     assert short_notice.startswith("1 canary shared the engine with fewer other requests than the level")
     assert "level 4: 1" in short_notice
     assert report["verdict"] == (
-        "3 unique completions over 15 canaries (1 error); earliest divergence at token 3; "
+        "3 unique completions over 16 canaries (1 failed); earliest divergence at token 3; "
         "divergence first seen at concurrency 2; level 1 not measured (the load was not there)"
     )
     # the fixture's one background request at level 1 failed: that level's load was not there
