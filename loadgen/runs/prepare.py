@@ -1,7 +1,8 @@
 """Prepare a run before any load: validate, resolve the endpoint, probe it, create the run folder.
 
 Why: everything that can fail on bad input fails here, in the calling process, with a clear error
-and before a single background request is sent. Both ``loadgen run`` and a Locust process started
+and before a single background request is sent (a request longer than the endpoint's context too:
+``loadgen.runs.context``). Both ``loadgen run`` and a Locust process started
 on its own (``locust -f``, web UI) go through this one function. No Locust imports.
 """
 
@@ -26,6 +27,7 @@ from loadgen.core.manifest import (
 from loadgen.core.scenario import Canary, Scenario
 from loadgen.core.servers import behind_router
 from loadgen.core.wire import Features, Kind
+from loadgen.runs.context import check_context, context_of
 from loadgen.runs.probe import probe
 
 
@@ -88,6 +90,7 @@ def prepare_run(
         if not scenario.endpoint.servers:
             raise
         raise EndpointError(behind_router(str(exc), scenario.endpoint.servers)) from None
+    check_context(scenario, context_of(info.models, info.model), base_url)  # before the run folder: no traffic
     run_dir = create_run_dir(out_dir, scenario.name)
     resolved = scenario.model_dump(mode="json")
     resolved["endpoint"]["model"] = info.model

@@ -43,6 +43,7 @@ from loadgen.launchers.commands import exposed_host
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import RunningEngine, keep_failed_log, start_embedded
+from loadgen.launchers.router_check import require_router
 from loadgen.launchers.step_trace import trace_env
 from loadgen.launchers.topology import RunningTopology, keep_failed_logs, start_topology
 from loadgen.load.options import StartedEngine
@@ -314,6 +315,8 @@ def endpoint_for(
     pd = topo is not None and topo.mode != "colocated"
     kind = "embedded" if spec is None else spec.kind
     shown_kind = f"{kind} {'prefill/decode' if topo and topo.mode == 'pd' else 'reload'}" if pd else kind
+    if pd:
+        require_router(kind, topo)  # missing, it would fail only once the engines are up
     progress(EngineStarting(shown_kind, exposed_host(spec or LauncherSpec(), engine_args)))
     t0 = time.monotonic()
     if log_dir is not None:
