@@ -12,7 +12,7 @@ Pure: the comparison dict and the compared reports in, a self-contained page out
 
 from __future__ import annotations
 
-from reports.compare.references import broke
+from reports.compare.references import said as reference_sentences
 from reports.model.comparison import ComparedCanary, Comparison, FigureName
 from reports.model.report import Report
 from reports.render import plots
@@ -138,7 +138,7 @@ def references_html(cmp: Comparison) -> str:
     if refs is None:
         return ""
     letter = run_letters(cmp)
-    said = broke(refs) or ["every run's reference completions equal those of the run it is compared with"]
+    said = reference_sentences(refs)
     head = "<tr><th class='l'>canary</th><th class='l'>run</th><th class='l'>against</th><th class='l'>reference</th>"
     head += "<th>first divergence</th><th class='l'>there / reference's</th></tr>"
     rows = []

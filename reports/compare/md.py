@@ -10,7 +10,7 @@ Pure: the comparison dict (``reports.compare.runs``) in, Markdown out; server te
 
 from __future__ import annotations
 
-from reports.compare.references import broke
+from reports.compare.references import said as reference_sentences
 from reports.model.comparison import ComparedCanary, Comparison, FigureName
 from reports.render.compare_cells import (
     COST_COLUMNS,
@@ -80,7 +80,7 @@ def references_md(cmp: Comparison) -> list[str]:
     if refs is None:
         return []
     letter = run_letters(cmp)
-    said = broke(refs) or ["every run's reference completions equal those of the run it is compared with"]
+    said = reference_sentences(refs)
     lines = ["", "### Reference completions, run against run", "", REFERENCE_NOTE, "", *(f"- {text(x)}" for x in said)]
     lines += ["", "| canary | run | against | reference | first divergence | there / reference's |"]
     lines.append("|---|---|---|---|---:|---|")

@@ -43,7 +43,10 @@ def check(canary: str, run: str, base: str, mine: Canary | None, theirs: Canary 
         "token": None,
         "reference_token": None,
     }
-    if mine is None or theirs is None or mine["reference"]["length"] is None or theirs["reference"]["length"] is None:
+    if mine is None or theirs is None:
+        row["verdict"] = "not in both runs"
+        return row
+    if mine["reference"]["length"] is None or theirs["reference"]["length"] is None:
         return row
     a, b = mine["reference"], theirs["reference"]
     by_text = "character" in (a.get("unit"), b.get("unit"))
@@ -89,3 +92,23 @@ def broke(rows: list[ReferenceCheck]) -> list[str]:
             where = "" if r["first_divergence"] is None else f" at {r['unit']} {r['first_divergence']}"
             by_run.setdefault((r["run"], r["compared_with"]), []).append(f"{r['canary']}{where}")
     return [f"{run} broke the reference of {base}: {', '.join(items)}" for (run, base), items in by_run.items()]
+
+
+def said(rows: list[ReferenceCheck]) -> list[str]:
+    """What the reference rows say in sentences: which run broke which reference (``broke``), which pairs of runs
+    have no canary in common, and "every run's reference completions equal …" only where references were compared
+    and all were the same."""
+    pairs: dict[tuple[str, str], list[ReferenceCheck]] = {}
+    for r in rows:
+        pairs.setdefault((r["run"], r["compared_with"]), []).append(r)
+    apart = [
+        f"{run} and {base} have no canary in common: their references cannot be compared"
+        for (run, base), got in pairs.items()
+        if all(r["verdict"] == "not in both runs" for r in got)
+    ]
+    out = broke(rows) + apart
+    if out:
+        return out
+    if any(r["verdict"] == "same" for r in rows):
+        return ["every run's reference completions equal those of the run it is compared with"]
+    return ["no reference completions to compare (no run's baseline gave one)"]

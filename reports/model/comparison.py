@@ -73,7 +73,7 @@ class ReferenceCheck(TypedDict):
     canary: str
     run: str  # run names, as in ``runs``
     compared_with: str
-    verdict: Literal["same", "diverged", "no reference"]
+    verdict: Literal["same", "diverged", "no reference", "not in both runs"]
     first_divergence: int | None  # None: the same, or no position known
     unit: Literal["token", "character"]
     token: str | None  # this run's token at the first divergence; None past its end
