@@ -41,7 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """``argv`` parsed; an argument the command does not take ends here with the command's own usage (argparse
-    would show the top-level one) and, for an option, the nearest one the command has."""
+    would show the top-level one) and, for an option, the nearest one the command has; ``--engine-arg --flag``
+    (a space, not ``=``) with the form that works."""
+    for option, value in zip(argv, argv[1:], strict=False):
+        if option == "--engine-arg" and value.startswith("-"):  # argparse would take the flag for an option of ours
+            _subcommand(parser, argv[0]).error(
+                f"argument --engine-arg: expected one argument; an engine flag goes after '=': --engine-arg={value}"
+            )
     args, unknown = parser.parse_known_args(argv)
     if not unknown:
         return args

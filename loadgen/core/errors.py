@@ -39,6 +39,10 @@ class EngineError(LoadgenError):
     """An engine process could not be started or never became healthy; carries command and log tail."""
 
 
+class EngineArgsError(EngineError):
+    """The engine refused its command-line arguments (its parser's one line): bad input, so no log is kept."""
+
+
 class UsageError(LoadgenError):
     """A command-line value is invalid; names the option."""
 

@@ -240,16 +240,16 @@ async def serve(
     app_runner = web.AppRunner(
         build_app(runner, faults, served, roles, bind_host=host), handler_cancellation=True, access_log=None
     )
-    await app_runner.setup()
-    site = web.TCPSite(app_runner, host, port)
-    await site.start()
-    bound = app_runner.addresses[0][1]
-    roles.port = bound  # a prefill answer's remote_port: the side channel is this server's own port
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"READY http://{host}:{bound}", flush=True)
-    try:
+    try:  # a port that cannot be bound ends here too: the app's cleanup closes what its setup opened
+        await app_runner.setup()
+        site = web.TCPSite(app_runner, host, port)
+        await site.start()
+        bound = app_runner.addresses[0][1]
+        roles.port = bound  # a prefill answer's remote_port: the side channel is this server's own port
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"READY http://{host}:{bound}", flush=True)
         await stop.wait()
     finally:
         await app_runner.cleanup()

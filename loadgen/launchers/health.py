@@ -24,7 +24,7 @@ from loadgen.core.errors import EngineError
 from loadgen.core.runfiles import open_append
 from loadgen.launchers.commands import LaunchPlan
 from loadgen.launchers.guard import spawn
-from loadgen.launchers.process import RunningEngine, log_tail
+from loadgen.launchers.process import RunningEngine, log_tail, refused_args
 from loadgen.launchers.step_trace import trace_folder
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -84,6 +84,8 @@ def start_health_checked(
     while True:
         if proc.poll() is not None:
             engine.stop()  # its workers may still be running
+            if (refused := refused_args(proc.returncode, log_path, plan.shown())) is not None:
+                raise refused
             why = f"exited with code {proc.returncode} before {plan.health_url} answered 200"
             break
         last = health_status(plan.health_url)

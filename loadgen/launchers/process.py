@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from loadgen.core.errors import EngineError
+from loadgen.core.errors import EngineArgsError, EngineError
 from loadgen.core.runfiles import copy_file, open_append, write_file
 from loadgen.launchers.guard import spawn
 from loadgen.launchers.step_trace import move_traces, trace_folder
@@ -94,6 +95,21 @@ def log_tail(path: Path, lines: int = _TAIL_LINES) -> str:
         return "(no log)"
 
 
+_USAGE_EXIT = 2  # argparse's exit code for arguments it refuses (the embedded engine, vLLM, SGLang)
+_REFUSED = re.compile(r"^\S[^\n]*: error: .+$", re.M)  # argparse's last line: "PROG: error: MESSAGE"
+
+
+def refused_args(returncode: int | None, log_path: Path, command: str) -> EngineArgsError | None:
+    """An engine that exited as a parser does on arguments it refuses: one line, its parser's, and the command;
+    None for any other exit (its log tail then says why)."""
+    if returncode != _USAGE_EXIT:
+        return None
+    found = _REFUSED.findall(log_tail(log_path))
+    if not found:
+        return None
+    return EngineArgsError(f"the engine refused its arguments: {found[-1].strip()} (command: {command})")
+
+
 def start_embedded(
     args: list[str], *, log_path: Path, ready_timeout_s: float = 60.0, env: dict[str, str] | None = None
 ) -> RunningEngine:
@@ -138,6 +154,8 @@ def start_process(
             return RunningEngine(line.split()[1].decode(), proc, command, log_path, trace_dir=trace_folder(env))
     exited = proc.poll() is not None
     RunningEngine("", proc, command, log_path).stop(timeout_s=0)
+    if exited and (refused := refused_args(proc.returncode, log_path, " ".join(command))) is not None:
+        raise refused
     why = (
         f"exited before it was ready (exit code {proc.returncode})"
         if exited
@@ -163,6 +181,8 @@ def keep_failed_log(exc: EngineError, log_path: Path, folder: Path) -> EngineErr
     """An engine that failed to start leaves its log and the error (its command included) in ``folder`` as
     ``engine.log`` and ``engine-failed.txt``; the returned error names the kept log, not a temporary file
     that is about to be removed. The original error where nothing can be written."""
+    if isinstance(exc, EngineArgsError):  # bad input, said in one line: its log holds only the parser's usage
+        return exc
     kept = folder / "engine.log"
     message = str(exc).replace(str(log_path), str(kept))
     try:

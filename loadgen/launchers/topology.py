@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from loadgen.core.errors import EngineError, UsageError
+from loadgen.core.errors import EngineArgsError, EngineError, UsageError
 from loadgen.core.manifest import EngineFacts, ProcessFacts
 from loadgen.core.runfiles import copy_file, write_file
 from loadgen.core.scenario import LauncherSpec, Server, TopologyMode, TopologySpec
@@ -195,6 +195,8 @@ def start_topology(
 def keep_failed_logs(exc: EngineError, log_dir: Path, folder: Path) -> EngineError:
     """A topology that failed to start leaves every log it wrote and the error in ``folder``
     (``engine-failed.txt``); the returned error names the kept logs, not the temporary folder."""
+    if isinstance(exc, EngineArgsError):  # bad input, said in one line: its logs hold only a parser's usage
+        return exc
     message = str(exc).replace(str(log_dir), str(folder))
     try:
         folder.mkdir(parents=True, exist_ok=True)

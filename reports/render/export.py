@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
@@ -31,6 +32,8 @@ from loadgen.core.runfiles import output_folder, writing
 # every scalar the reader keeps, and which file each record came from
 EXPORTED = (*SCALARS, "file")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# HTTP status codes: integers in both files (``400``, not ``400.0``), null where a record has none
+STATUS_CODES = ("http_status", "cache_reset_status")
 
 
 def neutralise(cell: str | None) -> str | None:
@@ -61,7 +64,11 @@ def records_table(cols: CanaryColumns) -> Any:
     data: dict[str, Any] = {}
     for name in EXPORTED:
         series = f[name]
-        if series.dtype == object:
+        if name in STATUS_CODES:  # held as objects or floats beside the rows without one: whole numbers, or null
+            values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
+            missing = ~np.isfinite(values)
+            data[name] = pa.array(np.where(missing, 0, values).astype(np.int64), mask=missing, type=pa.int64())
+        elif series.dtype == object:
             data[name] = pa.array([None if v is None else str(v) for v in series.tolist()], type=pa.string())
         else:
             data[name] = pa.array(series.to_numpy(), from_pandas=True)

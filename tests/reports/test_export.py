@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from collectors.read.runfolder import load_run
 from reports.render.export import export_records
+from tests.loadgen.cli import clikit
 from tests.reports.runkit import rec, write_run
 
 
@@ -34,3 +36,18 @@ def test_level_fields_export_with_missing_as_null(tmp_path: Path) -> None:
         (True, False, 1.0),
         (False, None, None),  # without them: not a burst copy (the default), the checks unknown, never 0
     ]
+
+
+@pytest.mark.e2e
+def test_status_codes_export_as_whole_numbers_through_the_cli(tmp_path: Path) -> None:
+    """``loadgen export`` (a real process): an HTTP status is ``400`` in both files, never ``400.0``, and empty
+    where a record has none (the reader holds the column as floats beside them)."""
+    records = [rec([1, 2], level=0), rec(None, level=0, status="error", error_kind="http_status", http_status=400)]
+    run_dir = write_run(tmp_path / "run", records)
+    done = clikit.loadgen_process("export", str(run_dir), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = pq.read_table(tmp_path / "out" / "canaries.parquet")
+    assert str(table.schema.field("http_status").type) == "int64"
+    assert table.column("http_status").to_pylist() == [None, 400]
+    with open(tmp_path / "out" / "canaries.csv", newline="") as fh:
+        assert [r["http_status"] for r in csv.DictReader(fh)] == ["", "400"]
