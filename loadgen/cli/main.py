@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import itertools
 import sys
 
 from loadgen import __version__
@@ -43,7 +44,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     """``argv`` parsed; an argument the command does not take ends here with the command's own usage (argparse
     would show the top-level one) and, for an option, the nearest one the command has; ``--engine-arg --flag``
     (a space, not ``=``) with the form that works."""
-    for option, value in zip(argv, argv[1:], strict=False):
+    for option, value in itertools.pairwise(argv):
         if option == "--engine-arg" and value.startswith("-"):  # argparse would take the flag for an option of ours
             _subcommand(parser, argv[0]).error(
                 f"argument --engine-arg: expected one argument; an engine flag goes after '=': --engine-arg={value}"
