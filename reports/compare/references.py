@@ -1,4 +1,4 @@
-"""Each run's reference completion against another run's: which run broke the reference, and where.
+"""Each run's reference completion against another run's: which runs' references differ, and where.
 
 Why: a matrix over engine configurations asks whether a configuration answers as the reference one
 does, before any load: a prefill/decode pair with a foreign prefill kernel may decode every canary
@@ -85,13 +85,14 @@ def reference_checks(reports: list[tuple[str, Report]], bases: dict[str, str]) -
 
 
 def broke(rows: list[ReferenceCheck]) -> list[str]:
-    """One sentence per run whose reference differs from its base's, naming the canaries and positions."""
+    """One sentence per run whose reference differs from its base's, naming the canaries and positions. Neither run
+    is blamed: the base may be the one that moved (a prefix-cache cell's reference against a cache-off cell's)."""
     by_run: dict[tuple[str, str], list[str]] = {}
     for r in rows:
         if r["verdict"] == "diverged":
             where = "" if r["first_divergence"] is None else f" at {r['unit']} {r['first_divergence']}"
             by_run.setdefault((r["run"], r["compared_with"]), []).append(f"{r['canary']}{where}")
-    return [f"{run} broke the reference of {base}: {', '.join(items)}" for (run, base), items in by_run.items()]
+    return [f"{run}'s reference differs from {base}'s: {', '.join(items)}" for (run, base), items in by_run.items()]
 
 
 def said(rows: list[ReferenceCheck]) -> list[str]:

@@ -181,4 +181,4 @@ def test_compare_checks_every_runs_reference_against_the_first_runs(tmp_path: Pa
     verdicts = {(r["run"], r["compared_with"]): (r["verdict"], r["first_divergence"]) for r in cmp["references"]}
     assert verdicts == {("run (2)", "run"): ("diverged", 3), ("other", "run"): ("same", None)}
     md = (out / "comparison.md").read_text()
-    assert "- run (2) broke the reference of run: c0 at token 3" in md
+    assert "- run (2)'s reference differs from run's: c0 at token 3" in md

@@ -65,5 +65,5 @@ def test_runs_are_checked_against_their_base_and_the_breaks_are_named() -> None:
         ("failed", "long", "same", None),
         ("failed", "short", "no reference", None),
     ]
-    assert broke(rows) == ["pd broke the reference of colocated: short at token 1"]
+    assert broke(rows) == ["pd's reference differs from colocated's: short at token 1"]
     assert reference_checks(reports, {"pd": "missing"}) == []  # a base that did not run: nothing to say

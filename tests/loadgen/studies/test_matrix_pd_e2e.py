@@ -56,7 +56,7 @@ def test_the_foreign_prefill_cell_breaks_the_reference_where_the_same_kernel_cel
     assert (refs[(after, "d3-short")]["compared_with"], refs[(after, "d3-short")]["verdict"]) == (before, "diverged")
     assert refs[(reset, "d3-short")]["verdict"] == "same"
     md = (out / "comparison.md").read_text()
-    assert "pd-foreign-prefill broke the reference of colocated: d3-short at token 4" in md
+    assert "pd-foreign-prefill's reference differs from colocated's: d3-short at token 4" in md
 
     matrix = orjson.loads((out / "matrix.json").read_bytes())
     urls: list[str] = []

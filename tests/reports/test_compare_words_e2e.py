@@ -1,7 +1,8 @@
-"""Through the real CLI: ``loadgen compare`` of runs that share no canary says so, in comparison.md and .html,
-and does not find every reference equal (``reports.compare.references.said``).
+"""Through the real CLI: what ``loadgen compare`` says of the runs' references, in comparison.md and .html
+(``reports.compare.references.said``): runs that share no canary are said to share none (not to have equal
+references), and references that differ are said to differ, with no run blamed.
 
-Both run folders are written by hand (``runkit``): the same one-level sweep, one canary each, named apart.
+The run folders are written by hand (``runkit``): the same one-level sweep, one canary each.
 """
 
 from __future__ import annotations
@@ -36,3 +37,16 @@ def test_runs_sharing_a_canary_still_compare_their_references(tmp_path: Path) ->
     text = (tmp_path / "cmp" / "comparison.md").read_text()
     assert "every run's reference completions equal those of the run it is compared with" in text
     assert "no canary in common" not in text
+
+
+def test_references_that_differ_are_said_to_differ_without_blaming_either_run(tmp_path: Path) -> None:
+    """A cache-off cell compared with a prefix-cache one may be the run that answers as it should: the sentence
+    says the two references differ, not that the later run "broke" the first's."""
+    a = _run(tmp_path / "cache-on", "story", [1, 2, 3])
+    b = _run(tmp_path / "cache-off", "story", [1, 2, 4])
+    done = clikit.loadgen_process("compare", str(a), str(b), "--out", str(tmp_path / "cmp"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    for page in ("comparison.md", "comparison.html"):
+        text = (tmp_path / "cmp" / page).read_text()
+        assert "cache-off&#x27;s reference differs from cache-on&#x27;s: story at token 2" in text.replace("'", "&#x27;")
+        assert "broke" not in text, page
