@@ -1,5 +1,5 @@
-"""``loadgen coldboot SCENARIO``: argument parsing for ``loadgen.studies.coldboot.cold_boot``; prints the run folder
-and the cold-boot table. Exit 0 when every boot ran, 1 when the study stopped early.
+"""``loadgen coldboot SCENARIO``: argument parsing for ``loadgen.studies.coldboot.cold_boot``; prints the cold-boot
+table, then the run folder (the last line, as every command's). Exit 0 when every boot ran, 1 when the study stopped early.
 
 Progress (boot j of m, each engine's start time, request k of n) goes to standard error while the study
 runs, as ``loadgen run``'s does (``loadgen/cli/progress``); ``--quiet`` shows none."""
@@ -46,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
             report=not args.no_report,
             progress=progress,
         )
-    print(result.run_dir)
     print((result.run_dir / "coldboot.md").read_text(encoding="utf-8"), end="")
+    print(result.run_dir)  # the last line: scripts take the run folder from it
     return 0 if result.status == RunStatus.FINISHED else 1

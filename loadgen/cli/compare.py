@@ -42,4 +42,5 @@ def run(args: argparse.Namespace) -> int:
     cmp = compare_reports(reports, bases, coldboot=[coldboot_of(p) for p in args.runs])  # a cold-boot run's too
     paths = write_comparison(cmp, reports, args.out)
     print("wrote " + ", ".join(str(p) for p in paths))
+    print(args.out)  # the last line: the folder, as every command's
     return 0

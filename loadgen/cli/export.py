@@ -27,4 +27,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {notice}", file=sys.stderr)
     paths = export_records(run.canaries, args.out or args.run_dir)
     print("wrote " + ", ".join(str(p) for p in paths))
+    print(args.out or args.run_dir)  # the last line: the folder, as every command's
     return 0

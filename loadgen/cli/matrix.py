@@ -60,4 +60,5 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     print((args.out / "matrix.md").read_text(encoding="utf-8"), end="")
+    print(args.out)  # the last line: scripts take the matrix's folder from it
     return 0 if result.ok else 1

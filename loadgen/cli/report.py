@@ -4,7 +4,7 @@ A thin edge over the reports package (``collectors.read.runfolder.load_run``, ``
 ``reports.render.writer.write_report_files``, the three steps of ``write_reports``): parse arguments, call
 the library, print where the files went and the verdict. A big folder takes a while, so each step is
 shown on standard error as it starts (``loadgen/cli/progress``: in place on a terminal, a line
-otherwise); ``--quiet`` prints nothing on success. Unusable input raises ``RunFolderError`` (the CLI
+otherwise); ``--quiet`` prints only the run folder, which is every command's last line. Unusable input raises ``RunFolderError`` (the CLI
 exits 2).
 """
 
@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
             if steps := entry.get("engine_steps"):
                 print(visible(f"{entry['id']}: why: {steps['sentence']}"))
         print(f"wrote {args.run_dir / 'report.json'}, report.md, report.html")
+    print(args.run_dir)  # the last line: the run folder, as every command's
     return 0
 
 

@@ -52,7 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     out = write_repro(args.run_dir, args.canary, args.record, args.out)
-    print(f"wrote {out}")
+    print(out)  # the last line: the folder, as every command's
     return 0
 
 

@@ -3,7 +3,8 @@
 A bad ``--engine-arg`` is the engine parser's one line (not its whole usage) and leaves no ``engine.log`` in the
 folder runs go to; ``--engine-arg --flag`` with a space is refused with the ``=`` form; a misspelled shipped
 scenario is named with the nearest name and every shipped one; ``loadgen serve`` on a port taken by another
-socket says so and nothing more (no aiohttp warning of a client session it never closed).
+socket says so and nothing more (no aiohttp warning of a client session it never closed); every command that
+writes a folder prints it last.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from scenarios import names
 from tests.loadgen.cli import clikit
+from tests.reports.runkit import rec, write_run
 
 
 @pytest.mark.parametrize("scenario", ["quickstart", "cold-boot"])  # the embedded engine, and a scenario's [launcher]
@@ -60,3 +62,22 @@ def test_serve_on_a_busy_port_says_so_and_nothing_more() -> None:
     assert done.returncode == 2 and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"loadgen serve: cannot listen on 127.0.0.1:{port}: ") and "address already in use" in line
+
+
+def test_every_command_on_a_run_folder_prints_its_folder_last(tmp_path: Path) -> None:
+    """``report``, ``export``, ``compare`` and ``repro`` end with the folder they wrote into, as ``run``, ``onset``,
+    ``coldboot`` and ``matrix`` do: a script takes it from the last line."""
+    records = [rec([1, 2, 3], phase="baseline"), rec([1, 2, 3], level=0), rec([1, 2, 4], level=0)]
+    run_dir, other = write_run(tmp_path / "a", records, levels=[0]), write_run(tmp_path / "b", records, levels=[0])
+    repro_dir = tmp_path / "repro"
+    for args, folder in (
+        (["report", str(run_dir)], run_dir),
+        (["report", str(run_dir), "--quiet"], run_dir),
+        (["export", str(run_dir), "--out", str(tmp_path / "exp")], tmp_path / "exp"),
+        (["compare", str(run_dir), str(other), "--out", str(tmp_path / "cmp")], tmp_path / "cmp"),
+        (["repro", str(run_dir), "--canary", "c0", "--out", str(repro_dir)], repro_dir),
+    ):
+        done = clikit.loadgen_process(*args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.splitlines()[-1] == str(folder), (args, done.stdout)
+        assert folder.is_dir()

@@ -88,7 +88,8 @@ def test_matrix_shows_cells_boots_engine_start_times_and_requests(tmp_path: Path
     )
     assert out.returncode == 0, out.stderr
     err = out.stderr.splitlines()
-    assert out.stdout.startswith("## Engine matrix: m (cold boot")  # stdout unchanged: the matrix table
+    assert out.stdout.startswith("## Engine matrix: m (cold boot")  # stdout: the matrix table, then its folder
+    assert out.stdout.splitlines()[-1] == str(tmp_path / "out")
     for k, name in ((1, "plain"), (2, "invariant")):
         at = f"cell {k} of 2 ({name}): "
         assert f"cell {k} of 2: {name}" in err
@@ -113,7 +114,7 @@ def test_quiet_cold_boot_shows_no_progress(tmp_path: Path) -> None:
     )
     assert cold.returncode == 0 and cold.stderr == "", cold.stderr
     (run_dir,) = (tmp_path / "cb").iterdir()
-    assert cold.stdout.splitlines()[0] == str(run_dir)
+    assert cold.stdout.splitlines()[-1] == str(run_dir)  # the last line, after the cold-boot table
 
 
 def test_cold_boot_events_count_every_request_of_every_boot(tmp_path: Path) -> None:
