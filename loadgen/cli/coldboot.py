@@ -1,5 +1,6 @@
 """``loadgen coldboot SCENARIO``: argument parsing for ``loadgen.studies.coldboot.cold_boot``; prints the cold-boot
-table, then the run folder (the last line, as every command's). Exit 0 when every boot ran, 1 when the study stopped early.
+table, then the run folder (the last line, as every command's). Exit 0 when every boot ran, 1 when the study
+stopped early.
 
 Progress (boot j of m, each engine's start time, request k of n) goes to standard error while the study
 runs, as ``loadgen run``'s does (``loadgen/cli/progress``); ``--quiet`` shows none."""

@@ -1,11 +1,11 @@
 """``loadgen report RUN_DIR``: write report.json, report.md and report.html into a run folder.
 
-A thin edge over the reports package (``collectors.read.runfolder.load_run``, ``reports.analysis.build.build_report``,
-``reports.render.writer.write_report_files``, the three steps of ``write_reports``): parse arguments, call
-the library, print where the files went and the verdict. A big folder takes a while, so each step is
-shown on standard error as it starts (``loadgen/cli/progress``: in place on a terminal, a line
-otherwise); ``--quiet`` prints only the run folder, which is every command's last line. Unusable input raises ``RunFolderError`` (the CLI
-exits 2).
+A thin edge over the reports package (``collectors.read.runfolder.load_run``,
+``reports.analysis.build.build_report``, ``reports.render.writer.write_report_files``, the three steps of
+``write_reports``): parse arguments, call the library, print where the files went and the verdict. A big folder
+takes a while, so each step is shown on standard error as it starts (``loadgen/cli/progress``: in place on a
+terminal, a line otherwise); ``--quiet`` prints only the run folder, which is every command's last line. Unusable
+input raises ``RunFolderError`` (the CLI exits 2).
 """
 
 from __future__ import annotations
