@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import orjson
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
