@@ -11,8 +11,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from loadgen.cli.arguments.scenario import scenario_path
 from loadgen.core.options import parse_labels
-from scenarios import names, path_of
+from scenarios import names
 
 
 def add_parser(subparsers: Any) -> None:
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     with progress_shown(args.quiet) as progress:
         result = cold_boot(
-            path_of(args.scenario),
+            scenario_path(args.scenario),
             out_dir=args.out,
             boots=args.boots,
             requests=args.requests,

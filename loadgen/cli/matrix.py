@@ -10,8 +10,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from loadgen.cli.arguments.scenario import scenario_path
 from loadgen.core.options import levels_option, parse_labels
-from scenarios import names, path_of
+from scenarios import names
 
 
 def add_parser(subparsers: Any) -> None:
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     with progress_shown(args.quiet) as progress:
         result = run_matrix(
-            path_of(args.scenario),
+            scenario_path(args.scenario),
             out_dir=args.out,
             boots=args.boots,
             requests=args.requests,

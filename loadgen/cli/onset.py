@@ -10,9 +10,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from loadgen.cli.arguments.scenario import scenario_path
 from loadgen.core.errors import visible
 from loadgen.core.options import parse_labels
-from scenarios import names, path_of
+from scenarios import names
 
 
 def add_parser(subparsers: Any) -> None:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     with progress_shown(args.quiet) as progress:
         result = onset(
-            path_of(args.scenario),
+            scenario_path(args.scenario),
             host=args.host,
             max_level=args.max_level,
             out_dir=args.out,

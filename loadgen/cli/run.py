@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadgen.cli.arguments.scenario import scenario_path
 from loadgen.core.claims import validate_rate
 from loadgen.core.errors import UsageError, visible
 from loadgen.core.options import (
@@ -25,7 +26,7 @@ from loadgen.core.options import (
     web_credentials,
 )
 from loadgen.core.web_guard import is_loopback
-from scenarios import names, path_of
+from scenarios import names
 
 if TYPE_CHECKING:
     from loadgen.core.manifest import RunStatus
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
         ui = WebUi(args.web_host, args.web_port, args.web_login, args.ui_allow_changes) if args.ui else None
         request = RunRequest(
-            path_of(args.scenario),
+            scenario_path(args.scenario),
             host=args.host,
             api_key_env=args.api_key_env,
             out_dir=args.out,

@@ -84,7 +84,9 @@ def start_health_checked(
     while True:
         if proc.poll() is not None:
             engine.stop()  # its workers may still be running
-            if (refused := refused_args(proc.returncode, log_path, plan.shown())) is not None:
+            # an engine or a router (a topology names which): its parser's line, not its whole usage
+            said = f"exited with code {proc.returncode}, refusing its arguments"
+            if (refused := refused_args(proc.returncode, log_path, plan.shown(), said)) is not None:
                 raise refused
             why = f"exited with code {proc.returncode} before {plan.health_url} answered 200"
             break

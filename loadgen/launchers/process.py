@@ -99,15 +99,17 @@ _USAGE_EXIT = 2  # argparse's exit code for arguments it refuses (the embedded e
 _REFUSED = re.compile(r"^\S[^\n]*: error: .+$", re.M)  # argparse's last line: "PROG: error: MESSAGE"
 
 
-def refused_args(returncode: int | None, log_path: Path, command: str) -> EngineArgsError | None:
-    """An engine that exited as a parser does on arguments it refuses: one line, its parser's, and the command;
-    None for any other exit (its log tail then says why)."""
+def refused_args(
+    returncode: int | None, log_path: Path, command: str, said: str = "the engine refused its arguments"
+) -> EngineArgsError | None:
+    """A program that exited as a parser does on arguments it refuses: ``said``, its parser's one line, and the
+    command; None for any other exit (its log tail then says why)."""
     if returncode != _USAGE_EXIT:
         return None
     found = _REFUSED.findall(log_tail(log_path))
     if not found:
         return None
-    return EngineArgsError(f"the engine refused its arguments: {found[-1].strip()} (command: {command})")
+    return EngineArgsError(f"{said}: {found[-1].strip()} (command: {command})")
 
 
 def start_embedded(

@@ -50,3 +50,12 @@ def require_router(kind: str, topology: TopologySpec | None, needed_by: Sequence
     raise EngineError(
         f"{who} the router {package}, which this Python cannot import: {INSTALL.get(package, 'install it')}"
     )
+
+
+def require_routers(needs: Sequence[tuple[str, TopologySpec | None, str]]) -> None:
+    """``require_router`` over several engines at once (a matrix's cells: engine kind, topology, cell name), before
+    any of them starts; the message names every cell that needs the missing router."""
+    missing = [(kind, topology, who) for kind, topology, who in needs if missing_router(kind, topology)]
+    if missing:
+        kind, topology, _ = missing[0]
+        require_router(kind, topology, [who for k, _, who in missing if k == kind])

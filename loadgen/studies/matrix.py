@@ -35,7 +35,7 @@ from loadgen.core.scenario import (
     check_topology,
     load_scenario,
 )
-from loadgen.launchers.router_check import missing_router, require_router
+from loadgen.launchers.router_check import require_routers
 from loadgen.studies.coldboot import cold_boot
 from loadgen.studies.decoder_direct import BEFORE, DIRECT, SWEEP, Phase, run_phases
 from loadgen.studies.events import CellEnded, CellStarted, Progress, no_progress
@@ -159,23 +159,14 @@ def check_matrix(scenario: Scenario, source: str, only: list[str] | None = None)
         if cell.base_url is None:
             index = scenario.matrix.cells.index(cell)
             _check_cell_topology(scenario, cell, f"{source}: field matrix.cells[{index}]")
-    _check_routers(scenario, cells)
+    # every router the cells start is installed: said before the first cell runs, naming each cell that needs it
+    require_routers(
+        [
+            ((cell_launcher(scenario.launcher, c) or LauncherSpec()).kind, cell_topology(scenario, c), c.name)
+            for c in cells
+        ]
+    )
     return cells
-
-
-def _check_routers(scenario: Scenario, cells: list[MatrixCell]) -> None:
-    """Every router the cells start is installed (``loadgen.launchers.router_check``): checked before the first
-    cell runs, not found missing at the first P/D cell's start; the message names every cell that needs it."""
-    missing: list[tuple[str, TopologySpec | None, str]] = []
-    for cell in cells:
-        launcher = cell_launcher(scenario.launcher, cell)
-        kind: str = "embedded" if launcher is None else launcher.kind
-        topology = cell_topology(scenario, cell)
-        if missing_router(kind, topology) is not None:
-            missing.append((kind, topology, cell.name))
-    if missing:
-        kind, topology, _ = missing[0]
-        require_router(kind, topology, [name for k, _, name in missing if k == kind])
 
 
 def _run_cell(

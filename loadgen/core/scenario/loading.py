@@ -16,7 +16,6 @@ from loadgen.core.claims import canaries_needed
 from loadgen.core.errors import ScenarioError
 from loadgen.core.scenario.messages import describe
 from loadgen.core.scenario.schema import Scenario, Server, parse_scenario
-from scenarios import unknown_name
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -24,9 +23,7 @@ def load_scenario(path: Path) -> Scenario:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        # a bare name that is no file: a misspelled shipped scenario, said with the names there are
-        named = unknown_name(str(path)) if isinstance(exc, FileNotFoundError) else None
-        raise ScenarioError(f"{path}: {named or f'cannot read scenario file ({exc.strerror or exc})'}") from None
+        raise ScenarioError(f"{path}: cannot read scenario file ({exc.strerror or exc})") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

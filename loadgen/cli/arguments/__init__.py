@@ -1,0 +1,1 @@
+"""Command-line arguments several commands share, resolved and checked the same way in each; no command here."""
