@@ -23,7 +23,9 @@ prompt = "The river"
 max_tokens = 8
 [background]
 seed = 5
-prompt_words = [700, 800]  # the embedded engine's context is 512 tokens: every background request is refused
+# the embedded engine's context is 512 tokens and its words are 3 to 4 tokens each: every background request is
+# refused, while the probe's lower bound (a token a word: 400 + 16) lets the run start (loadgen.runs.context)
+prompt_words = [300, 400]
 max_tokens = [8, 16]
 [sweep]
 levels = [0, 4]

@@ -114,6 +114,6 @@ def test_cli_prints_the_run_folder_and_the_table(tmp_path: Path, capsys: pytest.
         == 0
     )
     out = capsys.readouterr().out
-    assert out.startswith(str(tmp_path / "r")) and "boots where the first request differs" in out
+    assert out.splitlines()[-1].startswith(str(tmp_path / "r")) and "boots where the first request differs" in out
     assert main(["coldboot", str(scenario), "--requests", "1"]) == 2
     assert "--requests must be at least 2" in capsys.readouterr().err

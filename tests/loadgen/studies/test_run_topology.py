@@ -39,5 +39,7 @@ def test_a_topology_that_cannot_start_names_the_part_and_keeps_its_logs(
     assert done.returncode == 2, done.stderr
     assert all(s in done.stderr for s in says), done.stderr
     assert {p.name for p in out.iterdir()} == {*logs, "engine-failed.txt"}  # no run folder, no temporary folder
-    failed = "router.log" if "router" in part else "engine-prefill.log"
-    assert f"log tail ({out / failed})" in done.stderr  # the kept log, not the temporary one it was written to
+    if "router" in part:  # its parser refused an argument: that one line, not its usage (its log is kept all the same)
+        assert "refusing its arguments: " in done.stderr and "usage:" not in done.stderr
+    else:  # the kept log, not the temporary one it was written to
+        assert f"log tail ({out / 'engine-prefill.log'})" in done.stderr
