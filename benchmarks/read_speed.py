@@ -251,12 +251,12 @@ def measure(run_dir: Path, mode: str, workers: int | None) -> dict[str, float]:
         report = build_report(run)
         t_total = time.perf_counter() - t0
     return {
-        "tree_rss_mib": tree.peak / 2**20,
         "records": float(run.canaries.n),
         "read_s": t_read,
         "report_s": t_total,
         "unique": float(report["overall"]["unique_completions"]),
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "tree_rss_mib": tree.peak / 2**20,
     }
 
 
