@@ -26,6 +26,7 @@ from loadgen.core.options import web_credentials
 from loadgen.core.stacks import dump_stacks_on_usr1
 from loadgen.load.background_user import BackgroundUser
 from loadgen.load.coordinator import attach_coordinator, coordinator_side
+from loadgen.load.interrupt import interrupt_main_safely
 from loadgen.load.options import Launch, add_arguments, summary_only
 from loadgen.load.shape import LevelShape
 from loadgen.load.user_side import attach_user_side, user_side
@@ -35,6 +36,7 @@ from loadgen.load.webui import install_login, install_tab, protect
 __all__ = ["BackgroundUser", "CanaryUser", "LevelShape"]  # what Locust takes from this module
 
 dump_stacks_on_usr1()  # into this process's log, on request (loadgen.core.stacks)
+interrupt_main_safely()  # Ctrl-C as a KeyboardInterrupt in Locust's main greenlet only (loadgen.load.interrupt)
 
 
 @events.init_command_line_parser.add_listener
