@@ -300,7 +300,7 @@ class CoordinatorSide:
                 report = written_report(st.run_dir)
             except LoadgenError as exc:
                 log.error("report for %s failed: %s", st.run_dir, exc)
-            self.owned_any, self.owned_status = True, _status(st.run_dir)
+            self.owned_any, self.owned_status = True, st.owned.status  # as its end settled it
             # the table's report-only cells (drift, others, held throughout) from the report just written
             self.ended = EndedRun(st.run_dir, with_report(rows, report))
         log.info("%s%s", RUN_ENDED, st.run_dir)  # the last word on this run: ``loadgen run --ui`` reads it
@@ -313,13 +313,6 @@ class CoordinatorSide:
         if not self.owned_any:
             return None
         return 0 if self.owned_status == RunStatus.FINISHED else 1
-
-
-def _status(run_dir: Path) -> RunStatus | None:
-    try:
-        return read_manifest(run_dir).run_status
-    except LoadgenError:
-        return None
 
 
 def one_process_phase(scenario: Scenario, environment: Environment) -> bool:
