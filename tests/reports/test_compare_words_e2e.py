@@ -18,11 +18,17 @@ def _run(folder: Path, canary: str, ids: list[int]) -> Path:
     return write_run(folder, records, levels=[0])
 
 
+def _compare(a: Path, b: Path, out: Path) -> Path:
+    """``loadgen compare A B --out OUT``, which must succeed; OUT."""
+    done = clikit.loadgen_process("compare", str(a), str(b), "--out", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
 def test_runs_with_no_canary_in_common_are_said_to_have_none(tmp_path: Path) -> None:
     a = _run(tmp_path / "a", "story", [1, 2, 3])
     b = _run(tmp_path / "b", "poem", [1, 2, 3])
-    done = clikit.loadgen_process("compare", str(a), str(b), "--out", str(tmp_path / "cmp"))
-    assert done.returncode == 0, done.stdout + done.stderr
+    _compare(a, b, tmp_path / "cmp")
     for page in ("comparison.md", "comparison.html"):
         text = (tmp_path / "cmp" / page).read_text()
         assert "b and a have no canary in common: their references cannot be compared" in text, page
@@ -32,8 +38,7 @@ def test_runs_with_no_canary_in_common_are_said_to_have_none(tmp_path: Path) -> 
 def test_runs_sharing_a_canary_still_compare_their_references(tmp_path: Path) -> None:
     a = _run(tmp_path / "a", "story", [1, 2, 3])
     b = _run(tmp_path / "b", "story", [1, 2, 3])
-    done = clikit.loadgen_process("compare", str(a), str(b), "--out", str(tmp_path / "cmp"))
-    assert done.returncode == 0, done.stdout + done.stderr
+    _compare(a, b, tmp_path / "cmp")
     text = (tmp_path / "cmp" / "comparison.md").read_text()
     assert "every run's reference completions equal those of the run it is compared with" in text
     assert "no canary in common" not in text
@@ -44,8 +49,7 @@ def test_references_that_differ_are_said_to_differ_without_blaming_either_run(tm
     says the two references differ, not that the later run "broke" the first's."""
     a = _run(tmp_path / "cache-on", "story", [1, 2, 3])
     b = _run(tmp_path / "cache-off", "story", [1, 2, 4])
-    done = clikit.loadgen_process("compare", str(a), str(b), "--out", str(tmp_path / "cmp"))
-    assert done.returncode == 0, done.stdout + done.stderr
+    _compare(a, b, tmp_path / "cmp")
     for page in ("comparison.md", "comparison.html"):
         text = (tmp_path / "cmp" / page).read_text()
         said = text.replace("'", "&#x27;")  # the HTML page escapes the apostrophe

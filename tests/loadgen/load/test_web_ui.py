@@ -23,32 +23,38 @@ from loadgen.studies.ui_session import LOG_NAME
 from tests.loadgen.stop_process import stop
 
 
+def _launch(log_path: Path, *args: str, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """``loadgen run --ui ARGS``, its output into ``log_path``: a file, not a pipe, Locust logs a lot and would block
+    on a full pipe."""
+    with open(log_path, "wb") as log:
+        cmd = [sys.executable, "-m", "loadgen", "run", "--ui", *args]
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+
+
+def _post_form(base: str, form: dict[str, str]) -> Any:
+    """The web UI's answer to a start from its form."""
+    req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
 def test_form_start_uses_typed_options_and_reports(
     fault_server: str, quickstart_short_settle: Path, tmp_path: Path, free_port: int, wait_http: Callable[[str], None]
 ) -> None:
     port = free_port
     log_path = tmp_path / "ui.log"
-    with open(log_path, "wb") as log:  # a file, not a pipe: Locust logs a lot and would block on a full pipe
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "loadgen",
-                "run",
-                str(quickstart_short_settle),
-                "--ui",
-                "--host",
-                fault_server,
-                "--web-port",
-                str(port),
-                "--out",
-                str(tmp_path / "runs"),
-                "--levels",
-                "0,1",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    proc = _launch(
+        log_path,
+        str(quickstart_short_settle),
+        "--host",
+        fault_server,
+        "--web-port",
+        str(port),
+        "--out",
+        str(tmp_path / "runs"),
+        "--levels",
+        "0,1",
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/")
@@ -58,9 +64,7 @@ def test_form_start_uses_typed_options_and_reports(
             "labels": "from=ui",
             "scenario": str(quickstart_short_settle),
         }
-        req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert json.loads(resp.read())["success"] is True
+        assert _post_form(base, form)["success"] is True
         deadline = time.monotonic() + 60
         while not list((tmp_path / "runs").glob("*/report.json")):
             assert time.monotonic() < deadline, "no report from the UI-started run"
@@ -106,17 +110,12 @@ def test_a_start_with_a_bad_value_is_refused_in_the_page_and_said_once_on_the_te
     no run starts, and the terminal says it once, not "web UI: web UI: ...". Before, the start went, the shape
     failed on the levels, and the page showed an empty stopped run."""
     log_path = tmp_path / "ui.log"
-    with open(log_path, "wb") as log:
-        cmd = ["run", "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", str(tmp_path / "runs")]
-        proc = subprocess.Popen([sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT)
+    proc = _launch(log_path, "--host", fault_server, "--web-port", str(free_port), "--out", str(tmp_path / "runs"))
     try:
         base = f"http://127.0.0.1:{free_port}"
         wait_http(base + "/")
         form = {"levels": "0,abc", "canaries_per_level": "1", "scenario": "quickstart"}
-        req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            answer = json.loads(resp.read())
-        assert answer == {
+        assert _post_form(base, form) == {
             "success": False,
             "message": "--levels: expected comma-separated non-negative integers, got '0,abc'",
         }
@@ -145,20 +144,12 @@ def test_a_stop_while_a_level_is_being_reached_is_prompt_and_keeps_the_run(
     was sometimes held within seconds and the run simply finished."""
     log_path = tmp_path / "ui.log"
     host = fault_server + "/tokenless"
-    with open(log_path, "wb") as log:
-        cmd = ["run", "--ui", "--host", host, "--web-port", str(free_port), "--out", str(tmp_path / "runs")]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "loadgen", *cmd],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    proc = _launch(log_path, "--host", host, "--web-port", str(free_port), "--out", str(tmp_path / "runs"))
     try:
         base = f"http://127.0.0.1:{free_port}"
         wait_http(base + "/")
         form = {"levels": "0,2", "canaries_per_level": "3", "scenario": "quickstart"}
-        req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert json.loads(resp.read())["success"] is True
+        assert _post_form(base, form)["success"] is True
         deadline = time.monotonic() + 60
         # level 0 done and level 2's two background users running beside the canary user: its first canary
         # now waits for them to be held
@@ -202,11 +193,7 @@ def test_a_second_start_gets_a_run_of_its_own(
     runs = tmp_path / "runs"
     log_path = tmp_path / "ui.log"
     quick = str(quickstart_short_settle)
-    with open(log_path, "wb") as log:
-        cmd = ["run", quick, "--ui", "--host", fault_server, "--web-port", str(free_port), "--out", "runs"]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path
-        )
+    proc = _launch(log_path, quick, "--host", fault_server, "--web-port", str(free_port), "--out", "runs", cwd=tmp_path)
     try:
         base = f"http://127.0.0.1:{free_port}"
         wait_http(base + "/")
@@ -238,9 +225,7 @@ def test_a_second_start_gets_a_run_of_its_own(
 def _start_and_wait(base: str, runs: Path, proc: subprocess.Popen[bytes], form: dict[str, str]) -> Path:
     """Start a run from the UI's form and wait for its report; the new run folder."""
     before = {p.parent for p in runs.glob("*/report.html")}
-    req = urllib.request.Request(base + "/swarm", data=urllib.parse.urlencode(form).encode(), method="POST")
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        assert json.loads(resp.read())["success"] is True
+    assert _post_form(base, form)["success"] is True
     deadline = time.monotonic() + 60
     while not (new := {p.parent for p in runs.glob("*/report.html")} - before):  # written last
         assert time.monotonic() < deadline and proc.poll() is None, "no report from the UI-started run"
@@ -272,9 +257,7 @@ def test_the_table_gains_the_reports_per_level_cells(
     cells of report.md's per-level table."""
     runs = tmp_path / "runs"
     log_path = tmp_path / "ui.log"
-    with open(log_path, "wb") as log:
-        cmd = ["run", "--ui", "--host", engine_url, "--web-port", str(free_port), "--out", str(runs)]
-        proc = subprocess.Popen([sys.executable, "-m", "loadgen", *cmd], stdout=log, stderr=subprocess.STDOUT)
+    proc = _launch(log_path, "--host", engine_url, "--web-port", str(free_port), "--out", str(runs))
     try:
         base = f"http://127.0.0.1:{free_port}"
         wait_http(base + "/")
