@@ -26,6 +26,7 @@ from loadgen.core.steptrace import FILE_GLOB, SCHEMA, record_key
 
 Ints = npt.NDArray[np.int64]
 MAX_DESCRIBED = 5  # malformed lines described per file; the rest are counted
+UNKNOWN = -1  # ``StepTable.local``/``external`` of a row whose line did not say (an older trace, SGLang)
 
 
 @dataclass
@@ -51,6 +52,10 @@ class StepTable:
     computed: Ints
     prompt: Ints
     preempted: frozenset[str]  # record keys the engine preempted at least once
+    # of ``computed``: tokens from the engine's own prefix cache / loaded from outside it (an offload tier, a
+    # prefill/decode hand-over), set on a request's first row; UNKNOWN where the line had no such key
+    local: Ints
+    external: Ints
 
     @property
     def rows(self) -> int:
@@ -76,8 +81,23 @@ def _int_list(obj: dict[str, Any], key: str, n: int) -> list[int] | str:
     return value
 
 
+def _sources(obj: dict[str, Any], n: int) -> list[list[int]] | str:
+    """The optional ``local`` and ``external`` lists; absent or null: UNKNOWN on every row."""
+    out: list[list[int]] = []
+    for key in ("local", "external"):
+        if obj.get(key) is None:
+            out.append([UNKNOWN] * n)
+            continue
+        got = _int_list(obj, key, n)
+        if isinstance(got, str):
+            return got
+        out.append(got)
+    return out
+
+
 def _check(obj: dict[str, Any]) -> tuple[list[str], list[list[int]], float, int, list[str]] | str:
-    """The step's rows and figures, or why the object is not a step."""
+    """The step's rows and figures (scheduled, computed, prompt, local, external), or why the object is not a
+    step."""
     if obj.get("schema") != SCHEMA:
         return f"schema {obj.get('schema')!r} (expected {SCHEMA})"
     ids = obj.get("ids")
@@ -95,7 +115,10 @@ def _check(obj: dict[str, Any]) -> tuple[list[str], list[list[int]], float, int,
     pre = obj.get("preempted", [])
     if not isinstance(pre, list) or not all(isinstance(i, str) for i in pre):
         return "'preempted' is not a list of strings"
-    return ids, [v for v in lists if not isinstance(v, str)], float(t), step, pre
+    sources = _sources(obj, len(ids))
+    if isinstance(sources, str):
+        return sources
+    return ids, [v for v in lists if not isinstance(v, str)] + sources, float(t), step, pre
 
 
 def read_traces(paths: Iterable[Path]) -> StepTable:
@@ -105,7 +128,7 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
     steps: list[Ints] = []
     times: list[npt.NDArray[np.float64]] = []
     keys: list[str] = []
-    cols: list[list[int]] = [[], [], []]
+    cols: list[list[int]] = [[], [], [], [], []]
     preempted: set[str] = set()
     base = 0
     for path in paths:
@@ -121,15 +144,14 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
                 if len(tf.malformed) < MAX_DESCRIBED:
                     tf.malformed[line] = checked
                 continue
-            ids, (sched, comp, prompt), t, step, pre = checked
+            ids, columns, t, step, pre = checked
             tf.source = tf.source or str(obj.get("source", ""))
             own.append(step)
             own_t.append(t)
             counts.append(len(ids))
             keys.extend(record_key(i) or "" for i in ids)
-            cols[0].extend(sched)
-            cols[1].extend(comp)
-            cols[2].extend(prompt)
+            for col, values in zip(cols, columns, strict=True):
+                col.extend(values)
             preempted.update(k for k in map(record_key, pre) if k)
         tf.skipped += len(skipped)
         tf.steps = len(own)
@@ -151,4 +173,6 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
         computed=np.asarray(cols[1], np.int64),
         prompt=np.asarray(cols[2], np.int64),
         preempted=frozenset(preempted),
+        local=np.asarray(cols[3], np.int64),
+        external=np.asarray(cols[4], np.int64),
     )

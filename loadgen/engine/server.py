@@ -87,6 +87,8 @@ class Served:
     batch_invariant: bool = False
     max_num_seqs: int = 64
     prompt_tokens_details: bool = True
+    num_gpu_blocks: int = 1024  # the prefix cache's capacity in blocks (vLLM: the GPU KV cache's)
+    kv_offloading_size: float | None = None  # the offload tier's GiB; None: no tier
 
 
 RUNNER_KEY = web.AppKey("runner", EngineRunner)
@@ -415,18 +417,27 @@ async def server_info(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     served = request.app[SERVED_KEY]
-    body = render(request.app[RUNNER_KEY].gauges) + cache_config_info(served.prefix_caching)
+    body = render(request.app[RUNNER_KEY].gauges) + cache_config_info(
+        served.prefix_caching, served.num_gpu_blocks, served.kv_offloading_size
+    )
     extra = request.app.get(METRICS_KEY)  # the fault counters, with --fault-* flags only
     if extra is not None:
         body += generate_latest(extra)
     return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
 
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")  # what vLLM's boolean query takes
+
+
 async def reset_prefix_cache(request: web.Request) -> web.Response:
-    """vLLM 0.26's route and answer: 200 with ``{"success": false}`` when running requests keep the cache."""
+    """vLLM 0.26's route and answer: 200 with ``{"success": false}`` when running requests keep the cache. It drops
+    the prefix cache only; ``?reset_external=true`` empties the offload tier too."""
     if (failure := request.app[RUNNER_KEY].failure) is not None:
         return _error(ApiError(503, failure))
-    dropped = await asyncio.wrap_future(request.app[RUNNER_KEY].reset_prefix_cache())
+    asked = request.query.get("reset_external", "false").lower()
+    if asked not in _TRUE + _FALSE:
+        return _error(ApiError(400, f"'reset_external' must be a boolean; got {asked!r}", "reset_external"))
+    dropped = await asyncio.wrap_future(request.app[RUNNER_KEY].reset_prefix_cache(asked in _TRUE))
     return _json({"success": dropped})
 
 
