@@ -6,8 +6,9 @@ request's computed tokens before the step (a new request's prefix-cache hit incl
 request's own count advanced (vLLM's ``_update_after_schedule``). A preempted request loses its computed
 tokens and comes back as a cached request in ``resumed_req_ids``. As vLLM 0.26's (``vllm/v1/request.py``,
 ``vllm/v1/metrics/stats.py``), a request carries ``prefill_stats``, set at its first scheduling unless it was
-preempted before (``num_preemptions``); ``OldScheduler``'s requests have no such attribute (a vLLM before it). What to schedule is the test's plan, one
-``Step`` per call, so a test states a step and reads back the line the real plugin wrote for it.
+preempted before (``num_preemptions``); ``OldScheduler``'s requests have no such attribute (a vLLM before it).
+What to schedule is the test's plan, one ``Step`` per call, so a test states a step and reads back the line the
+real plugin wrote for it.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class Step:
 
 class Scheduler:
     def __init__(self) -> None:
-        self.requests: dict[str, Request] = {}
+        self.requests: dict[str, OldRequest] = {}
         self.plan: deque[Step] = deque()
         self._hits: dict[str, int] = {}  # prefix-cache hit of a request not yet scheduled
         self._external: dict[str, int] = {}  # its connector's (an offload tier, a P/D transfer) tokens

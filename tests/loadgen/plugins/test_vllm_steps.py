@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -38,7 +38,7 @@ def traced_vllm(folder: Path | None) -> Iterator[ModuleType]:
 
 
 def run(
-    module: ModuleType, plan: list[Step], requests: dict[str, tuple[int, ...]], *, cls: str = "Scheduler"
+    module: ModuleType, plan: list[Step], requests: Mapping[str, tuple[int, ...]], *, cls: str = "Scheduler"
 ) -> Any:
     """A scheduler with ``requests`` (id -> prompt length, prefix-cache hit[, connector tokens]) taking ``plan``'s
     steps."""
