@@ -12,9 +12,13 @@ gained, with the step's batch size (the sequences in that forward pass: a reques
 as sampled there, and the sequence decodes from the next step on; or, with ``recompute_last`` (vLLM's
 decode server), every position but the last prompt token's is loaded, that token is prefilled here as
 a one-row prefill and the first token is sampled here. A request with ``prompt_logprobs`` skips the prefix-cache
-lookup (every prompt position is computed, as vLLM skips it for such a request) and its prefill step's delivery
+lookup (every prompt position is computed, as vLLM skips it for such a request; the offload tier's too) and its
+prefill step's delivery
 carries the re-score of its prompt. A seeded request samples from its own generator, an unseeded one from the
-scheduler's shared ``unseeded`` generator (loadgen/engine/sampling.py). With ``trace`` set, each forward step's rows are
+scheduler's shared ``unseeded`` generator (loadgen/engine/sampling.py).
+With ``offload`` (loadgen/engine/offload.py) the lookup continues past the prefix-cache hit into the tier, and
+every prefilled prompt's full blocks are stored there; each request's tokens by source (local hit, external) are
+counted at its admission. With ``trace`` set, each forward step's rows are
 written to the step trace before the step runs (loadgen/engine/steplog.py). It is synchronous and single-threaded
 on purpose: :mod:`loadgen.engine.runner` drives it from a thread; tests call ``step`` directly. It
 knows nothing of HTTP.
