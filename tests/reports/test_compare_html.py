@@ -76,6 +76,9 @@ def test_a_cold_boot_matrix_shows_its_answer_in_html_not_one_dot_charts(tmp_path
     got = {(letter, canary): frac for letter, canary, frac in rows}
     assert got.pop(("A", "short")) == "2 / 2"  # prefix caching on, invariance off: the first request differs
     assert set(got.values()) == {"0 / 2"}
+    sequences = re.findall(r"<div><code>([^<]*)</code></div>", table)
+    assert "c1 c2 c2" in sequences  # completions by label, never by a letter, which names a run in this table
+    assert not {w for seq in sequences for w in seq.split()} - {"x", "c1", "c2", "c3"}, sequences
     assert "vs concurrency" not in html and "One concurrency level in every run" in html
     assert "### First request after a cold boot versus the rest" in (out / "comparison.md").read_text()
     cells = [next((out / "cells" / name).iterdir()) for name in ("apc-on_invariant-0", "apc-off_invariant-0")]
