@@ -36,6 +36,7 @@ class Series:
     step: bool = False
     dashed: bool = False
     tags: list[str] = field(default_factory=list)  # a label beside each point ("" for none), aligned with points
+    notes: list[str] = field(default_factory=list)  # each point's hover text after its value ("" for none), aligned
 
 
 def fmt(v: float) -> str:
@@ -147,7 +148,8 @@ def plottable(series: list[Series]) -> tuple[list[Series], int]:
         band = [b for b in s.band if all(finite(v) for v in b)]
         dropped += len(s.band) - len(band)
         tags = [t for (x, _), t in zip(s.points, s.tags, strict=False) if finite(x)]
-        out.append(Series(s.name, points, band, s.step, s.dashed, tags))
+        notes = [t for (x, _), t in zip(s.points, s.notes, strict=False) if finite(x)]
+        out.append(Series(s.name, points, band, s.step, s.dashed, tags, notes))
     return out, dropped
 
 
@@ -209,6 +211,7 @@ def chart(
                 f'<line x1="{px(x):.1f}" y1="{py(lo):.1f}" x2="{px(x):.1f}" y2="{py(hi):.1f}" '
                 f'stroke="{color}" class="bar"/>'
             )
+        note = {x: f" ({lbl(n)})" for (x, _), n in zip(s.points, s.notes, strict=False) if n}
         for run in _runs(s.points):
             pts: list[str] = []
             for j, (x, y) in enumerate(run):
@@ -219,7 +222,8 @@ def chart(
             out.append(f'<polyline points="{" ".join(pts)}" stroke="{color}" class="line"{dash}/>')
             out += [
                 f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}"><title>{lbl(s.name)}, '
-                f"{escape(f'{x_label} ' if x_label else '')}{escape(names.get(x, fmt(x)))}: {fmt(y)}</title></circle>"
+                f"{escape(f'{x_label} ' if x_label else '')}{escape(names.get(x, fmt(x)))}: {fmt(y)}{note.get(x, '')}"
+                "</title></circle>"
                 for x, y in run
                 if not s.step
             ]
