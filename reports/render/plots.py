@@ -1,7 +1,8 @@
 """The report's figures, built from finished report entries (one run, or several overlaid for compare).
 
 Pure: report dicts in, SVG strings out. Concurrency levels are spaced evenly (they are usually
-0, 1, 2, 4, ...), labelled with their values; runs missing a level leave a gap.
+0, 1, 2, 4, ...), labelled with their values; runs missing a level leave a gap. Each entry (a run, in a
+comparison) has one colour in every chart, whatever its series (its p99 and drift mean dashed in that colour).
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ def _series(
 ) -> list[Series]:
     pos, _ = _axis(entries)
     out = []
-    for name, e in entries:
+    for i, (name, e) in enumerate(entries):
         pts = [(pos[lv["concurrency"]], pick(lv)) for lv in e["levels"]]
         bars = [] if band is None else [(pos[lv["concurrency"]], b[0], b[1]) for lv in e["levels"] if (b := band(lv))]
-        out.append(Series(name, pts, bars, dashed=dashed))
+        out.append(Series(name, pts, bars, dashed=dashed, color=i))  # the entry's (run's) colour in every chart
     return out
 
 
@@ -156,7 +157,7 @@ def frontier(cmp: Comparison, canary: ComparedCanary) -> str:
                 continue
             pts.append((row["background_tokens_per_s"], row["divergence_rate"]))
             tags.append(f"c={lv['concurrency']}")
-        series.append(Series(f"{run.get('label') or run_label(i)} ({flag})", pts, tags=tags))
+        series.append(Series(f"{run.get('label') or run_label(i)} ({flag})", pts, tags=tags, color=i))
     xs = [x for s in series for x, _ in s.points if isinstance(x, int | float) and math.isfinite(x)]
     top = nice_ceiling(max(xs, default=1.0))
     ticks = [(0.0, "0"), (top / 2, tick(top / 2)), (top, tick(top))]
