@@ -325,12 +325,13 @@ def onset(
     if scenario.sweep.burst:
         raise ScenarioError(f"{source}: field sweep.burst: the onset search holds background levels; set burst = 0")
     n = scenario.sweep.canaries_per_level
-    study = create_run_dir(out_dir, f"{scenario.name}-onset")
-    result = OnsetResult(study, max_level, n)
     started = now_iso()
-    started_here = endpoint_for(scenario, engine_args or [], log_dir=study, progress=progress)
+    # the study folder is made once the engine answers: an engine that refuses to start leaves no empty one
+    started_here = endpoint_for(scenario, engine_args or [], log_dir=out_dir, progress=progress)
     with started_here as (scenario, engine, engine_info):
         assert scenario.endpoint.base_url is not None
+        study = create_run_dir(out_dir, f"{scenario.name}-onset")
+        result = OnsetResult(study, max_level, n)
         keep_logs_in(engine, study)
         first: dict[str, tuple[str, Any] | None] | None = None
         while (step := next_step(max_level, result.results, result.asked)).level is not None:

@@ -227,25 +227,51 @@ def _try_out_dir(out_dir: Path) -> None:
     """Make the missing folders of ``out_dir``, write a temporary file in it, then remove what was made."""
     made: list[Path] = []
     try:
-        for part in [*reversed(out_dir.parents), out_dir]:
-            if part.is_dir():
-                continue
-            try:
-                part.mkdir()
-            except FileExistsError:
-                if part.is_dir():
-                    continue  # made by another process just now: not this probe's to remove
-                what = "is a file" if part == out_dir else f"cannot be made: {part} is a file"
-                raise UsageError(
-                    f"--out {out_dir}: {what}, not a folder (the folder that receives run folders)"
-                ) from None
-            made.append(part)
+        _make_missing(out_dir, made)
         with tempfile.TemporaryFile(dir=out_dir):
             pass
     finally:
-        for part in reversed(made):
-            with suppress(OSError):
-                part.rmdir()
+        _remove_if_empty(made)
+
+
+def _make_missing(out_dir: Path, made: list[Path]) -> None:
+    """Make the missing folders of ``out_dir``, outermost first, each appended to ``made`` once made here (one
+    another process made meanwhile is not)."""
+    for part in [*reversed(out_dir.parents), out_dir]:
+        if part.is_dir():
+            continue
+        try:
+            part.mkdir()
+        except FileExistsError:
+            if part.is_dir():
+                continue  # made by another process just now: not this one's to remove
+            what = "is a file" if part == out_dir else f"cannot be made: {part} is a file"
+            raise UsageError(f"--out {out_dir}: {what}, not a folder (the folder that receives run folders)") from None
+        made.append(part)
+
+
+def _remove_if_empty(made: list[Path]) -> None:
+    """Remove the folders in ``made``, innermost first, each only while it is empty: one holding a run folder (or
+    another process's) stays."""
+    for part in reversed(made):
+        with suppress(OSError):
+            part.rmdir()
+
+
+def _engine_tmp(log_dir: Path | None, made: list[Path]) -> Path:
+    """A temporary folder for the engine's log inside ``log_dir``, its missing folders made (and listed in
+    ``made``, for ``_remove_if_empty`` once the engine is gone); another loadgen sharing ``--out`` may remove a
+    folder it made (its own engine failed) between the two steps: then tried again."""
+    for _ in range(_OUT_TRIES - 1):
+        with suppress(FileNotFoundError):
+            return _made_tmp(log_dir, made)
+    return _made_tmp(log_dir, made)
+
+
+def _made_tmp(log_dir: Path | None, made: list[Path]) -> Path:
+    if log_dir is not None:
+        _make_missing(log_dir, made)
+    return Path(tempfile.mkdtemp(prefix=".loadgen-engine-", dir=log_dir))
 
 
 def _wait_forwarding_signals(proc: subprocess.Popen[bytes]) -> int:
@@ -319,9 +345,8 @@ def endpoint_for(
         require_router(kind, topo)  # missing, it would fail only once the engines are up
     progress(EngineStarting(shown_kind, exposed_host(spec or LauncherSpec(), engine_args)))
     t0 = time.monotonic()
-    if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".loadgen-engine-", dir=log_dir))
+    made: list[Path] = []  # the folders of ``log_dir`` made here: removed on the way out while empty (a failed start)
+    tmp = _engine_tmp(log_dir, made)
     failed_to = log_dir or Path.cwd()  # a failed start keeps its log here: the tmp folder goes on the way out
     try:
         if topo is not None and pd:
@@ -362,6 +387,7 @@ def endpoint_for(
                 yield with_overrides(scenario, base_url=engine.url, labels=labels), engine, started.describe()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_if_empty(made)
 
 
 def run(request: RunRequest, *, progress: Progress = no_progress) -> RunResult:

@@ -120,6 +120,7 @@ class CanaryView:
         nanf = np.full(n, np.nan)
         self.dmax, self.dmean, self.dbit = nanf, nanf.copy(), nanf.copy()
         self.cmp_len = np.full(n, -1, np.int64)  # positions compared for drift (before the first divergence)
+        self.dpos = np.zeros(n, np.int64)  # of those, the positions where both logprobs exist: what drift measured
         self.fdrift = np.full(n, -1, np.int64)  # first position whose logprob was not bitwise the reference's
         self.fclass = np.full(n, -1, np.int8)  # fork class of a divergent completion (reports.analysis.forks)
         self.fstep, self.fsteps = nanf.copy(), nanf.copy()  # its estimated rounding step, its gap in steps
@@ -149,7 +150,8 @@ class CanaryView:
         ref_len = self.length[self.ref]
         cmp_len = np.where(self.fd[comp] >= 0, self.fd[comp], ref_len)
         self.cmp_len[comp] = cmp_len
-        self.dmax[comp], self.dmean[comp], self.dbit[comp] = drift(lp, self.rows[comp], ref_lp, cmp_len)
+        got = drift(lp, self.rows[comp], ref_lp, cmp_len)
+        self.dmax[comp], self.dmean[comp], self.dbit[comp], self.dpos[comp] = got
         self.fdrift[comp] = first_drift(lp, self.rows[comp], ref_lp, cmp_len)
 
     def _classify(self) -> None:
@@ -225,6 +227,7 @@ def summarise(c: CanaryView, sel: npt.NDArray[np.bool_]) -> Figures:
             "mean": float(np.mean(c.dmean[has_drift])),
             "bitwise_equal_share": float(np.mean(c.dbit[has_drift])),
             "compared": int(has_drift.sum()),
+            "positions": int(c.dpos[has_drift].sum()),
         },
         "observed_inflight": {"median": median(c.inflight[sel])},
         "engine_running": None if median(c.engine[sel]) is None else {"median": median(c.engine[sel])},

@@ -27,7 +27,8 @@ SUMMARY_SCHEMA = 1
 
 
 class BootReading(TypedDict):
-    """One boot of one canary: each request's completion by letter (None: failed), in order."""
+    """One boot of one canary: each request's completion by its label (``c1``, ``c2``...; None: failed), in
+    order."""
 
     boot: int
     requests: int
@@ -51,7 +52,7 @@ class ColdBootCanary(TypedDict):
     distinct_first: int
     distinct_warm: int
     distinct_all: int
-    completions: dict[str, str | None]  # letter -> text of that completion
+    completions: dict[str, str | None]  # label (c1, c2...) -> text of that completion
     boots: list[BootReading]
 
 
@@ -73,9 +74,10 @@ def identity_of(record: CanaryRecord, kind: IdentityKind) -> Completion:
     return identities(record.token_ids, record.tokens, record.text).get(kind, ())
 
 
-def letter(index: int) -> str:
-    """A, B, ... Z, then C27, C28...: short names for distinct completions in tables."""
-    return chr(ord("A") + index) if index < 26 else f"C{index + 1}"
+def completion_label(index: int) -> str:
+    """c1, c2, ...: short names for distinct completions in tables; never a letter, since a comparison names its
+    runs A, B, ... and shows both in one table."""
+    return f"c{index + 1}"
 
 
 def _boot_entry(boot: int, rows: list[CanaryRecord], ids: dict[Completion, str], kind: IdentityKind) -> BootReading:
@@ -83,7 +85,7 @@ def _boot_entry(boot: int, rows: list[CanaryRecord], ids: dict[Completion, str],
     idents = [identity_of(r, kind) if r.status == "ok" else None for r in rows]
     for ident in idents:
         if ident is not None and ident not in ids:
-            ids[ident] = letter(len(ids))
+            ids[ident] = completion_label(len(ids))
     entry: BootReading = {
         "boot": boot,
         "requests": len(rows),
@@ -133,7 +135,7 @@ def summarise_canary(canary_id: str, records: Sequence[CanaryRecord]) -> ColdBoo
         "distinct_first": len(firsts),
         "distinct_warm": len(warm),
         "distinct_all": len(ids),
-        "completions": texts,  # letter -> text of that completion
+        "completions": texts,  # label -> text of that completion
         "boots": boots,
     }
 
@@ -159,7 +161,7 @@ def render_markdown(summary: ColdBootSummary, *, title: str = "Cold boot: the fi
         f"## {title}",
         "",
         f"{summary['boots']} boots (a fresh engine process each) x {summary['requests_per_boot']} one-at-a-time "
-        "requests per canary per boot. Letters name distinct completions in order of first appearance; "
+        "requests per canary per boot. c1, c2, ... name distinct completions in order of first appearance; "
         "`x` is a failed request.",
         "",
         "| canary | boots where the first request differs and the rest agree | distinct first | distinct warm "
@@ -178,8 +180,7 @@ def render_markdown(summary: ColdBootSummary, *, title: str = "Cold boot: the fi
             "| boot | completions in order | first differs | rest agree | first divergence | cached prompt tokens |",
             "|---:|---|---|---|---:|---|",
         ]
-        for b in c["boots"]:
-            seq = sequence(b)
+        for b, seq in zip(c["boots"], sequences(c), strict=True):
             cached = " ".join("?" if t is None else str(t) for t in b["cached_prompt_tokens"])
             lines.append(
                 f"| {b['boot']} | {seq} | {_yes(b['first_differs'])} | {_yes(b['rest_agree'])} "
@@ -203,9 +204,16 @@ def matrix_table(cells: Sequence[tuple[str, ColdBootSummary]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sequence(boot: BootReading) -> str:
-    """A boot's completions in order as letters, ``x`` for a failed request: ``A B B B``."""
-    return " ".join("x" if x is None else x for x in boot["completions"])
+def sequences(canary: ColdBootCanary) -> list[str]:
+    """Each boot's completions in order, ``x`` for a failed request: ``c1 c2 c2 c2``. Named again by first
+    appearance (what ``summarise`` stores), so that a summary written when completions were named A, B, ... reads
+    the same as a new one beside a comparison's run letters."""
+    names: dict[str, str] = {}
+    for b in canary["boots"]:
+        for x in b["completions"]:
+            if x is not None:
+                names.setdefault(x, completion_label(len(names)))
+    return [" ".join("x" if x is None else names[x] for x in b["completions"]) for b in canary["boots"]]
 
 
 def compared(run: str, summary: ColdBootSummary) -> ComparedColdBoot:
@@ -222,7 +230,7 @@ def compared(run: str, summary: ColdBootSummary) -> ComparedColdBoot:
                 "distinct_first": c["distinct_first"],
                 "distinct_warm": c["distinct_warm"],
                 "boots_with_errors": c["boots_with_errors"],
-                "sequences": [sequence(b) for b in c["boots"]],
+                "sequences": sequences(c),
             }
             for c in summary["canaries"]
         ],

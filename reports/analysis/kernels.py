@@ -73,13 +73,15 @@ def _group_exact(mat: npt.NDArray[Any], rows: Rows) -> tuple[npt.NDArray[np.int6
 
 def drift(
     lp: npt.NDArray[np.float64], rows: Rows, ref_lp: npt.NDArray[np.float64], compare_len: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """Per row, over positions before ``compare_len`` where both logprobs exist: max and mean of
-    |lp - ref_lp|, and 1.0 if all are exactly equal else 0.0. NaN for a row with no such position."""
+    |lp - ref_lp|, 1.0 if all are exactly equal else 0.0 (NaN for a row with no such position), and how many
+    such positions there were."""
     n, w = len(rows), lp.shape[1]
     dmax, dmean, bitwise = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    positions = np.zeros(n, np.int64)
     if w == 0 or n == 0:
-        return dmax, dmean, bitwise
+        return dmax, dmean, bitwise, positions
     cols = np.arange(w)
     for sl in chunks(rows, w):
         d = np.abs(lp[rows[sl]] - ref_lp)
@@ -90,7 +92,8 @@ def drift(
         dmax[sl] = np.where(has, d.max(axis=1), np.nan)
         dmean[sl] = np.where(has, d.sum(axis=1) / np.maximum(count, 1), np.nan)
         bitwise[sl] = np.where(has, (d == 0.0).all(axis=1), np.nan)
-    return dmax, dmean, bitwise
+        positions[sl] = count
+    return dmax, dmean, bitwise, positions
 
 
 def first_drift(

@@ -123,8 +123,8 @@ def coldboot_html(cmp: Comparison) -> str:
     note = (
         f"{first['boots']} boots per run, {first['requests_per_boot']} one-at-a-time requests per canary per boot. "
         "First differs, rest agree: boots where request 1 differs from requests 2..N and those agree. Distinct "
-        "first / warm: distinct request-1 and request-2..N completions across boots. Letters name distinct "
-        "completions in order of first appearance; x is a failed request."
+        "first / warm: distinct request-1 and request-2..N completions across boots. c1, c2, ... name distinct "
+        "completions in order of first appearance (letters name runs); x is a failed request."
     )
     return (
         f"<h2>First request after a cold boot versus the rest</h2><p class='meta'>{escape(note)}</p>"

@@ -57,6 +57,7 @@ class LogprobDrift(TypedDict):
     mean: float
     bitwise_equal_share: float
     compared: int
+    positions: NotRequired[int]  # token positions measured, over the ``compared`` completions (older reports lack it)
 
 
 ForkClass = Literal["near_tie", "structural", "unclassified"]  # reports.analysis.forks.CLASSES

@@ -1,7 +1,8 @@
 """The report's figures, built from finished report entries (one run, or several overlaid for compare).
 
 Pure: report dicts in, SVG strings out. Concurrency levels are spaced evenly (they are usually
-0, 1, 2, 4, ...), labelled with their values; runs missing a level leave a gap.
+0, 1, 2, 4, ...), labelled with their values; runs missing a level leave a gap. Each entry (a run, in a
+comparison) has one colour in every chart, whatever its series (its p99 and drift mean dashed in that colour).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from reports.model.comparison import ComparedCanary, Comparison
-from reports.model.report import Canary, Level
+from reports.model.report import Canary, Level, LogprobDrift
 from reports.render.compare_cells import run_label
 from reports.render.svg import Series, chart, nice_ceiling, tick
 
@@ -36,10 +37,10 @@ def _series(
 ) -> list[Series]:
     pos, _ = _axis(entries)
     out = []
-    for name, e in entries:
+    for i, (name, e) in enumerate(entries):
         pts = [(pos[lv["concurrency"]], pick(lv)) for lv in e["levels"]]
         bars = [] if band is None else [(pos[lv["concurrency"]], b[0], b[1]) for lv in e["levels"] if (b := band(lv))]
-        out.append(Series(name, pts, bars, dashed=dashed))
+        out.append(Series(name, pts, bars, dashed=dashed, color=i))  # the entry's (run's) colour in every chart
     return out
 
 
@@ -66,16 +67,39 @@ def earliest_vs_level(entries: Named, unit: str = "token") -> str:
 
 
 def drift_vs_level(entries: Named) -> str:
+    """Max and mean drift per level; each max point labelled with how much it measured (``n=`` token positions),
+    and every point's hover text says it in full: a max over a handful of positions is weak evidence."""
     _, ticks = _axis(entries)
     series = _series(entries, lambda lv: None if lv["logprob_drift"] is None else lv["logprob_drift"]["max"])
     series += _series(
         entries, lambda lv: None if lv["logprob_drift"] is None else lv["logprob_drift"]["mean"], dashed=True
     )
+    for s, (_, e) in zip(series, [*entries, *entries], strict=True):
+        s.notes = [_measured(lv["logprob_drift"]) for lv in e["levels"]]
     for s in series[len(entries) :]:
         s.name += " (mean)"
-    for s in series[: len(entries)]:
+    for s, (_, e) in zip(series, entries, strict=False):
         s.name += " (max)"
+        s.tags = [_measured_tag(lv["logprob_drift"]) for lv in e["levels"]]
     return chart("Logprob drift before divergence vs concurrency", series, ticks, "|Δ logprob|", x_label="concurrency")
+
+
+def _measured(drift: LogprobDrift | None) -> str:
+    """What one drift point measured, in words: ``120 positions over 12 completions``."""
+    if drift is None:
+        return ""
+    n = drift["compared"]
+    over = f"{n} completion{'s' if n != 1 else ''}"
+    positions = drift.get("positions")
+    return over if positions is None else f"{positions} position{'s' if positions != 1 else ''} over {over}"
+
+
+def _measured_tag(drift: LogprobDrift | None) -> str:
+    """The label beside a max point: ``n=120`` positions (``12 compl.`` from a report that did not count them)."""
+    if drift is None:
+        return ""
+    positions = drift.get("positions")
+    return f"{drift['compared']} compl." if positions is None else f"n={positions}"
 
 
 def latency_vs_level(entries: Named) -> str:
@@ -133,7 +157,7 @@ def frontier(cmp: Comparison, canary: ComparedCanary) -> str:
                 continue
             pts.append((row["background_tokens_per_s"], row["divergence_rate"]))
             tags.append(f"c={lv['concurrency']}")
-        series.append(Series(f"{run.get('label') or run_label(i)} ({flag})", pts, tags=tags))
+        series.append(Series(f"{run.get('label') or run_label(i)} ({flag})", pts, tags=tags, color=i))
     xs = [x for s in series for x, _ in s.points if isinstance(x, int | float) and math.isfinite(x)]
     top = nice_ceiling(max(xs, default=1.0))
     ticks = [(0.0, "0"), (top / 2, tick(top / 2)), (top, tick(top))]

@@ -36,6 +36,8 @@ class Series:
     step: bool = False
     dashed: bool = False
     tags: list[str] = field(default_factory=list)  # a label beside each point ("" for none), aligned with points
+    notes: list[str] = field(default_factory=list)  # each point's hover text after its value ("" for none), aligned
+    color: int | None = None  # its PALETTE index: one per run in a comparison, whatever the series; None: its position
 
 
 def fmt(v: float) -> str:
@@ -147,7 +149,8 @@ def plottable(series: list[Series]) -> tuple[list[Series], int]:
         band = [b for b in s.band if all(finite(v) for v in b)]
         dropped += len(s.band) - len(band)
         tags = [t for (x, _), t in zip(s.points, s.tags, strict=False) if finite(x)]
-        out.append(Series(s.name, points, band, s.step, s.dashed, tags))
+        notes = [t for (x, _), t in zip(s.points, s.notes, strict=False) if finite(x)]
+        out.append(Series(s.name, points, band, s.step, s.dashed, tags, notes, s.color))
     return out, dropped
 
 
@@ -173,7 +176,8 @@ def chart(
     top = y_max if y_max is not None and finite(y_max) and y_max > 0 else nice_ceiling(max([*ys, 0.0]))
     if integer_y and top < 1e15:  # the middle tick a whole number too: 0 / 13 / 26, not 0 / 12.5 / 25
         top = max(2.0, 2 * math.ceil(top / 2))
-    keys = [Key(s.name, PALETTE[i % len(PALETTE)], "dash" if s.dashed else "line") for i, s in enumerate(series)]
+    colors = [PALETTE[(i if s.color is None else s.color) % len(PALETTE)] for i, s in enumerate(series)]
+    keys = [Key(s.name, c, "dash" if s.dashed else "line") for s, c in zip(series, colors, strict=True)]
     keys_svg, keys_h = legend(keys, H)
     height = H + keys_h
 
@@ -202,13 +206,13 @@ def chart(
         f'text-anchor="middle">{escape(y_label)}</text>'
     )
     names = dict(x_ticks)  # a point's hover text names its x by the tick there
-    for i, s in enumerate(series):
-        color = PALETTE[i % len(PALETTE)]
+    for i, (s, color) in enumerate(zip(series, colors, strict=True)):
         for x, lo, hi in s.band:
             out.append(
                 f'<line x1="{px(x):.1f}" y1="{py(lo):.1f}" x2="{px(x):.1f}" y2="{py(hi):.1f}" '
                 f'stroke="{color}" class="bar"/>'
             )
+        note = {x: f" ({lbl(n)})" for (x, _), n in zip(s.points, s.notes, strict=False) if n}
         for run in _runs(s.points):
             pts: list[str] = []
             for j, (x, y) in enumerate(run):
@@ -219,7 +223,8 @@ def chart(
             out.append(f'<polyline points="{" ".join(pts)}" stroke="{color}" class="line"{dash}/>')
             out += [
                 f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}"><title>{lbl(s.name)}, '
-                f"{escape(f'{x_label} ' if x_label else '')}{escape(names.get(x, fmt(x)))}: {fmt(y)}</title></circle>"
+                f"{escape(f'{x_label} ' if x_label else '')}{escape(names.get(x, fmt(x)))}: {fmt(y)}{note.get(x, '')}"
+                "</title></circle>"
                 for x, y in run
                 if not s.step
             ]

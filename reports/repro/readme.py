@@ -5,7 +5,9 @@ It words what the other ``reports.repro`` modules found (the choice, the load, t
 replay's notes) and never re-derives a reference, a divergence or an overlap. Every server-provided
 string goes through ``mdtext``: a model id or a completion may be hostile Markdown. No command it shows sends
 anything where the run folder says: the curl line and the replay take the URL and the key from whoever runs
-them, and the engine a replay would start is shown as its approval shows it (an indented code block: the
+them (the run's own URL is often gone: the curl goes to ``$BASE_URL``, after the line that starts the run's
+embedded engine where the run had one, its arguments quoted one by one), and the engine a replay would start is
+shown as its approval shows it (an indented code block: the
 line as it is, byte for byte, which ``loadgen.launchers.approval`` keeps to one line of plain characters).
 """
 
@@ -20,6 +22,7 @@ from loadgen.core.scenario import APPROVE_ENV
 from loadgen.core.stats import num
 from reports.render import mdtext
 from reports.repro.choice import Choice
+from reports.repro.replay import engine_args
 from reports.repro.side_by_side import side_by_side_md, token_text
 
 CONTEXT = 5  # positions shown on each side of the first divergence in the README
@@ -64,7 +67,7 @@ def readme(
         "",
         _outcome(choice, record, reference, first_div, table),
         "",
-        *_sent_section(endpoint),
+        *_sent_section(run, endpoint),
         *_endpoint_section(m, endpoint),
         *_load_section(record, load),
         "## The reference",
@@ -146,25 +149,61 @@ def _outcome(
     )
 
 
-def _sent_section(endpoint: dict[str, Any]) -> list[str]:
+SERVE_PORT = 8000  # where the README's ``loadgen serve`` listens (the embedded engine's own default)
+
+
+def _sent_section(run: RunData, endpoint: dict[str, Any]) -> list[str]:
+    """What was sent and a curl line that sends it again. The run's endpoint may be gone (an engine loadgen
+    started is stopped with its run), so the curl goes to ``$BASE_URL``, a live endpoint: the embedded engine
+    started first by the line above it (the run's arguments), an engine the reader starts, or the run's own
+    if it still answers; never the recorded URL by itself (a run folder can name any host)."""
     t = mdtext.text
     route = str(endpoint["route"] or "/v1/completions")
     base = str(endpoint["base_url"] or "http://127.0.0.1:8000")
+    started = run.manifest.engine
+    args = engine_args(run)
+    if args is not None:
+        gone = (
+            "an engine loadgen started for the run and stopped after it: that address is gone. Start the same "
+            "engine first (the embedded engine with the run's arguments, read from its manifest: read them "
+            "first), in another terminal, and send the request to it once it prints its `READY` line"
+        )
+        first = [
+            # one line whatever the manifest holds: each argument quoted and its control characters escaped
+            " ".join(["loadgen", "serve", "--port", str(SERVE_PORT), *(shlex.quote(visible(a, keep="")) for a in args)])
+            + "  # in another terminal: the run's engine",
+            f"BASE_URL=http://127.0.0.1:{SERVE_PORT}",
+        ]
+    elif started:
+        gone = (
+            f"an engine loadgen started for the run ({t(started.get('kind'))}) and stopped after it: that address "
+            'is gone. Start that engine first (its command is under "The endpoint" below and in `replay.toml`\'s '
+            "`[launcher]`) and send the request to where it listens"
+        )
+        first = ["BASE_URL=http://HOST:PORT  # where the engine you started listens"]
+    else:
+        gone = (
+            "the run's endpoint, which loadgen did not start: it may be gone. Send the request to a live endpoint, "
+            "that one if it still answers or an engine you start first"
+        )
+        first = ["BASE_URL=http://HOST:PORT  # a live endpoint: the run's, above, only if it still answers"]
     return [
         "## What was sent",
         "",
         "`request.json` is the exact JSON body of this request as sent (headers are never recorded). It went to "
-        f"`POST {t(route)}` on `{t(base)}`, model `{t(endpoint['model'])}`. To send it once by hand to your "
-        'endpoint (where it wants a key, add `-H "Authorization: Bearer $MY_KEY"`, the variable holding yours):',
+        f"`POST {t(route)}` on `{t(base)}`, model `{t(endpoint['model'])}`: {gone} (where it wants a key, add "
+        '`-H "Authorization: Bearer $MY_KEY"`, the variable holding yours):',
         "",
         "```sh",
+        *first,
         # one line whatever the recorded route holds: a line feed could close the code block
-        f"curl -s {shlex.quote(visible('http://HOST:PORT' + route, keep=''))} -H 'Content-Type: application/json' "
+        f"curl -s \"$BASE_URL\"{shlex.quote(visible(route, keep=''))} -H 'Content-Type: application/json' "
         "-d @request.json",
         "```",
         "",
         "Sent alone, as the baseline was, it is expected to return the reference (below): the difference comes "
-        "from what the engine batched beside it.",
+        "from what the engine batched beside it. On a freshly started engine send it twice and read the second "
+        "answer: the run's baseline came after its warm-up, and a first request after a start can differ.",
         "",
     ]
 

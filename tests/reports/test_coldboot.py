@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from loadgen.core.identity import first_divergence
 from loadgen.core.record import CanaryRecord
-from reports.analysis.coldboot import matrix_table, render_markdown, summarise
+from reports.analysis.coldboot import compared, matrix_table, render_markdown, summarise
+from reports.render.compare_cells import run_label
 
 COLD = [5, 9, 9, 1]
 WARM = [5, 9, 4, 2]
@@ -43,9 +44,9 @@ def test_first_differs_and_rest_agree_on_every_boot() -> None:
     s = summarise(study([[COLD, WARM, WARM]] * 3), boots=3, requests=3)
     (c,) = s["canaries"]
     assert (c["first_differs_rest_agree"], c["boots_counted"], c["distinct_first"], c["distinct_warm"]) == (3, 3, 1, 1)
-    assert [b["completions"] for b in c["boots"]] == [["A", "B", "B"]] * 3
+    assert [b["completions"] for b in c["boots"]] == [["c1", "c2", "c2"]] * 3
     assert {b["first_divergence"] for b in c["boots"]} == {2}  # COLD and WARM share [5, 9]
-    assert c["identity"] == "token_ids" and c["completions"] == {"A": "5 9 9 1", "B": "5 9 4 2"}
+    assert c["identity"] == "token_ids" and c["completions"] == {"c1": "5 9 9 1", "c2": "5 9 4 2"}
 
 
 def test_stable_boots_unstable_rest_and_errors_are_told_apart() -> None:
@@ -91,9 +92,20 @@ def test_markdown_and_matrix_table_show_the_counts() -> None:
     on = summarise(study([[COLD, WARM, WARM]] * 2), boots=2, requests=3)
     off = summarise(study([[WARM, WARM, WARM]] * 2), boots=2, requests=3)
     md = render_markdown(on)
-    assert "| `short` | 2 / 2 | 1 | 1 | 0 |" in md and "| 1 | A B B | yes | yes | 2 | ? ? ? |" in md
+    assert "| `short` | 2 / 2 | 1 | 1 | 0 |" in md and "| 1 | c1 c2 c2 | yes | yes | 2 | ? ? ? |" in md
     table = matrix_table([("apc-on", on), ("apc-off", off)])
     assert "| apc-on | 2 / 2 | 1 / 1 |" in table and "| apc-off | 0 / 2 | 1 / 1 |" in table
+
+
+def test_a_summary_written_with_letters_is_compared_with_labels() -> None:
+    """A ``coldboot.json`` from before completions were labelled c1, c2, ... (they were A, B, ...) reads the same
+    in a comparison as a new one: its sequences never show a letter, which names a run there."""
+    new = summarise(study([[COLD, WARM, WARM], [WARM, None, WARM]]), boots=2, requests=3)
+    old = summarise(study([[COLD, WARM, WARM], [WARM, None, WARM]]), boots=2, requests=3)
+    for b in old["canaries"][0]["boots"]:
+        b["completions"] = [None if x is None else {"c1": "A", "c2": "B"}[x] for x in b["completions"]]
+    assert compared("r", old) == compared("r", new)
+    assert compared("r", new)["canaries"][0]["sequences"] == ["c1 c2 c2", "c2 x c2"]
 
 
 def test_cached_tokens_are_shown_per_request() -> None:
@@ -115,7 +127,7 @@ def test_record_order_changes_nothing(pattern: list[list[list[int]]], rnd: rando
     rnd.shuffle(shuffled)
     before = summarise(records, boots=len(pattern), requests=4)
     after = summarise(shuffled, boots=len(pattern), requests=4)
-    # letters follow first appearance in boot order, so they match whatever the file order
+    # labels follow first appearance in boot order, so they match whatever the file order
     assert before == after
 
 
@@ -123,3 +135,13 @@ def test_record_order_changes_nothing(pattern: list[list[list[int]]], rnd: rando
 def test_a_completion_never_diverges_from_itself(seq: list[int]) -> None:
     assert first_divergence(tuple(seq), tuple(seq)) is None
     assert first_divergence(tuple(seq), (*seq, 9)) == len(seq)
+
+
+@given(st.lists(st.lists(st.one_of(st.none(), ids), min_size=2, max_size=4), min_size=1, max_size=4))
+def test_no_completion_label_is_a_run_label(pattern: list[list[list[int] | None]]) -> None:
+    """A comparison's cold-boot table names runs A, B, ... and shows each boot's completions beside them: no
+    completion may be named as any run could be."""
+    summary = summarise(study(pattern), boots=len(pattern), requests=4)
+    shown = {word for seq in compared("r", summary)["canaries"][0]["sequences"] for word in seq.split()}
+    assert shown and not shown & {run_label(i) for i in range(len(shown) + 30)}
+    assert shown <= {"x"} | {f"c{i}" for i in range(1, len(shown) + 1)}

@@ -42,6 +42,24 @@ def test_one_latency_percentile_set_in_charts_and_tables(tmp_path: Path) -> None
     assert "p90" not in html and "p90" not in (out / "comparison.md").read_text()
 
 
+def test_each_run_keeps_one_colour_in_every_chart(tmp_path: Path) -> None:
+    """A run's colour is the run's, not its series' position: A's p99 line (and its drift mean) is A's colour,
+    and so are its dots and its legend entries, in all six charts; B has another."""
+    charts = svgs((compare_two(tmp_path) / "comparison.html").read_text())
+    colour: dict[str, set[str]] = {"A": set(), "B": set()}
+    for c in charts:
+        keys = [t for t in c.root.iter("text") if t.get("class") == "legend"]
+        assert len(keys) >= 2, c.title
+        for t in keys:
+            colour[(t.text or "")[0]].add(t.get("fill", ""))
+        for dot in c.root.iter("circle"):
+            run = (dot.findtext("title") or "")[0]
+            colour[run].add(dot.get("fill", ""))
+        lines = [p.get("stroke", "") for p in c.root.iter("polyline")]
+        assert set(lines) <= colour["A"] | colour["B"], c.title
+    assert len(colour["A"]) == 1 and len(colour["B"]) == 1 and colour["A"] != colour["B"], colour
+
+
 def test_cost_columns_keep_one_number_format(tmp_path: Path) -> None:
     out = compare_two(tmp_path)
     md = (out / "comparison.md").read_text()
@@ -76,6 +94,9 @@ def test_a_cold_boot_matrix_shows_its_answer_in_html_not_one_dot_charts(tmp_path
     got = {(letter, canary): frac for letter, canary, frac in rows}
     assert got.pop(("A", "short")) == "2 / 2"  # prefix caching on, invariance off: the first request differs
     assert set(got.values()) == {"0 / 2"}
+    sequences = re.findall(r"<div><code>([^<]*)</code></div>", table)
+    assert "c1 c2 c2" in sequences  # completions by label, never by a letter, which names a run in this table
+    assert not {w for seq in sequences for w in seq.split()} - {"x", "c1", "c2", "c3"}, sequences
     assert "vs concurrency" not in html and "One concurrency level in every run" in html
     assert "### First request after a cold boot versus the rest" in (out / "comparison.md").read_text()
     cells = [next((out / "cells" / name).iterdir()) for name in ("apc-on_invariant-0", "apc-off_invariant-0")]

@@ -61,10 +61,11 @@ def test_group_rows_survives_hash_collisions(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_drift_only_before_divergence() -> None:
     lp = np.array([[-1.0, -2.0, -3.0], [-1.0, -2.5, -9.0], [-1.0, np.nan, -3.0], [np.nan, np.nan, np.nan]])
-    dmax, dmean, bitwise = drift(lp, np.arange(4), lp[0], np.array([3, 2, 3, 3]))
+    dmax, dmean, bitwise, positions = drift(lp, np.arange(4), lp[0], np.array([3, 2, 3, 3]))
     assert dmax[:3].tolist() == [0.0, 0.5, 0.0]  # row 1's -9.0 lies past its divergence
     assert dmean[1] == 0.25 and bitwise[:3].tolist() == [1.0, 0.0, 1.0]
     assert np.isnan(dmax[3]) and np.isnan(bitwise[3])  # nothing comparable is not "equal"
+    assert positions.tolist() == [3, 2, 2, 0]  # before each divergence, where both logprobs exist
 
 
 def test_text_matrix_uses_code_points() -> None:

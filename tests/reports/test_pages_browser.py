@@ -5,8 +5,9 @@ diverging run from an invariant one, timestamps on one line each.
 Needs Debian's ``chromium`` and the ``playwright`` package (its driver only), as the web UI's browser test
 (``tests/loadgen/load/test_web_ui_browser.py``); skipped when no Chromium is installed, a failure when
 LOADGEN_BROWSER_TESTS=1. LOADGEN_SCREENSHOT_DIR=DIR also writes the two pages' screenshots there, for a
-look. (``docs/comparison-html.png`` is the same 1240x1000 view of ``loadgen compare`` over the two runs
-in ``docs/results/h200/matrix/cells``.)
+look. (``docs/comparison-html.png`` is a 1240x1560 view, every chart in it, of ``loadgen compare`` over the
+two runs in ``docs/results/h200/matrix/cells``; ``docs/webui-chart.png`` is the web UI test's
+``LOADGEN_SCREENSHOT``.)
 """
 
 from __future__ import annotations

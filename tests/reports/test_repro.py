@@ -261,6 +261,50 @@ def test_an_embedded_engine_run_replays_with_the_same_engine_arguments(tmp_path:
     assert f"\n#   {shown}\n" in files["replay.sh"].decode() and f"\n    {shown}\n" in files["README.md"].decode()
 
 
+def _curl_block(readme: str) -> list[str]:
+    """The shell lines of the README's "What was sent"."""
+    return readme.split("## What was sent", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()
+
+
+CURL = "curl -s \"$BASE_URL\"/v1/completions -H 'Content-Type: application/json' -d @request.json"
+
+
+def test_the_curl_of_a_run_on_an_endpoint_of_its_own_says_it_may_be_gone(tmp_path: Path) -> None:
+    """Loadgen started no engine: the run's URL is named as where it went, maybe gone; the curl goes to
+    ``$BASE_URL``, which the reader sets to a live endpoint (the run's only if it still answers)."""
+    readme = folder(make_run(tmp_path))[1]["README.md"].decode()
+    assert "on `http://127.0.0.1:1`" in readme and "it may be gone" in readme
+    assert _curl_block(readme) == [
+        "BASE_URL=http://HOST:PORT  # a live endpoint: the run's, above, only if it still answers",
+        CURL,
+    ]
+
+
+def test_the_curl_of_a_run_on_a_launched_engine_says_to_start_it_first(tmp_path: Path) -> None:
+    launcher = {"kind": "vllm", "model": "m", "args": ["--seed", "0"]}
+    run_dir = make_run(
+        tmp_path,
+        scenario={**SCENARIO, "launcher": launcher},
+        engine={"kind": "vllm", "command": ["vllm", "serve", "m", "--port", "41234"]},
+    )
+    readme = folder(run_dir)[1]["README.md"].decode()
+    assert "(vllm) and stopped after it: that address is gone. Start that engine first" in readme
+    assert _curl_block(readme) == ["BASE_URL=http://HOST:PORT  # where the engine you started listens", CURL]
+
+
+def test_the_curl_of_a_run_on_the_embedded_engine_starts_it_first_with_the_run_s_arguments(tmp_path: Path) -> None:
+    """Each argument quoted on its own: one from a hostile manifest stays one word of one line."""
+    command = [*repro_replay.EMBEDDED_PREFIX, "--logit-scale=1.0", "--seed=$(touch PWNED) x"]
+    readme = folder(make_run(tmp_path, engine={"kind": "embedded", "command": command}))[1]["README.md"].decode()
+    assert "that address is gone. Start the same engine first" in readme
+    assert _curl_block(readme) == [
+        "loadgen serve --port 8000 --logit-scale=1.0 '--seed=$(touch PWNED) x'"
+        "  # in another terminal: the run's engine",
+        "BASE_URL=http://127.0.0.1:8000",
+        CURL,
+    ]
+
+
 def test_a_burst_copy_replays_as_a_burst(tmp_path: Path) -> None:
     rows = [rec([1, 2], phase="baseline"), rec([1, 3], level=5, burst=True)]
     run_dir = write_run(tmp_path / "run", rows, scenario=SCENARIO)

@@ -36,6 +36,10 @@ class Display(Protocol):
     def status(self, text: str) -> None:
         """What is being done now; replaced by the next status or by run progress."""
 
+    def count(self, text: str, done: int, total: int) -> None:
+        """A count within the current step (a boot's requests back): a status on a terminal; in a log only the
+        last (``done == total``) and, while it goes, a line now and then, never one per request."""
+
     def run(self, snap: Snapshot, started_at: float) -> None:
         """A run's progress; ``started_at`` is the ``time.monotonic()`` at which its load began."""
 
@@ -55,6 +59,9 @@ class QuietDisplay:
         pass
 
     def status(self, text: str) -> None:
+        pass
+
+    def count(self, text: str, done: int, total: int) -> None:
         pass
 
     def run(self, snap: Snapshot, started_at: float) -> None:
@@ -78,12 +85,14 @@ class PlainDisplay:
         self._last_line = 0.0
         self._reported: set[int] = set()  # stages whose "done" line was written, for this run
         self._run_started: float | None = None
+        self._written = time.monotonic()  # when the last line was written
         self._lock = threading.Lock()
 
     def _write(self, line: str) -> None:
         with self._lock:
             self.stream.write(line + "\n")
             self.stream.flush()
+            self._written = time.monotonic()
 
     def note(self, text: str) -> None:
         self._write(text)
@@ -92,6 +101,10 @@ class PlainDisplay:
         if text != self._last_status:
             self._last_status = text
             self._write(text + " ...")
+
+    def count(self, text: str, done: int, total: int) -> None:
+        if done >= total or time.monotonic() - self._written >= self.every_s:
+            self._write(text)
 
     def run(self, snap: Snapshot, started_at: float) -> None:
         if started_at != self._run_started:  # a new run (a matrix runs several)
@@ -139,6 +152,9 @@ class LiveDisplay:
     def status(self, text: str) -> None:
         with self._lock:
             self._status, self._snap = text, None
+
+    def count(self, text: str, done: int, total: int) -> None:
+        self.status(text)
 
     def run(self, snap: Snapshot, started_at: float) -> None:
         with self._lock:

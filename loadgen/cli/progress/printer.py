@@ -50,6 +50,7 @@ class ProgressPrinter:
         self._started_at = 0.0
         self._cell = ""  # "cell 2 of 4 (name): " while a matrix cell runs
         self._boot = ""  # "boot 3 of 6: " while a cold-boot study runs
+        self._boot_failed = 0  # this boot's requests that failed
         self._ui = ""  # what a web UI session waits for between runs
         self._broken = False
         self._said_buffered = False  # the run's background was found buffered, and the display told
@@ -107,10 +108,12 @@ class ProgressPrinter:
                 self._cell = self._boot = ""
                 d.note(visible(f"cell {i} of {n}: {name} {status} in {clock(wall_s)}"))
             case BootStarted(boot=j, boots=m):
-                self._boot = f"boot {j} of {m}: "
+                self._boot, self._boot_failed = f"boot {j} of {m}: ", 0
                 d.status(self._where("starting the engine"))
-            case BootRequest(done=done, total=total):
-                d.status(self._where(f"request {done} of {total}"))
+            case BootRequest(done=done, total=total, ok=ok):
+                self._boot_failed += not ok
+                failed = f", {self._boot_failed} failed" if self._boot_failed else ""
+                d.count(self._where(f"{done} of {total} requests back{failed}"), done, total)
 
     def _show(self, snap: Snapshot, started_at: float) -> None:
         if snap.buffered and not self._said_buffered:  # once per run

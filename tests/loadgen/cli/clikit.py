@@ -54,9 +54,10 @@ class RealRun(Ran):
         return found
 
 
-def loadgen_process(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``python -m loadgen ARGS`` in a child process, its output captured as text."""
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], capture_output=True, text=True, timeout=timeout)
+def loadgen_process(*args: str, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m loadgen ARGS`` in a child process (in ``cwd``, else this one's), its output captured as text."""
+    cmd = [sys.executable, "-m", "loadgen", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
 def loadgen_run(scenario: Path | str, out: Path, *args: str, timeout: float = 120) -> RealRun:

@@ -8,6 +8,7 @@ the reproducer may hold that key.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -179,6 +180,32 @@ def test_a_run_on_the_engine_loadgen_started_replays_it_once_its_command_is_appr
     engine = orjson.loads((replay_dir / "manifest.json").read_bytes())["engine"]
     assert engine["kind"] == "embedded" and engine["command"].endswith(" --port 0 --logit-scale=1.0")
     assert [r["canary_id"] for r in read_jsonl(replay_dir / "canaries.jsonl").rows if r["phase"] == "sweep"]
+    the_readme_s_curl_reaches_the_engine_it_starts_first(folder)
+
+
+def the_readme_s_curl_reaches_the_engine_it_starts_first(folder: Path) -> None:
+    """The run's engine is gone with its run: the README starts the same one (``loadgen serve``, the run's
+    arguments), points ``$BASE_URL`` at it and sends ``request.json`` there with curl, twice as it says, the second
+    answer the reference (sent alone after a warm-up, as the baseline was). The serve line runs here on a free port
+    instead of 8000."""
+    readme = (folder / "README.md").read_text()
+    block = readme.split("## What was sent", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()
+    serve, base, curl = block
+    assert serve == "loadgen serve --port 8000 --logit-scale=1.0  # in another terminal: the run's engine"
+    assert base == "BASE_URL=http://127.0.0.1:8000" and curl.startswith('curl -s "$BASE_URL"/v1/completions ')
+    args = shlex.split(serve, comments=True)[1:]
+    cmd = [sys.executable, "-m", "loadgen", *args[: args.index("--port") + 1], "0", *args[args.index("--port") + 2 :]]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as engine:
+        try:
+            assert engine.stdout is not None
+            url = next(line for line in engine.stdout if line.startswith("READY ")).split()[1]
+            script = "\n".join([base.replace("http://127.0.0.1:8000", url), f"{curl} >/dev/null", curl])
+            sent = subprocess.run(["sh", "-c", script], cwd=folder, capture_output=True, text=True, timeout=60)
+        finally:
+            engine.terminate()
+    assert sent.returncode == 0, sent.stderr
+    reference = orjson.loads((folder / "completion.json").read_bytes())["reference"]["record"]
+    assert orjson.loads(sent.stdout)["choices"][0]["text"] == reference["text"]
 
 
 def test_bad_input_exits_2_naming_the_folder_the_option_and_what_was_expected(tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
 """Through the real CLI (``python -m loadgen``): the small refusals say one line, with the form that works.
 
 A bad ``--engine-arg`` is the engine parser's one line (not its whole usage) and leaves no ``engine.log`` in the
-folder runs go to; ``--engine-arg --flag`` with a space is refused with the ``=`` form; a misspelled shipped
-scenario is named with the nearest name and every shipped one; ``loadgen serve`` on a port taken by another
-socket says so and nothing more (no aiohttp warning of a client session it never closed); every command that
-writes a folder prints it last.
+folder runs go to (nor an empty ``runs/`` in the working folder); ``--engine-arg --flag`` with a space is refused
+with the ``=`` form; a misspelled shipped scenario is named with the nearest name and every shipped one;
+``loadgen serve`` on a port taken by another socket says so and nothing more (no aiohttp warning of a client
+session it never closed); every command that writes a folder prints it last.
 """
 
 from __future__ import annotations
@@ -29,6 +29,18 @@ def test_an_engine_argument_the_engine_refuses_is_one_line_and_keeps_no_log(tmp_
     assert "argument --max-num-seqs: invalid int value: 'x'" in line and "(command: " in line
     assert "usage:" not in done.stderr and done.stdout == ""
     assert not list(out.rglob("*")), list(out.rglob("*"))  # no engine.log, no engine-failed.txt
+
+
+@pytest.mark.parametrize("command", ["run", "onset"])
+def test_an_engine_argument_the_engine_refuses_leaves_no_runs_folder_in_the_working_folder(
+    tmp_path: Path, command: str
+) -> None:
+    """Without ``--out`` the run folders go to ``runs/`` in the working folder: an engine that never started
+    leaves it as it was, with no empty ``runs/`` (nor a study folder, nor an engine log) made on the way."""
+    done = clikit.loadgen_process(command, "quickstart", "--engine-arg=--max-num-seqs=x", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the engine refused its arguments" in done.stderr.splitlines()[-1]
+    assert not list(tmp_path.iterdir()), list(tmp_path.rglob("*"))
 
 
 def test_an_engine_flag_after_a_space_is_refused_with_the_equals_form(tmp_path: Path) -> None:

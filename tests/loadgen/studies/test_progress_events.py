@@ -1,5 +1,6 @@
-"""The studies tell their progress through the callback, in order, and ``loadgen matrix`` shows it: cell k
-of n, boot j of m, each engine's start time, request i of n."""
+"""The studies tell their progress through the callback, in order, and ``loadgen matrix`` and ``coldboot`` show it
+in a log (standard error not a terminal): cell k of n, boot j of m, each engine's start time, and a boot's
+requests once they are all back (with a line every ``PLAIN_EVERY_S`` while they go), never a line per request."""
 
 from __future__ import annotations
 
@@ -98,9 +99,31 @@ def test_matrix_shows_cells_boots_engine_start_times_and_requests(tmp_path: Path
             start = err.index(f"{boot}starting the engine ...")
             ready = next(i for i, line in enumerate(err) if line.startswith(f"{boot}engine ready at http://"))
             assert re.fullmatch(rf"{re.escape(boot)}engine ready at http://127\.0\.0\.1:\d+ in \d+\.\d s", err[ready])
-            assert start < ready < err.index(f"{boot}request 1 of 2 ...") < err.index(f"{boot}request 2 of 2 ...")
+            assert start < ready < err.index(f"{boot}2 of 2 requests back")
         assert re.search(rf"^cell {k} of 2: {name} finished in 0:\d\d$", out.stderr, re.M)
     assert err.index("cell 1 of 2: plain") < err.index("cell 2 of 2: invariant")
+    assert not [line for line in err if re.search(r"request \d+ of", line)]  # a log gets no line per request
+
+
+def test_a_cold_boot_in_a_log_prints_lines_per_boot_not_per_request(tmp_path: Path) -> None:
+    """``loadgen coldboot`` with standard error captured, as a CI log has it: the lines grow with the boots, not
+    with the requests (24 here, which a line per request would print 24 of)."""
+    scenario = tmp_path / "m.toml"
+    scenario.write_text(COLD_BOOT_MATRIX)
+    cmd = [sys.executable, "-m", "loadgen", "coldboot", str(scenario), "--out", str(tmp_path / "cb")]
+    out = subprocess.run([*cmd, "--boots", "2", "--requests", "12"], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = (tmp_path / "cb").iterdir()
+    requests = len((run_dir / "canaries.jsonl").read_text().splitlines())
+    err = out.stderr.splitlines()
+    assert requests == 24 and len(err) < requests / 2, out.stderr
+    for j in (1, 2):
+        boot = f"boot {j} of 2: "
+        start, done = err.index(f"{boot}starting the engine ..."), err.index(f"{boot}12 of 12 requests back")
+        assert all(line.startswith(boot) for line in err[start : done + 1])
+        between = err[start + 2 : done]  # after "engine ready": only the lines of a boot that took 10 s or more
+        assert len(between) <= 1 and all(re.fullmatch(rf"{boot}\d+ of 12 requests back", x) for x in between)
+    assert err[-1] == "boot 2 of 2: writing the reports ..."
 
 
 def test_quiet_cold_boot_shows_no_progress(tmp_path: Path) -> None:
