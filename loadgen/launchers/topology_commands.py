@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from loadgen.core.errors import ScenarioError
 from loadgen.core.scenario import LauncherSpec, Side, TopologyMode, TopologySpec
-from loadgen.core.scenario.engines import KvOffload
+from loadgen.core.scenario.engines import KvOffload, offload_over
 from loadgen.core.scenario.schema import ServerRole
 from loadgen.launchers.commands import LaunchPlan, plan_launch
 
@@ -66,7 +66,7 @@ class ServerPlan:
 def side_launcher(launcher: LauncherSpec, side: Side) -> LauncherSpec:
     """``[launcher]`` with one side's args appended, env merged over and ``kv_offload`` in place of its own."""
     update: dict[str, object] = {"args": [*launcher.args, *side.args], "env": {**launcher.env, **side.env}}
-    update["kv_offload"] = side.kv_offload or launcher.kv_offload
+    update["kv_offload"] = offload_over(side.kv_offload, launcher.kv_offload)
     return launcher.model_copy(update=update)
 
 

@@ -35,6 +35,7 @@ from loadgen.core.scenario import (
     check_topology,
     load_scenario,
 )
+from loadgen.core.scenario.engines import offload_over
 from loadgen.launchers.router_check import require_routers
 from loadgen.studies.coldboot import cold_boot
 from loadgen.studies.decoder_direct import BEFORE, DIRECT, SWEEP, Phase, run_phases
@@ -124,15 +125,15 @@ def _check_cell_topology(scenario: Scenario, cell: MatrixCell, where: str) -> No
 
 def cell_launcher(base: LauncherSpec | None, cell: MatrixCell) -> LauncherSpec | None:
     """The cell's engine: the scenario's launcher (else the embedded engine) plus the cell's args and env, and the
-    cell's ``kv_offload`` in place of the launcher's."""
+    cell's ``kv_offload`` in place of the launcher's (``false``: none)."""
     if cell.base_url is not None:
         return None
     spec = base or LauncherSpec()
     data = spec.model_dump()
     data["args"] = [*spec.args, *cell.args]
     data["env"] = {**spec.env, **cell.env}
-    if cell.kv_offload is not None:
-        data["kv_offload"] = cell.kv_offload.model_dump()
+    offload = offload_over(cell.kv_offload, spec.kv_offload)
+    data["kv_offload"] = None if offload is None else offload.model_dump()
     return LauncherSpec.model_validate(data)
 
 

@@ -81,6 +81,18 @@ class KvOffload(_Strict):
     dtype: Literal["bf16", "fp8"] | None = None  # the embedded engine only; None: its default (bf16, an exact copy)
 
 
+# a cell's or side's ``kv_offload``: a tier in place of [launcher]'s, ``false`` for none whatever [launcher] says,
+# or absent (None: [launcher]'s)
+KvOffloadOver = KvOffload | Literal[False] | None
+
+
+def offload_over(own: KvOffloadOver, base: KvOffload | None) -> KvOffload | None:
+    """The tier a server gets: its own setting over ``base`` (``false``: none)."""
+    if own is False:
+        return None
+    return own or base
+
+
 def kv_offload_problem(kind: str, offload: KvOffload | None, args: list[str], where: str) -> str | None:
     """Why ``kind``'s engine cannot be given ``offload`` (``where``: the field that holds it, named in the message),
     or None. ``args``: the engine arguments it would be appended to, which must not give the flags themselves."""
@@ -155,11 +167,11 @@ class Side(_Strict):
 
     args: EngineArgs = []
     env: EnvVars = {}
-    kv_offload: KvOffload | None = None  # in place of [launcher].kv_offload on this server
+    kv_offload: KvOffloadOver = None  # in place of [launcher].kv_offload on this server; false: no tier
 
     def over(self, base: Side) -> Side:
         """This side's settings after ``base``'s (a matrix cell's over the scenario's)."""
-        offload = self.kv_offload or base.kv_offload
+        offload = base.kv_offload if self.kv_offload is None else self.kv_offload
         return Side(args=[*base.args, *self.args], env={**base.env, **self.env}, kv_offload=offload)
 
 
@@ -176,7 +188,8 @@ class MatrixCell(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.=+-]+$")
     args: EngineArgs = []  # appended to [launcher].args (every server of a topology)
     env: EnvVars = {}  # merged over [launcher].env
-    kv_offload: KvOffload | None = None  # in place of [launcher].kv_offload (every server of a topology)
+    # in place of [launcher].kv_offload (every server of a topology); false: no tier in this cell
+    kv_offload: KvOffloadOver = None
     labels: dict[str, str] = {}  # recorded in the cell's manifest (and shown by compare)
     base_url: str | None = None  # an endpoint already running: no launcher for this cell
     topology: TopologyMode | None = None  # None: [topology].mode where the scenario has one, else colocated
@@ -236,7 +249,7 @@ def cells_offload_problem(matrix: MatrixSpec, launcher: LauncherSpec | None) -> 
         if cell.base_url is not None:
             continue
         where = f"cells[{i}].kv_offload" if cell.kv_offload else "launcher.kv_offload"
-        offload = cell.kv_offload or spec.kv_offload
+        offload = offload_over(cell.kv_offload, spec.kv_offload)
         if why := kv_offload_problem(spec.kind, offload, [*spec.args, *cell.args], where):
             return why
     return None

@@ -53,6 +53,10 @@ def test_each_server_of_a_topology_gets_its_own_sides_or_the_launchers() -> None
     at = prefill.plan.argv.index("--kv-offloading-size")
     assert prefill.plan.argv[at + 1] == "4"
     assert decode.plan.argv[decode.plan.argv.index("--kv-offloading-size") + 1] == "8"
+    no_tier = TopologySpec(decode=Side(kv_offload=False))
+    prefill, decode = plan_servers(launcher, no_tier, "pd", _ports().__next__)
+    assert prefill.kv_offload == TIER and decode.kv_offload is None
+    assert "--kv-offloading-size" not in decode.plan.argv
     (engine,) = plan_servers(LauncherSpec(), TopologySpec(mode="reload"), "reload", _ports().__next__)
     assert engine.kv_offload is None and "--kv-offloading-size" not in engine.plan.argv
 
@@ -62,14 +66,22 @@ def test_a_cells_setting_replaces_the_launchers() -> None:
         {
             "canaries": [{"prompt": "hi"}],
             "launcher": {"kind": "vllm", "model": "m", "kv_offload": {"size_gib": 1}},
-            "matrix": {"cells": [{"name": "base"}, {"name": "big", "kv_offload": {"size_gib": 32}}]},
+            "matrix": {
+                "cells": [
+                    {"name": "base"},
+                    {"name": "big", "kv_offload": {"size_gib": 32}},
+                    {"name": "none", "kv_offload": False},
+                ]
+            },
         },
         "s.toml",
     )
     assert s.matrix is not None
-    base, big = (cell_launcher(s.launcher, c) for c in s.matrix.cells)
+    base, big, none = (cell_launcher(s.launcher, c) for c in s.matrix.cells)
     assert base is not None and base.kv_offload == KvOffload(size_gib=1)
     assert big is not None and big.kv_offload == KvOffload(size_gib=32)
+    assert none is not None and none.kv_offload is None  # false: no tier, whatever [launcher] says
+    assert "--kv-offloading-size" not in plan_launch(none, 8000).argv
     assert cell_launcher(None, MatrixCell(name="x", kv_offload=TIER)).kv_offload == TIER  # type: ignore[union-attr]
 
 
