@@ -51,6 +51,11 @@ class StepTable:
     computed: Ints
     prompt: Ints
     preempted: frozenset[str]  # record keys the engine preempted at least once
+    # per row, of its ``computed``: tokens found in this engine's own prefix cache / loaded from outside it (an
+    # offload tier, a P/D hand-over), set on a request's first scheduled row; -1 where the line lacks the key
+    local: Ints = field(default_factory=lambda: np.zeros(0, np.int64))
+    external: Ints = field(default_factory=lambda: np.zeros(0, np.int64))
+    file: Ints = field(default_factory=lambda: np.zeros(0, np.int64))  # per row, its file's index in ``files``
 
     @property
     def rows(self) -> int:
@@ -76,14 +81,21 @@ def _int_list(obj: dict[str, Any], key: str, n: int) -> list[int] | str:
     return value
 
 
+def _optional_list(obj: dict[str, Any], key: str, n: int) -> list[int] | str:
+    """An optional per-row list (``local``, ``external``): absent (an older trace, SGLang) is -1 per row: unknown."""
+    return [-1] * n if key not in obj else _int_list(obj, key, n)
+
+
 def _check(obj: dict[str, Any]) -> tuple[list[str], list[list[int]], float, int, list[str]] | str:
-    """The step's rows and figures, or why the object is not a step."""
+    """The step's rows and figures (``scheduled``, ``computed``, ``prompt``, ``local``, ``external``), or why the
+    object is not a step."""
     if obj.get("schema") != SCHEMA:
         return f"schema {obj.get('schema')!r} (expected {SCHEMA})"
     ids = obj.get("ids")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         return "'ids' is not a list of strings"
     lists = [_int_list(obj, k, len(ids)) for k in ("scheduled", "computed", "prompt")]
+    lists += [_optional_list(obj, k, len(ids)) for k in ("local", "external")]
     for item in lists:
         if isinstance(item, str):
             return item
@@ -105,7 +117,8 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
     steps: list[Ints] = []
     times: list[npt.NDArray[np.float64]] = []
     keys: list[str] = []
-    cols: list[list[int]] = [[], [], []]
+    cols: list[list[int]] = [[], [], [], [], []]
+    file_of: list[Ints] = []
     preempted: set[str] = set()
     base = 0
     for path in paths:
@@ -121,7 +134,7 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
                 if len(tf.malformed) < MAX_DESCRIBED:
                     tf.malformed[line] = checked
                 continue
-            ids, (sched, comp, prompt), t, step, pre = checked
+            ids, (sched, comp, prompt, local, external), t, step, pre = checked
             tf.source = tf.source or str(obj.get("source", ""))
             own.append(step)
             own_t.append(t)
@@ -130,6 +143,8 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
             cols[0].extend(sched)
             cols[1].extend(comp)
             cols[2].extend(prompt)
+            cols[3].extend(local)
+            cols[4].extend(external)
             preempted.update(k for k in map(record_key, pre) if k)
         tf.skipped += len(skipped)
         tf.steps = len(own)
@@ -141,6 +156,7 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
             dense[order] = np.arange(len(own), dtype=np.int64)
             steps.append(np.repeat(dense + base, counts))
             times.append(np.repeat(np.asarray(own_t, np.float64), counts))
+            file_of.append(np.full(int(sum(counts)), len(files) - 1, np.int64))
             base += len(own)
     return StepTable(
         files=files,
@@ -151,4 +167,7 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
         computed=np.asarray(cols[1], np.int64),
         prompt=np.asarray(cols[2], np.int64),
         preempted=frozenset(preempted),
+        local=np.asarray(cols[3], np.int64),
+        external=np.asarray(cols[4], np.int64),
+        file=np.concatenate(file_of) if file_of else np.zeros(0, np.int64),
     )
