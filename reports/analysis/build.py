@@ -19,7 +19,17 @@ from loadgen.core.claims import DEFAULT_MAX_RATE
 from loadgen.core.manifest import Manifest, RunStatus
 from loadgen.core.prepared import PreparedRun
 from loadgen.core.wire.server_config import describe
-from reports.analysis import client_load, coresidency, cost, level_load, provenance, seed_contracts, sides, sides_notes
+from reports.analysis import (
+    client_load,
+    coresidency,
+    cost,
+    level_load,
+    offload_check,
+    provenance,
+    seed_contracts,
+    sides,
+    sides_notes,
+)
 from reports.analysis.cache_checks import cache_expectations, cache_notices
 from reports.analysis.cache_fields import cache_field_notices
 from reports.analysis.canary import ClaimRule, analyse, latency
@@ -50,7 +60,7 @@ def build_report(run: RunData) -> Report:
     joined = _has_samples(run) and cols.n > 0
     m = run.manifest
     loaded = run.prepared.loaded_side if run.servers else None
-    kv = kv_rows(run)
+    kv = provenance.of_run(run)
     analysed = analyse(cols, list(m.levels), claim_rule(m, run.prepared), loaded, trace, kv) if cols.n else []
     background = background_section(run.background)
     for entry in analysed:
@@ -83,14 +93,9 @@ def build_report(run: RunData) -> Report:
         cached_tokens_reported=settings.get("cached_tokens_reported"),
     )
     report["run"]["notices"] += provenance.provenance_notices(canaries) + cache_field_notices(run.canaries.frame, kv)
-    offload = provenance.offload_check(
-        m.engine,
-        m.server.get("config", {}).get("info_series", {}),
-        [kv for kv in (run.engine_kv, *(s.kv for s in run.servers)) if kv is not None],
-    )
-    if offload is not None:
+    if (offload := offload_check.of_run(run)) is not None:
         report["run"]["kv_offload"] = offload
-        report["run"]["notices"] += provenance.offload_notices(offload)
+        report["run"]["notices"] += offload_check.notices(offload)
     if cols.n:
         measured = coresidency.measure(cols.frame)
         report["run"]["notices"] += coresidency.notices(cols.frame, measured, joined, m.engine_metrics)
@@ -279,22 +284,6 @@ def trace_of(run: RunData) -> TraceJoin | None:
     cols = run.canaries
     width = max(cols.token_ids.shape[1], cols.logprobs.shape[1])
     return trace_join(run.steps, cols.frame["request_id"].to_numpy(dtype=object), width)
-
-
-def kv_rows(run: RunData) -> provenance.ProvenanceRows:
-    """Where each canary row's KV came from (``reports.analysis.provenance``): a run with a decode server behind its
-    endpoint reads each side's servers apart."""
-    pd_run = any(s.role == "decode" for s in run.servers)
-    side = {r: [s.kv for s in run.servers if s.kv is not None and s.role in (r, "both")] for r in ("prefill", "decode")}
-    return provenance.provenance_rows(
-        run.canaries.frame,
-        run.manifest.scenario,
-        trace=run.steps,
-        engine_kv=run.engine_kv,
-        decode_kv=side["decode"],
-        prefill_kv=side["prefill"],
-        pd_run=pd_run,
-    )
 
 
 def engine_trace_section(trace: TraceJoin, frame: Any) -> EngineTrace:

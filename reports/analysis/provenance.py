@@ -28,10 +28,10 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.read.runfolder import KvSeries
+from collectors.read.runfolder import KvSeries, RunData
 from collectors.read.steps import StepTable
 from loadgen.core.stats import ratio, wilson
-from reports.model.provenance import CanaryProvenance, KvOffloadCheck, ProvenanceGroup, UnprovenRecord
+from reports.model.provenance import CanaryProvenance, ProvenanceGroup, UnprovenRecord
 
 Floats = npt.NDArray[np.float64]
 Objects = npt.NDArray[np.object_]
@@ -364,49 +364,17 @@ def provenance_notices(canaries: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def _rise(values: Floats) -> float | None:
-    v = values[np.isfinite(values)]
-    return float(v[-1] - v[0]) if v.size else None
-
-
-def offload_check(
-    engine: Mapping[str, Any] | None, info: Mapping[str, Mapping[str, str]], series: Sequence[KvSeries]
-) -> KvOffloadCheck | None:
-    """Whether an engine of the run was asked for an offload tier (the manifest's ``engine.kv_offload``, a
-    topology process's, or the server's own ``kv_offloading_size`` label of ``vllm:cache_config_info``) and whether
-    the tier's store/load byte counters rose over the run; None where no tier was asked for."""
-    procs = (engine or {}).get("servers") or []
-    asked_by = None
-    if (engine or {}).get("kv_offload") or any(isinstance(p, Mapping) and p.get("kv_offload") for p in procs):
-        asked_by = "manifest"
-    elif str(info.get("vllm:cache_config_info", {}).get("kv_offloading_size", "None")) not in ("None", "", "none"):
-        asked_by = "server"
-    if asked_by is None:
-        return None
-    store = [r for kv in series if (r := _rise(kv.store_bytes)) is not None]
-    load = [r for kv in series if (r := _rise(kv.load_bytes)) is not None]
-    return {
-        "asked_by": asked_by,
-        "store_bytes": sum(store) if store else None,
-        "load_bytes": sum(load) if load else None,
-        "moved": None if not store or not load else bool(sum(store) > 0 and sum(load) > 0),
-    }
-
-
-def offload_notices(check: KvOffloadCheck | None) -> list[str]:
-    if check is None or check["moved"]:
-        return []
-    if check["moved"] is None:
-        return [
-            "An offload tier was asked for, but no engine published its store/load byte counters "
-            "(kv_offload_store_bytes, kv_offload_load_bytes): the offload path is unproven."
-        ]
-    never = [
-        what
-        for what, v in (("stored anything in it", check["store_bytes"]), ("loaded anything back", check["load_bytes"]))
-        if not v
-    ]
-    return [
-        f"An offload tier was asked for, but the engine never {' nor '.join(never)} (its store/load byte counters "
-        "never moved): no canary of this run went through the offload path."
-    ]
+def of_run(run: RunData) -> ProvenanceRows:
+    """Every canary row's provenance in ``run``: a run with a decode server behind its endpoint reads each side's
+    servers apart."""
+    pd_run = any(s.role == "decode" for s in run.servers)
+    side = {r: [s.kv for s in run.servers if s.kv is not None and s.role in (r, "both")] for r in ("prefill", "decode")}
+    return provenance_rows(
+        run.canaries.frame,
+        run.manifest.scenario,
+        trace=run.steps,
+        engine_kv=run.engine_kv,
+        decode_kv=side["decode"],
+        prefill_kv=side["prefill"],
+        pd_run=pd_run,
+    )
