@@ -1,4 +1,4 @@
-"""An OpenAI-style server whose cache field and by-source counters say what the test chooses, for the cache-field checks.
+"""An OpenAI-style server whose cache field and by-source counters say what the test chooses (cache-field checks).
 
 Run as ``python -m tests.loadgen.kv_source_server --prompt-tokens P --cached C --local L --external E
 [--trace FILE]``; prints ``READY http://127.0.0.1:PORT``. Every ``/v1/completions`` answer (three tokens, streamed
@@ -40,7 +40,11 @@ def metrics_text(args: argparse.Namespace) -> str:
         f"vllm:num_requests_waiting{{{labels}}} 0",
         "# TYPE vllm:prompt_tokens_by_source counter",
     ]
-    for source, key in (("local_compute", "computed"), ("local_cache_hit", "local"), ("external_kv_transfer", "external")):
+    for source, key in (
+        ("local_compute", "computed"),
+        ("local_cache_hit", "local"),
+        ("external_kv_transfer", "external"),
+    ):
         lines.append(f'vllm:prompt_tokens_by_source_total{{{labels},source="{source}"}} {float(STATE[key])}')
     lines += [
         "# TYPE vllm:prompt_tokens_cached counter",
@@ -95,7 +99,9 @@ def engine_app(args: argparse.Namespace) -> web.Application:
         }
         if not body.get("stream"):
             choice = legacy_choice(ids, body, "length")
-            return web.json_response({"id": "c", "object": "text_completion", "model": "m", "choices": [choice], "usage": usage})
+            return web.json_response(
+                {"id": "c", "object": "text_completion", "model": "m", "choices": [choice], "usage": usage}
+            )
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for i, tid in enumerate(ids):

@@ -1,4 +1,4 @@
-"""End to end through the real CLI: a server whose ``cached_tokens`` lies, one case each (reports.analysis.cache_fields).
+"""End to end through the real CLI: a server whose ``cached_tokens`` lies, one case each (analysis.cache_fields).
 
 Each case is a real ``loadgen run`` against ``tests/loadgen/kv_source_server.py`` (a small aiohttp server answering
 completions with a chosen ``usage.prompt_tokens_details.cached_tokens`` and ``/metrics`` with chosen by-source
@@ -9,7 +9,7 @@ report.md, naming the field and the canary. The engine's own word comes from its
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ canary_pace_s = 0.1
 """
 
 
-def run_report(text: str, tmp_path: Path, traces: list[Path] = ()) -> tuple[dict[str, Any], str]:  # type: ignore[assignment]
+def run_report(text: str, tmp_path: Path, traces: Sequence[Path] = ()) -> tuple[dict[str, Any], str]:
     proc = loadgen_run(text, tmp_path / "runs")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     if traces:
