@@ -8,6 +8,8 @@ C; each request adds L to ``vllm:prompt_tokens_by_source_total{source="local_cac
 when it arrives, then answers 0.2 s later, so a 10 ms scraper samples before and after it alone. ``--trace FILE``
 also writes one engine step line per request (its first row carrying ``local`` L and ``external`` E), keyed by the
 request's ``X-Request-Id``, as an engine's step trace does (docs/design.md, "The engine step trace").
+``--offload-gib G`` states a tier of G GiB in ``vllm:cache_config_info``'s ``kv_offloading_size`` and serves its
+store/load byte counters, which never move.
 
 With ``--prefill URL --decode URL`` it is a router-like proxy instead: each completion goes to the prefill server
 with ``max_tokens`` 1, then whole to the decode server, whose answer it returns as it is (as vllm-router passes on
@@ -38,6 +40,8 @@ def metrics_text(args: argparse.Namespace) -> str:
         f"vllm:num_requests_running{{{labels}}} {STATE['inflight']}",
         "# TYPE vllm:num_requests_waiting gauge",
         f"vllm:num_requests_waiting{{{labels}}} 0",
+        "# TYPE vllm:cache_config_info gauge",
+        f'vllm:cache_config_info{{block_size="16",kv_offloading_size="{args.offload_gib}"}} 1.0',
         "# TYPE vllm:prompt_tokens_by_source counter",
     ]
     for source, key in (
@@ -50,6 +54,13 @@ def metrics_text(args: argparse.Namespace) -> str:
         "# TYPE vllm:prompt_tokens_cached counter",
         f"vllm:prompt_tokens_cached_total{{{labels}}} {float(STATE['local'] + STATE['external'])}",
     ]
+    if args.offload_gib != "None":  # a tier that never stores nor loads anything
+        lines += [
+            "# TYPE vllm:kv_offload_store_bytes counter",
+            f"vllm:kv_offload_store_bytes_total{{{labels}}} 0.0",
+            "# TYPE vllm:kv_offload_load_bytes counter",
+            f"vllm:kv_offload_load_bytes_total{{{labels}}} 0.0",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -147,6 +158,7 @@ async def main() -> None:
     p.add_argument("--local", type=int, default=0)
     p.add_argument("--external", type=int, default=0)
     p.add_argument("--trace", default="")
+    p.add_argument("--offload-gib", default="None")  # kv_offloading_size as vLLM states it; "None": no tier
     p.add_argument("--prefill", default="")
     p.add_argument("--decode", default="")
     args = p.parse_args()

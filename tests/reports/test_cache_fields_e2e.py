@@ -18,6 +18,8 @@ import orjson
 import pytest
 
 from collectors import metric_names
+from reports.model.conform import problems
+from reports.model.report import Report
 from tests.loadgen.cli.clikit import loadgen, loadgen_run
 from tests.loadgen.serve_app import REPO, script_server
 
@@ -58,6 +60,10 @@ def run_report(text: str, tmp_path: Path, traces: Sequence[Path] = ()) -> tuple[
         again = loadgen("report", str(proc.run_dir), "--engine-trace", *map(str, traces))
         assert again.returncode == 0, again.stdout + again.stderr
     report = orjson.loads((proc.run_dir / "report.json").read_bytes())
+    # every key written is the model's, with its type (server_config's stated settings are the probe's, not ours)
+    assert [p for p in problems(report, Report, strict=True) if not p.startswith("run.server_config.")] == []
+    html = (proc.run_dir / "report.html").read_text()
+    assert ("Where the KV came from" in html) == any("provenance" in c for c in report["canaries"])
     return report, (proc.run_dir / "report.md").read_text()
 
 
@@ -130,3 +136,14 @@ def test_pd_cached_tokens_are_the_decode_sides_hand_over(tmp_path: Path, evidenc
     assert prov["asked"] == "transfer" and prov["proven"] == 4 and prov["not_proven"] == 0
     assert [g["provenance"] for g in prov["groups"]] == ["transfer"]
     assert "handed-over KV" in md and "P/D transfer" in md
+
+
+def test_an_offload_tier_the_engine_never_used_is_flagged(tmp_path: Path) -> None:
+    """The server states a 4 GiB tier in vllm:cache_config_info, and its store/load byte counters never move."""
+    with engine("--prompt-tokens", "40", "--offload-gib", "4") as url:
+        report, md = run_report(scenario(url), tmp_path)
+    check = report["run"]["kv_offload"]
+    assert check["asked_by"] == "server" and check["moved"] is not True
+    said = [n for n in report["run"]["notices"] if n.startswith("An offload tier was asked for")]
+    assert len(said) == 1 and ("never stored" in said[0] if COUNTERS else "unproven" in said[0])
+    assert "An offload tier was asked for" in md
