@@ -152,10 +152,11 @@ def trace_split(table: StepTable, request_ids: Objects, *, pd_run: bool) -> tupl
             put(answer, min(gs, key=lambda g: float(table.t[head[g]])), rid)
             continue
         dec = max(gs, key=lambda g: (bool(beyond[g]), float(last_t[g])))
-        if len(gs) > 1 or beyond[dec]:
-            put(answer, dec, rid)
-        rest = [g for g in gs if g != dec] if len(gs) > 1 or not beyond[dec] else []
-        if rest:
+        if len(gs) == 1 and not beyond[dec]:  # one engine's rows, not decoded there: the prefill leg alone
+            put(prefill, dec, rid)
+            continue
+        put(answer, dec, rid)
+        if rest := [g for g in gs if g != dec]:
             put(prefill, min(rest, key=lambda g: float(table.t[head[g]])), rid)
     return answer, prefill
 
@@ -164,14 +165,17 @@ def first_known(*splits: Split) -> Split:
     """Per row the first split that knows it; the evidence of the first that said anything (``shared``) else."""
     n = len(splits[0].evidence)
     out = Split.unknown(n)
-    for i in range(n):
-        for s in splits:
-            if s.evidence[i] in ("engine_trace", "counters"):
-                out.computed[i], out.local[i], out.external[i] = s.computed[i], s.local[i], s.external[i]
-                out.evidence[i] = s.evidence[i]
-                break
-        else:
-            out.evidence[i] = next((s.evidence[i] for s in splits if s.evidence[i] != "none"), "none")
+    done = np.zeros(n, bool)
+    for s in splits:
+        take = ~done & np.isin(s.evidence, ["engine_trace", "counters"])
+        for mine, theirs in ((out.computed, s.computed), (out.local, s.local), (out.external, s.external)):
+            mine[take] = theirs[take]
+        out.evidence[take] = s.evidence[take]
+        done |= take
+    for s in splits:
+        said = ~done & (s.evidence != "none")
+        out.evidence[said] = s.evidence[said]
+        done |= said
     return out
 
 
@@ -355,7 +359,7 @@ def provenance_notices(canaries: Sequence[Mapping[str, Any]]) -> list[str]:
                 f"Canary {c['id']}: path not proven for {p['not_proven']} of {p['records']} records, which asked for "
                 f"{p['asked']} ({why}): they are left out of that path's figures."
             )
-        if p["unknown"]:
+        if p["unknown"] and (p["asked"] == "offload" or p["unknown"] < p["records"]):  # asked outright, or partly known
             out.append(
                 f"Canary {c['id']}: {p['unknown']} of {p['records']} records asked for {p['asked']}, but neither an "
                 "engine step trace with local/external nor the engine's by-source counters say where their KV came "

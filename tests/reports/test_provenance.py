@@ -139,10 +139,12 @@ def test_the_trace_reads_each_records_first_row_and_on_pd_each_server_apart(tmp_
     assert (answer.computed[0], answer.local[0], answer.external[0]) == (24, 16, 0)
     assert prefill.evidence.tolist() == ["none"] * 3
     p, d = tmp_path / "engine_steps-p.jsonl", tmp_path / "engine_steps-d.jsonl"
-    write_trace(p, [(1, A, 8, 32, 40, 8, 0), (2, A, 40, 1, 40, 0, 0)])  # the prefill leg: its own hit of 8
+    write_trace(p, [(1, A, 8, 32, 40, 8, 0)])  # the prefill leg (its first token only): its own hit of 8
     write_trace(d, [(3, A, 39, 1, 40, 0, 39), (4, A, 40, 1, 40, 0, 0)])  # decoded past the first token here
     answer, prefill = trace_split(read_traces([d, p]), ids, pd_run=True)
     assert (answer.local[0], answer.external[0], prefill.local[0], prefill.external[0]) == (0, 39, 8, 0)
+    answer, prefill = trace_split(read_traces([p]), ids, pd_run=True)  # only the prefill server traced
+    assert answer.evidence[0] == "none" and (prefill.local[0], prefill.external[0]) == (8, 0)
 
 
 def test_the_trace_comes_first_then_the_counters(tmp_path: Path) -> None:
