@@ -22,7 +22,7 @@ from harness import canary_record, command_line, median, table
 
 from loadgen.core.scenario import Background
 from loadgen.core.wire import Features, build_body, parse_body, parse_usage
-from loadgen.load.background import _WORDS, BackgroundBodies, prompt_of
+from loadgen.load.background import WORDS, BackgroundBodies, prompt_of
 
 NO_FEATURES = Features()
 
@@ -35,7 +35,7 @@ def replaced_background_body(spec: Background, rng: random.Random) -> Callable[[
     """The first version: words drawn one ``choice`` at a time, ``build_body``, ``orjson.dumps``."""
 
     def body() -> bytes:
-        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(*spec.prompt_words)))
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(*spec.prompt_words)))
         return orjson.dumps(
             build_body(
                 "completions",

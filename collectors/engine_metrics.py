@@ -37,14 +37,21 @@ from collectors.metric_names import (
     ENGINES,
     FIELDS,
     KV_CACHE_USAGE,
+    LABELED,
     MEAN_FIELDS,
+    OFFLOAD_LOAD_BYTES,
+    OFFLOAD_STORE_BYTES,
     PREFIX_CACHE_HIT_RATE,
     PREFIX_CACHE_HITS,
     PREFIX_CACHE_QUERIES,
     PROMPT_TOKENS_CACHED,
     RUNNING,
+    TOKENS_COMPUTED,
+    TOKENS_EXTERNAL,
+    TOKENS_LOCAL_HIT,
     WAITING,
     WANTED,
+    Series,
 )
 from loadgen.core.errors import EndpointError, RunFolderError, UsageError, redact
 from loadgen.core.manifest import EngineMetricsSummary
@@ -71,6 +78,11 @@ class EngineGauges(TypedDict):
     prefix_cache_hits: float | None
     prompt_tokens_cached: float | None
     prefix_cache_hit_rate: float | None
+    tokens_computed: float | None  # prompt tokens by source (vLLM's prompt_tokens_by_source)
+    tokens_local_hit: float | None
+    tokens_external: float | None
+    offload_store_bytes: float | None  # the offload tier's counters (vLLM's kv_offload_*_bytes)
+    offload_load_bytes: float | None
 
 
 @lru_cache(maxsize=4096)
@@ -122,14 +134,18 @@ def _aggregate(values: list[float], mean: bool) -> float | None:
 
 def parse_metrics(text: str) -> EngineGauges:
     """Map one ``/metrics`` body onto the shared vocabulary, summing over label sets (fractions are
-    averaged). Raises ``EndpointError`` when the text is not Prometheus exposition format."""
+    averaged); a ``Labeled`` series sums only the label sets with its label value (the prompt tokens of one
+    source, never of all three). Raises ``EndpointError`` when the text is not Prometheus exposition format."""
     relevant, prefixes = _relevant_lines(text)
-    found: dict[str, list[float]] = {}
+    found: dict[Series, list[float]] = {}
     try:
         for family in text_string_to_metric_families(relevant):
             for sample in family.samples:
                 if sample.name in WANTED:
                     found.setdefault(sample.name, []).append(float(sample.value))
+                for selector in LABELED.get(sample.name, ()):
+                    if sample.labels.get(selector.label) == selector.value:
+                        found.setdefault(selector, []).append(float(sample.value))
     except (ValueError, IndexError) as exc:
         raise EndpointError(f"not Prometheus text exposition format ({exc})") from None
     engine = next((e for e in ENGINES if any(n in found for ns in e.sources.values() for n in ns)), None)
@@ -149,6 +165,11 @@ def parse_metrics(text: str) -> EngineGauges:
         prefix_cache_hits=v[PREFIX_CACHE_HITS],
         prompt_tokens_cached=v[PROMPT_TOKENS_CACHED],
         prefix_cache_hit_rate=v[PREFIX_CACHE_HIT_RATE],
+        tokens_computed=v[TOKENS_COMPUTED],
+        tokens_local_hit=v[TOKENS_LOCAL_HIT],
+        tokens_external=v[TOKENS_EXTERNAL],
+        offload_store_bytes=v[OFFLOAD_STORE_BYTES],
+        offload_load_bytes=v[OFFLOAD_LOAD_BYTES],
     )
 
 

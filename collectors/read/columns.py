@@ -74,6 +74,7 @@ SCALARS = (
     "cache_action",
     "cache_reset_status",
     "cache_reset_ok",
+    "flush_tokens",
 )
 _FLOAT_COLS = (
     "sent_at",
@@ -85,6 +86,7 @@ _FLOAT_COLS = (
     "prompt_tokens",
     "background_held_at_send",
     "cache_reset_status",
+    "flush_tokens",
 )
 # Derived while reading from ``engine_batch_sizes`` (the engine's batch size at every step the request
 # was in): the other requests it shared those steps with (size - 1). NaN where the record has none.

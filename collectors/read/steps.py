@@ -26,6 +26,7 @@ from loadgen.core.steptrace import FILE_GLOB, SCHEMA, record_key
 
 Ints = npt.NDArray[np.int64]
 MAX_DESCRIBED = 5  # malformed lines described per file; the rest are counted
+UNKNOWN = -1  # ``StepTable.local``/``external`` of a row whose line did not say (an older trace, SGLang)
 
 
 @dataclass
@@ -51,10 +52,10 @@ class StepTable:
     computed: Ints
     prompt: Ints
     preempted: frozenset[str]  # record keys the engine preempted at least once
-    # per row, of its ``computed``: tokens found in this engine's own prefix cache / loaded from outside it (an
-    # offload tier, a P/D hand-over), set on a request's first scheduled row; -1 where the line lacks the key
-    local: Ints = field(default_factory=lambda: np.zeros(0, np.int64))
-    external: Ints = field(default_factory=lambda: np.zeros(0, np.int64))
+    # of ``computed``: tokens from the engine's own prefix cache / loaded from outside it (an offload tier, a
+    # prefill/decode hand-over), set on a request's first row; UNKNOWN where the line had no such key
+    local: Ints
+    external: Ints
     file: Ints = field(default_factory=lambda: np.zeros(0, np.int64))  # per row, its file's index in ``files``
 
     @property
@@ -81,21 +82,29 @@ def _int_list(obj: dict[str, Any], key: str, n: int) -> list[int] | str:
     return value
 
 
-def _optional_list(obj: dict[str, Any], key: str, n: int) -> list[int] | str:
-    """An optional per-row list (``local``, ``external``): absent (an older trace, SGLang) is -1 per row: unknown."""
-    return [-1] * n if key not in obj else _int_list(obj, key, n)
+def _sources(obj: dict[str, Any], n: int) -> list[list[int]] | str:
+    """The optional ``local`` and ``external`` lists; absent or null: UNKNOWN on every row."""
+    out: list[list[int]] = []
+    for key in ("local", "external"):
+        if obj.get(key) is None:
+            out.append([UNKNOWN] * n)
+            continue
+        got = _int_list(obj, key, n)
+        if isinstance(got, str):
+            return got
+        out.append(got)
+    return out
 
 
 def _check(obj: dict[str, Any]) -> tuple[list[str], list[list[int]], float, int, list[str]] | str:
-    """The step's rows and figures (``scheduled``, ``computed``, ``prompt``, ``local``, ``external``), or why the
-    object is not a step."""
+    """The step's rows and figures (scheduled, computed, prompt, local, external), or why the object is not a
+    step."""
     if obj.get("schema") != SCHEMA:
         return f"schema {obj.get('schema')!r} (expected {SCHEMA})"
     ids = obj.get("ids")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         return "'ids' is not a list of strings"
     lists = [_int_list(obj, k, len(ids)) for k in ("scheduled", "computed", "prompt")]
-    lists += [_optional_list(obj, k, len(ids)) for k in ("local", "external")]
     for item in lists:
         if isinstance(item, str):
             return item
@@ -107,7 +116,10 @@ def _check(obj: dict[str, Any]) -> tuple[list[str], list[list[int]], float, int,
     pre = obj.get("preempted", [])
     if not isinstance(pre, list) or not all(isinstance(i, str) for i in pre):
         return "'preempted' is not a list of strings"
-    return ids, [v for v in lists if not isinstance(v, str)], float(t), step, pre
+    sources = _sources(obj, len(ids))
+    if isinstance(sources, str):
+        return sources
+    return ids, [v for v in lists if not isinstance(v, str)] + sources, float(t), step, pre
 
 
 def read_traces(paths: Iterable[Path]) -> StepTable:
@@ -118,8 +130,8 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
     times: list[npt.NDArray[np.float64]] = []
     keys: list[str] = []
     cols: list[list[int]] = [[], [], [], [], []]
-    file_of: list[Ints] = []
     preempted: set[str] = set()
+    file_of: list[Ints] = []
     base = 0
     for path in paths:
         tf = TraceFile(Path(path).name)
@@ -134,17 +146,14 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
                 if len(tf.malformed) < MAX_DESCRIBED:
                     tf.malformed[line] = checked
                 continue
-            ids, (sched, comp, prompt, local, external), t, step, pre = checked
+            ids, columns, t, step, pre = checked
             tf.source = tf.source or str(obj.get("source", ""))
             own.append(step)
             own_t.append(t)
             counts.append(len(ids))
             keys.extend(record_key(i) or "" for i in ids)
-            cols[0].extend(sched)
-            cols[1].extend(comp)
-            cols[2].extend(prompt)
-            cols[3].extend(local)
-            cols[4].extend(external)
+            for col, values in zip(cols, columns, strict=True):
+                col.extend(values)
             preempted.update(k for k in map(record_key, pre) if k)
         tf.skipped += len(skipped)
         tf.steps = len(own)
@@ -156,7 +165,7 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
             dense[order] = np.arange(len(own), dtype=np.int64)
             steps.append(np.repeat(dense + base, counts))
             times.append(np.repeat(np.asarray(own_t, np.float64), counts))
-            file_of.append(np.full(int(sum(counts)), len(files) - 1, np.int64))
+            file_of.append(np.full(sum(counts), len(files) - 1, np.int64))
             base += len(own)
     return StepTable(
         files=files,

@@ -170,6 +170,16 @@ class HostInfo(TypedDict, total=False):
 
 
 @with_config(OPEN)
+class KvOffloadFacts(TypedDict, total=False):
+    """``engine.kv_offload``: the CPU KV tier the engine was asked for (``[launcher]``, a cell's or a side's
+    ``kv_offload``), as asked; whether the tier ran is the engine's counters' to say."""
+
+    size_gib: float
+    backend: str  # "native" or "lmcache"
+    dtype: str | None  # the embedded engine's "bf16" or "fp8"; None: the engine's default
+
+
+@with_config(OPEN)
 class ProcessFacts(TypedDict, total=False):
     """One process of a topology loadgen started (``loadgen.launchers.topology``): an engine or the router."""
 
@@ -178,13 +188,16 @@ class ProcessFacts(TypedDict, total=False):
     url: str
     command: str  # as typed, environment first
     log: str  # its log in the run folder
+    kv_offload: KvOffloadFacts | None  # an engine's CPU KV tier as asked; None: none
 
 
 @with_config(OPEN)
 class EngineFacts(TypedDict, total=False):
     """``engine``: the engine loadgen started. Embedded: ``kind``, ``command`` (its arguments); a launcher's
     (``loadgen.launchers.Launcher.describe``): ``kind``, ``model``, ``command`` (as typed), ``env``, ``starts``;
-    a topology's: ``kind``, ``topology`` (its mode), ``servers`` (the engines and the router), ``starts``."""
+    a topology's: ``kind``, ``topology`` (its mode), ``servers`` (the engines and the router), ``starts``.
+    ``kv_offload``: the CPU KV tier asked of a launcher's engine; of a topology's, the first server's that has one
+    (the prefill server in mode pd), each server's own in ``servers``."""
 
     kind: str
     model: str | None
@@ -193,6 +206,7 @@ class EngineFacts(TypedDict, total=False):
     starts: int
     topology: str
     servers: list[ProcessFacts]
+    kv_offload: KvOffloadFacts | None
 
 
 @with_config(OPEN)

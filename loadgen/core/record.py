@@ -66,9 +66,12 @@ class CanaryRecord:
     usage: dict[str, Any] | None = None
     engine_running: float | None = None  # legacy: the running gauge nearest sent_at (reports now join a window)
     worker: str = ""  # which generator process wrote the record
-    cache_action: str | None = None  # "reset" (cache reset just before) or "salt" (fresh cache_salt); None: kept
+    # "reset" (cache and offload tier reset just before), "salt" (fresh cache_salt), "gpu_reset" (the GPU prefix
+    # cache alone reset) or "flush" (filler prompts turned the GPU cache over); None: kept (docs/design.md)
+    cache_action: str | None = None
     cache_reset_status: int | None = None  # HTTP status of the reset, or None where it failed to connect
     cache_reset_ok: bool | None = None  # the engine said it dropped the cache (vLLM: 200 {"success": false} = no)
+    flush_tokens: int | None = None  # "flush": the filler prompts' tokens (the engine's count, else their words)
     schema: int = SCHEMA
     boot: int | None = None  # cold-boot studies: which engine start (1-based) this request was sent to
     boot_index: int | None = None  # cold-boot studies: this canary's request number within its boot (1-based)

@@ -41,6 +41,10 @@ class StepRecord:
     ``scheduled``: tokens computed for it in this step; ``prompt``: its prompt's length. A row computes prompt
     tokens (prefill) while ``computed < prompt``, else it decodes; the row whose ``computed + scheduled`` equals
     ``prompt + j`` produced output position ``j`` (0-based), so its step is the one that computed position ``j``.
+
+    ``local`` and ``external`` (optional; None: unknown, as in older traces and SGLang's): of ``computed``, the
+    tokens the request found in this engine's own prefix cache and those loaded from outside it (an offload
+    tier, a prefill/decode hand-over), on the request's first scheduled row; 0 on every other row.
     """
 
     step: int  # the writing process's own counter, from 0
@@ -51,6 +55,8 @@ class StepRecord:
     prompt: list[int]
     source: Source = "embedded"
     preempted: list[str] = field(default_factory=list)  # ids the engine preempted while scheduling this step
+    local: list[int] | None = None
+    external: list[int] | None = None
     schema: int = SCHEMA
 
 

@@ -23,6 +23,7 @@ from aiohttp import web
 from loadgen.core.errors import EngineError, RunFolderError, UsageError
 from loadgen.core.steptrace import ENV as STEP_TRACE_ENV
 from loadgen.engine.faults import FaultPlan, add_fault_arguments
+from loadgen.engine.offload import DTYPES
 from loadgen.engine.pd import ROLES, SELF, PDConfig, advertised_host, parse_peers
 from loadgen.engine.plan import InvariantPaths
 from loadgen.engine.runner import EngineOptions, EngineRunner, build_scheduler
@@ -89,6 +90,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-batched-tokens", type=int, default=2048, help="token budget of one step")
     p.add_argument("--max-model-len", type=int, default=512, help="prompt + completion tokens per sequence")
     p.add_argument("--prefix-cache-blocks", type=int, default=1024, help="prefix-cache capacity in blocks")
+    o = p.add_argument_group("offload tier (vLLM's CPU KV offloading)")
+    o.add_argument(
+        "--kv-offloading-size",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="keep every computed 16-token prompt block in an offload tier of GIB GiB (LRU), and load the blocks "
+        "the prefix cache lacks from it (default: no tier)",
+    )
+    o.add_argument(
+        "--kv-offloading-backend",
+        type=_native_only,
+        default="native",
+        metavar="native",
+        help="the tier's implementation: native only (vLLM's lmcache needs an LMCache server)",
+    )
+    o.add_argument(
+        "--kv-offloading-dtype",
+        choices=DTYPES,
+        default="bf16",
+        help="the dtype the tier stores K/V at: bf16 (default) an exact copy, as vLLM's native tier; fp8 scaled "
+        "float8 e4m3, reassembled on load, so a reload changes numerics",
+    )
     p.add_argument("--seed", type=int, default=0, help="weight seed: same seed, same model")
     p.add_argument(
         "--logit-scale",
@@ -133,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _native_only(value: str) -> str:
+    if value != "native":
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: the embedded engine's offload tier is native only (lmcache needs a separate LMCache server)"
+        )
+    return value
+
+
 def roles_from_args(args: argparse.Namespace, host: str) -> PDConfig:
     if min(args.kv_fetch_timeout, args.kv_transfer_ttl, args.kv_transfer_max_mib) <= 0:
         raise SystemExit("loadgen serve: --kv-fetch-timeout, --kv-transfer-ttl and --kv-transfer-max-mib must be > 0")
@@ -175,6 +207,10 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
             paths = InvariantPaths.named(args.invariant_paths)
         except UsageError as exc:
             raise SystemExit(f"loadgen serve: {exc}") from None
+    if args.kv_offloading_size is not None and not args.kv_offloading_size > 0:
+        raise SystemExit("loadgen serve: --kv-offloading-size must be > 0 GiB")
+    if args.kv_offloading_size is not None and args.backend != "cpu":
+        raise SystemExit("loadgen serve: --kv-offloading-size needs --backend cpu (the GPU backend caches no KV)")
     trace = args.step_trace or (Path(os.environ[STEP_TRACE_ENV]) if os.environ.get(STEP_TRACE_ENV) else None)
     return EngineOptions(
         batch_invariant=args.batch_invariant,
@@ -188,6 +224,8 @@ def options_from_args(args: argparse.Namespace) -> EngineOptions:
         recompute_last=args.recompute_last_prompt_token,
         paths=paths,
         step_trace=trace,
+        kv_offloading_size=args.kv_offloading_size,
+        kv_offloading_dtype=args.kv_offloading_dtype,
     )
 
 
@@ -235,7 +273,14 @@ async def serve(
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     runner = EngineRunner(make_scheduler(opts, backend, checkpoint), loop)
     runner.start()
-    served = Served(opts.enable_prefix_caching, opts.batch_invariant, opts.max_num_seqs, prompt_tokens_details)
+    served = Served(
+        opts.enable_prefix_caching,
+        opts.batch_invariant,
+        opts.max_num_seqs,
+        prompt_tokens_details,
+        num_gpu_blocks=opts.prefix_cache_blocks,
+        kv_offloading_size=opts.kv_offloading_size,
+    )
     roles = roles or PDConfig(seed=opts.seed, batch_invariant=opts.batch_invariant)
     app_runner = web.AppRunner(
         build_app(runner, faults, served, roles, bind_host=host), handler_cancellation=True, access_log=None

@@ -354,3 +354,14 @@ def header_request_id(value: str | None) -> str | None:
     if not value or len(value) > MAX_REQUEST_ID_CHARS:
         return None
     return value if all(" " <= c <= "~" for c in value) else None
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")  # what vLLM's boolean query takes (FastAPI)
+
+
+def query_flag(value: str | None, name: str) -> bool:
+    """A boolean query parameter (absent: false); anything else is a 400 naming it."""
+    asked = (value or "false").lower()
+    if asked not in _TRUE + _FALSE:
+        raise ApiError(400, f"'{name}' must be a boolean; got {asked!r}", name)
+    return asked in _TRUE

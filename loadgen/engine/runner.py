@@ -30,6 +30,7 @@ from loadgen.engine.kvcache import PrefixCache, SlotKV
 from loadgen.engine.kvwire import HandedKV
 from loadgen.engine.metrics import EngineGauges
 from loadgen.engine.model import TinyModel
+from loadgen.engine.offload import OffloadDtype, OffloadTier
 from loadgen.engine.plan import InvariantPaths
 from loadgen.engine.sampling import PositionLogprobs
 from loadgen.engine.scheduler import Delivery, EngineRequest, Scheduler, TokenEvent
@@ -53,6 +54,8 @@ class EngineOptions:
     paths: InvariantPaths | None = None
     recompute_last: bool = False  # a decode leg recomputes its last prompt token, as vLLM's decode server does
     step_trace: Path | None = None  # the folder this process writes its step trace into (``LOADGEN_STEP_TRACE``)
+    kv_offloading_size: float | None = None  # GiB of the offload tier (loadgen/engine/offload.py); None: no tier
+    kv_offloading_dtype: OffloadDtype = "bf16"  # the dtype the tier stores K/V at
 
     @property
     def invariant_paths(self) -> InvariantPaths:
@@ -67,6 +70,11 @@ def build_scheduler(opts: EngineOptions, tokenizer: Tokenizer | None = None) -> 
     weights = generate_weights(tok, opts.seed, cfg)
     kv = SlotKV(cfg, opts.max_num_seqs)
     model = TinyModel(weights, kv, opts.invariant_paths, opts.logit_scale)
+    offload = None
+    if opts.kv_offloading_size is not None:
+        offload = OffloadTier(
+            opts.kv_offloading_size, opts.kv_offloading_dtype, cfg.n_layers, cfg.n_heads, cfg.head_dim
+        )
     return Scheduler(
         model=model,
         tokenizer=tok,
@@ -75,6 +83,7 @@ def build_scheduler(opts: EngineOptions, tokenizer: Tokenizer | None = None) -> 
         max_num_batched_tokens=opts.max_num_batched_tokens,
         recompute_last=opts.recompute_last,
         trace=open_step_trace(opts.step_trace),
+        offload=offload,
     )
 
 
@@ -136,7 +145,7 @@ class EngineRunner:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._streams: dict[str, RequestStream] = {}
-        self._resets: queue.SimpleQueue[concurrent.futures.Future[bool]] = queue.SimpleQueue()
+        self._resets: queue.SimpleQueue[tuple[concurrent.futures.Future[bool], bool]] = queue.SimpleQueue()
         self.gauges = EngineGauges.of(scheduler)  # replaced whole by the engine thread, read by /metrics
         self.failure: str | None = None  # why the engine thread died; None while it runs
         self._thread = threading.Thread(target=self._run, name="loadgen-engine", daemon=True)
@@ -167,11 +176,12 @@ class EngineRunner:
             self._inbox.put(("abort", request_id))
             self._wake.set()
 
-    def reset_prefix_cache(self) -> concurrent.futures.Future[bool]:
-        """Ask the engine thread to drop the prefix cache. Like vLLM, it refuses while requests are running
-        or waiting (their blocks are not freed): the future says whether the cache was dropped."""
+    def reset_prefix_cache(self, reset_external: bool = False) -> concurrent.futures.Future[bool]:
+        """Ask the engine thread to drop the prefix cache, and with ``reset_external`` the offload tier too. Like
+        vLLM, it refuses while requests are running or waiting (their blocks are not freed): the future says
+        whether the cache was dropped."""
         done: concurrent.futures.Future[bool] = concurrent.futures.Future()
-        self._resets.put(done)
+        self._resets.put((done, reset_external))
         self._wake.set()
         return done
 
@@ -217,15 +227,17 @@ class EngineRunner:
     def _answer_resets(self) -> None:
         while True:
             try:
-                done = self._resets.get_nowait()
+                done, reset_external = self._resets.get_nowait()
             except queue.Empty:
                 return
             if self.scheduler.has_work:
                 print("Failed to reset prefix cache because some blocks are not freed yet", file=sys.stderr)
                 done.set_result(False)
-            else:
-                self.scheduler.prefix_cache.reset()
-                done.set_result(True)
+                continue
+            self.scheduler.prefix_cache.reset()
+            if reset_external and self.scheduler.offload is not None:
+                self.scheduler.offload.reset()
+            done.set_result(True)
 
     def _dispatch(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:

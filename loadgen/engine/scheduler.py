@@ -12,9 +12,13 @@ gained, with the step's batch size (the sequences in that forward pass: a reques
 as sampled there, and the sequence decodes from the next step on; or, with ``recompute_last`` (vLLM's
 decode server), every position but the last prompt token's is loaded, that token is prefilled here as
 a one-row prefill and the first token is sampled here. A request with ``prompt_logprobs`` skips the prefix-cache
-lookup (every prompt position is computed, as vLLM skips it for such a request) and its prefill step's delivery
+lookup (every prompt position is computed, as vLLM skips it for such a request; the offload tier's too) and its
+prefill step's delivery
 carries the re-score of its prompt. A seeded request samples from its own generator, an unseeded one from the
-scheduler's shared ``unseeded`` generator (loadgen/engine/sampling.py). With ``trace`` set, each forward step's rows are
+scheduler's shared ``unseeded`` generator (loadgen/engine/sampling.py).
+With ``offload`` (loadgen/engine/offload.py) the lookup continues past the prefix-cache hit into the tier, and
+every prefilled prompt's full blocks are stored there; each request's tokens by source (local hit, external) are
+counted at its admission. With ``trace`` set, each forward step's rows are
 written to the step trace before the step runs (loadgen/engine/steplog.py). It is synchronous and single-threaded
 on purpose: :mod:`loadgen.engine.runner` drives it from a thread; tests call ``step`` directly. It
 knows nothing of HTTP.
@@ -31,9 +35,10 @@ import numpy as np
 from loadgen.core.steptrace import StepWriter
 from loadgen.engine.detok import TextState
 from loadgen.engine.kernels import F32
-from loadgen.engine.kvcache import PrefixCache, SlotKV, block_hashes
+from loadgen.engine.kvcache import BLOCK_TOKENS, PrefixCache, SlotKV, block_hashes
 from loadgen.engine.kvwire import HandedKV
 from loadgen.engine.model import Segment, TinyModel
+from loadgen.engine.offload import OffloadTier
 from loadgen.engine.sampling import (
     PositionLogprobs,
     Sampled,
@@ -91,6 +96,9 @@ class _Seq:
     hashes: list[int]
     cached_tokens: int = 0
     generated: int = 0
+    # of ``cached_tokens`` at admission: found in this engine's prefix cache, loaded from outside it (the offload
+    # tier, a handed-over KV); the step trace's ``local``/``external`` of the request's first row, then None
+    sources: tuple[int, int] | None = None
 
 
 @dataclass
@@ -101,6 +109,10 @@ class SchedulerStats:
     batch_rows_last: int = 0
     finished_total: int = 0
     aborted_total: int = 0
+    # prompt tokens by source (vLLM's prompt_tokens_by_source): a local prefix-cache hit, loaded from outside
+    # (the offload tier or a handed-over KV); the rest of ``prompt_tokens_total`` was computed
+    prompt_tokens_local_hit: int = 0
+    prompt_tokens_external: int = 0
 
 
 class SequenceLike(Protocol):
@@ -177,6 +189,7 @@ class Scheduler(RequestQueue[_Seq]):
     recompute_last: bool = False
     trace: StepWriter | None = None  # the step trace's writer (``LOADGEN_STEP_TRACE``), if any
     unseeded: np.random.Generator = field(default_factory=np.random.default_rng)  # what unseeded requests draw from
+    offload: OffloadTier | None = None  # ``--kv-offloading-size``: the tier a lookup continues into
     serves_prompt_logprobs: ClassVar[bool] = True
 
     @property
@@ -207,8 +220,14 @@ class Scheduler(RequestQueue[_Seq]):
             slot = self.kv.acquire()
             hashes = block_hashes(req.prompt_ids, req.cache_salt)
             rescore = req.params.prompt_logprobs is not None and req.handed is None
-            n_blocks = 0 if rescore else self.prefix_cache.match(hashes, len(req.prompt_ids))
-            self.prefix_cache.load(hashes, n_blocks, self.kv, slot)
+            n_local = 0 if rescore else self.prefix_cache.match(hashes, len(req.prompt_ids))
+            self.prefix_cache.load(hashes, n_local, self.kv, slot)
+            n_tier = (
+                0
+                if rescore or req.handed is not None
+                else self._load_offloaded(hashes, n_local, len(req.prompt_ids), slot)
+            )
+            n_blocks = n_local + n_tier
             seq = _Seq(
                 req=req,
                 slot=slot,
@@ -216,7 +235,8 @@ class Scheduler(RequestQueue[_Seq]):
                 text=TextState(req.params.stop),
                 rng=request_rng(req.params.seed, self.unseeded),
                 hashes=hashes,
-                cached_tokens=n_blocks * 16,
+                cached_tokens=n_blocks * BLOCK_TOKENS,
+                sources=(n_local * BLOCK_TOKENS, n_tier * BLOCK_TOKENS),
             )
             self.running[req.request_id] = seq
             self.stats.prompt_tokens_total += len(req.prompt_ids)
@@ -225,9 +245,30 @@ class Scheduler(RequestQueue[_Seq]):
             elif req.handed is not None:
                 loaded.append(self._load_handed(seq, req.handed))
                 continue
+            self._count_sources(seq)
             admitted.append(seq)
             budget -= len(req.prompt_ids) - seq.cached_tokens
         return admitted, loaded
+
+    def _load_offloaded(self, hashes: list[int], n_local: int, prompt_len: int, slot: int) -> int:
+        """Continue the GPU prefix match block by block in the offload tier (never covering the last prompt
+        token); the blocks found go into the slot and into the prefix cache, as vLLM caches loaded blocks."""
+        if self.offload is None:
+            return 0
+        usable = min(len(hashes), (prompt_len - 1) // BLOCK_TOKENS)
+        n = self.offload.match(hashes, n_local, usable)
+        self.offload.load(hashes, n_local, n, self.kv, slot)
+        if n:
+            self.prefix_cache.store(hashes[: n_local + n], self.kv, slot)
+        return n
+
+    def _count_sources(self, seq: _Seq) -> None:
+        """The request's prompt tokens by source, once, at its admission: of its ``cached_tokens``, the local
+        hit and the rest (loaded from outside this engine's prefix cache)."""
+        local = seq.sources[0] if seq.sources is not None else 0
+        seq.sources = (local, seq.cached_tokens - local)
+        self.stats.prompt_tokens_local_hit += local
+        self.stats.prompt_tokens_external += seq.cached_tokens - local
 
     def _load_handed(self, seq: _Seq, handed: HandedKV) -> Delivery:
         """The handed-over KV into the slot past the local prefix-cache hit (as vLLM's connector loads only what
@@ -236,6 +277,7 @@ class Scheduler(RequestQueue[_Seq]):
         self.kv.load(seq.slot, seq.cached_tokens, handed.k, handed.v)
         self.prefix_cache.store(seq.hashes, self.kv, seq.slot)
         seq.cached_tokens = len(seq.req.prompt_ids)
+        self._count_sources(seq)
         first = Sampled(handed.first_token, handed.first_logprob, handed.first_top)
         event = append_token(seq, first, tokenizer=self.tokenizer, max_model_len=self.max_model_len, stats=self.stats)
         if event.finish_reason is not None:
@@ -269,12 +311,17 @@ class Scheduler(RequestQueue[_Seq]):
         order = decoding + admitted
         if self.trace is not None:
             prefills = [(s, s.cached_tokens) for s in admitted]
-            self.trace.write(step_record(self.stats.steps_total, decoding, prefills))
+            sources = {s.req.request_id: s.sources for s in order if s.sources is not None}
+            self.trace.write(step_record(self.stats.steps_total, decoding, prefills, sources))
+        for seq in order:
+            seq.sources = None  # told on the request's first row only
         logits, every = self.model.forward_rows(segments)
         self.stats.steps_total += 1
         self.stats.batch_rows_last = sum(len(seg.token_ids) for seg in segments)
         for seq in admitted:
             self.prefix_cache.store(seq.hashes, self.kv, seq.slot)
+            if self.offload is not None:
+                self.offload.store(seq.hashes, self.kv, seq.slot)
         deliveries = loaded
         for row, seq in enumerate(order):
             event = self._advance(seq, logits[row])

@@ -58,12 +58,12 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
-from loadgen.core.web_guard import foreign_request
 from loadgen.engine import pd
 from loadgen.engine.faults import REFUSED, Fault, FaultCounters, FaultPlan, malformed, strip_identity
 from loadgen.engine.kvcache import BLOCK_TOKENS
 from loadgen.engine.kvwire import HandedKV, ModelShape
 from loadgen.engine.metrics import cache_config_info, render
+from loadgen.engine.middleware import BIND_HOST_KEY, errors_as_json, guard
 from loadgen.engine.protocol import (
     MODEL_ID,
     REQUEST_ID_HEADER,
@@ -72,6 +72,7 @@ from loadgen.engine.protocol import (
     check_prompt_logprobs,
     header_request_id,
     parse_request,
+    query_flag,
 )
 from loadgen.engine.responses import Renderer, generate_requests, merged_body, summed_usage
 from loadgen.engine.runner import EngineDead, EngineRunner, RequestStream
@@ -87,6 +88,8 @@ class Served:
     batch_invariant: bool = False
     max_num_seqs: int = 64
     prompt_tokens_details: bool = True
+    num_gpu_blocks: int = 1024  # the prefix cache's capacity in blocks (vLLM: the GPU KV cache's)
+    kv_offloading_size: float | None = None  # the offload tier's GiB; None: no tier
 
 
 RUNNER_KEY = web.AppKey("runner", EngineRunner)
@@ -415,7 +418,8 @@ async def server_info(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     served = request.app[SERVED_KEY]
-    body = render(request.app[RUNNER_KEY].gauges) + cache_config_info(served.prefix_caching)
+    info = cache_config_info(served.prefix_caching, served.num_gpu_blocks, served.kv_offloading_size)
+    body = render(request.app[RUNNER_KEY].gauges) + info
     extra = request.app.get(METRICS_KEY)  # the fault counters, with --fault-* flags only
     if extra is not None:
         body += generate_latest(extra)
@@ -423,44 +427,16 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def reset_prefix_cache(request: web.Request) -> web.Response:
-    """vLLM 0.26's route and answer: 200 with ``{"success": false}`` when running requests keep the cache."""
+    """vLLM 0.26's route and answer: 200 with ``{"success": false}`` when running requests keep the cache. It drops
+    the prefix cache only; ``?reset_external=true`` empties the offload tier too."""
     if (failure := request.app[RUNNER_KEY].failure) is not None:
         return _error(ApiError(503, failure))
-    dropped = await asyncio.wrap_future(request.app[RUNNER_KEY].reset_prefix_cache())
-    return _json({"success": dropped})
-
-
-BIND_HOST_KEY = web.AppKey("bind_host", str)
-
-
-@web.middleware
-async def _guard(request: web.Request, handler: Any) -> web.StreamResponse:
-    """Another web page, or a DNS-rebound name, may not reset the cache or add load (``loadgen.core.web_guard``)."""
-    why = foreign_request(
-        bind_host=request.app[BIND_HOST_KEY],
-        scheme=request.scheme,
-        host=request.host,
-        method=request.method,
-        origin=request.headers.get("Origin"),
-        referer=request.headers.get("Referer"),
-        server="this engine",
-    )
-    if why is not None:
-        return _error(ApiError(403, why))
-    response: web.StreamResponse = await handler(request)
-    return response
-
-
-@web.middleware
-async def _errors_as_json(request: web.Request, handler: Any) -> web.StreamResponse:
-    """aiohttp's own 404/405 become OpenAI-shaped JSON errors."""
     try:
-        response: web.StreamResponse = await handler(request)
-        return response
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return _error(ApiError(exc.status, f"{exc.reason}: {request.method} {request.path}"))
+        external = query_flag(request.query.get("reset_external"), "reset_external")
+    except ApiError as err:
+        return _error(err)
+    dropped = await asyncio.wrap_future(request.app[RUNNER_KEY].reset_prefix_cache(external))
+    return _json({"success": dropped})
 
 
 def build_app(
@@ -474,7 +450,7 @@ def build_app(
     ``served``: the settings the engine reports about itself (defaults: EngineOptions' defaults).
     ``roles``: the server's prefill/decode role and side channel (default: ``--role both``).
     ``bind_host``: the address it listens on; on a loopback one it answers loopback host names only."""
-    app = web.Application(middlewares=[_guard, _errors_as_json], client_max_size=4 * 1024 * 1024)
+    app = web.Application(middlewares=[guard, errors_as_json], client_max_size=4 * 1024 * 1024)
     app[BIND_HOST_KEY] = bind_host
     app[RUNNER_KEY] = runner
     app[SERVED_KEY] = served or Served()

@@ -16,6 +16,9 @@ command without vLLM, SGLang or llama.cpp installed. Flags, as the servers docum
   (added by default) serves ``/metrics``. Its ``/health`` answers 503 while the model loads.
 - embedded: ``python -P -m loadgen.engine --host H --port P`` (``--batch-invariant``,
   ``--no-enable-prefix-caching``); it prints ``READY <url>`` once serving.
+- ``kv_offload`` (a CPU KV tier, docs/design.md "Cache actions"): vLLM 0.26 and the embedded engine take
+  ``--kv-offloading-size GIB`` and ``--kv-offloading-backend native|lmcache``; the embedded engine also
+  ``--kv-offloading-dtype bf16|fp8``. Other kinds are refused by the scenario (``kv_offload_problem``).
 - command: ``/bin/sh -c COMMAND`` with ``{port}`` replaced, the launcher's ``args`` appended.
 """
 
@@ -26,7 +29,9 @@ import sys
 from dataclasses import dataclass
 from typing import Literal
 
+from loadgen.core.manifest import KvOffloadFacts
 from loadgen.core.scenario import PORT_PLACEHOLDER, LauncherSpec
+from loadgen.core.scenario.engines import KvOffload
 from loadgen.core.web_guard import is_loopback
 
 ReadyBy = Literal["line", "health"]  # "line": the process prints READY <url>; "health": poll health_url for 200
@@ -112,16 +117,39 @@ def launch_env(spec: LauncherSpec, port: int | None) -> dict[str, str]:
     return {**DEFAULT_ENV.get(spec.kind, {}), **bound, **spec.env}
 
 
+def kv_offload_flags(kind: str, offload: KvOffload | None) -> list[str]:
+    """The engine flags of ``offload`` for ``kind`` (embedded or vllm: the scenario refused the rest); [] for none."""
+    if offload is None:
+        return []
+    flags = [
+        "--kv-offloading-size",
+        repr(offload.size_gib).removesuffix(".0"),
+        "--kv-offloading-backend",
+        offload.backend,
+    ]
+    if kind == "embedded" and offload.dtype is not None:
+        flags += ["--kv-offloading-dtype", offload.dtype]
+    return flags
+
+
+def kv_offload_facts(offload: KvOffload | None) -> KvOffloadFacts | None:
+    """What the manifest records of ``offload`` (``engine.kv_offload``): the setting as asked."""
+    if offload is None:
+        return None
+    return {"size_gib": offload.size_gib, "backend": offload.backend, "dtype": offload.dtype}
+
+
 def launch_argv(spec: LauncherSpec, port: str, *, python: str = sys.executable) -> list[str]:
     """The command line that starts ``spec`` with ``port`` written as given: a number, or ``{port}`` where the
     command is shown before a port is picked (``loadgen.launchers.approval``)."""
     where = ["--host", spec.host, "--port", port]
+    offload = kv_offload_flags(spec.kind, spec.kv_offload)
     if spec.kind == "embedded":
         # -P: the caller's working directory is not put on sys.path (a stray local module cannot shadow a dependency)
-        return [python, "-P", "-m", "loadgen.engine", *where, *spec.args]
+        return [python, "-P", "-m", "loadgen.engine", *where, *spec.args, *offload]
     assert spec.kind == "command" or spec.model is not None  # the spec's validator guarantees it
     if spec.kind == "vllm":
-        return [spec.executable or "vllm", "serve", str(spec.model), *where, *spec.args]
+        return [spec.executable or "vllm", "serve", str(spec.model), *where, *spec.args, *offload]
     if spec.kind == "sglang":
         return [
             spec.executable or python,

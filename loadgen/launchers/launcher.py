@@ -19,7 +19,7 @@ from loadgen.core.manifest import EngineFacts, now_iso
 from loadgen.core.runfiles import open_append
 from loadgen.core.scenario import LauncherSpec
 from loadgen.launchers.approval import check_approved
-from loadgen.launchers.commands import LaunchPlan, plan_launch
+from loadgen.launchers.commands import LaunchPlan, kv_offload_facts, plan_launch
 from loadgen.launchers.health import free_port, start_health_checked
 from loadgen.launchers.process import RunningEngine, start_process
 
@@ -84,6 +84,7 @@ class Launcher:
             "command": self.plan.shown() if self.plan else None,
             "env": dict(self.plan.env) if self.plan else dict(self.spec.env),
             "starts": self.starts,
+            "kv_offload": kv_offload_facts(self.spec.kv_offload),
         }
 
     def __enter__(self) -> Launcher:

@@ -24,7 +24,7 @@ from loadgen.core.errors import EngineArgsError, EngineError, UsageError
 from loadgen.core.manifest import EngineFacts, ProcessFacts
 from loadgen.core.runfiles import copy_file, write_file
 from loadgen.core.scenario import LauncherSpec, Server, TopologyMode, TopologySpec
-from loadgen.launchers.commands import LaunchPlan
+from loadgen.launchers.commands import LaunchPlan, kv_offload_facts
 from loadgen.launchers.health import free_port, start_health_checked
 from loadgen.launchers.process import RunningEngine, start_process
 from loadgen.launchers.topology_commands import ServerPlan, decode_alias, plan_router, plan_servers, with_kv_peers
@@ -108,9 +108,11 @@ class RunningTopology:
                 "url": s.url,
                 "command": s.spec.plan.shown(),
                 "log": s.spec.log_name,
+                "kv_offload": kv_offload_facts(s.spec.kv_offload),
             }
             for s in self.servers
         ]
+        asked = next((s.spec.kv_offload for s in self.servers if s.spec.kv_offload is not None), None)
         if self.router is not None and self.router_plan is not None:
             servers.append(
                 {
@@ -121,7 +123,9 @@ class RunningTopology:
                     "log": ROUTER_LOG,
                 }
             )
-        return {"kind": self.kind, "topology": self.mode, "servers": servers, "starts": 1}
+        facts: EngineFacts = {"kind": self.kind, "topology": self.mode, "servers": servers, "starts": 1}
+        facts["kv_offload"] = kv_offload_facts(asked)
+        return facts
 
     def __enter__(self) -> RunningTopology:
         return self

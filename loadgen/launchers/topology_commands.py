@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from loadgen.core.errors import ScenarioError
 from loadgen.core.scenario import LauncherSpec, Side, TopologyMode, TopologySpec
+from loadgen.core.scenario.engines import KvOffload
 from loadgen.core.scenario.schema import ServerRole
 from loadgen.launchers.commands import LaunchPlan, plan_launch
 
@@ -59,11 +60,14 @@ class ServerPlan:
     plan: LaunchPlan
     log_name: str
     bootstrap_port: int | None = None
+    kv_offload: KvOffload | None = None  # its CPU KV tier, as its command line asks it
 
 
 def side_launcher(launcher: LauncherSpec, side: Side) -> LauncherSpec:
-    """``[launcher]`` with one side's args appended and env merged over."""
-    return launcher.model_copy(update={"args": [*launcher.args, *side.args], "env": {**launcher.env, **side.env}})
+    """``[launcher]`` with one side's args appended, env merged over and ``kv_offload`` in place of its own."""
+    update: dict[str, object] = {"args": [*launcher.args, *side.args], "env": {**launcher.env, **side.env}}
+    update["kv_offload"] = side.kv_offload or launcher.kv_offload
+    return launcher.model_copy(update=update)
 
 
 def _vllm_kv_config(topology: TopologySpec) -> str:
@@ -119,7 +123,7 @@ def plan_servers(
             env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(port())  # distinct per instance, or the second fails to bind
         plan = replace(plan, argv=[*plan.argv, *_pd_flags(kind, role, topology, bootstrap)], env=env)
         log = "engine.log" if mode == "reload" else f"engine-{name}.log"
-        plans.append(ServerPlan(name, role, plan, log, bootstrap))
+        plans.append(ServerPlan(name, role, plan, log, bootstrap, spec.kv_offload))
     return plans
 
 

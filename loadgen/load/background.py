@@ -47,9 +47,9 @@ window morning letter voice field island mountain bridge station engine ship vil
 large early late bright dark warm cold green old new long short strong simple careful walks builds
 finds gives tells brings holds keeps turns shows hears plays moves lives believes
 """
-_WORDS = _WORD_TEXT.split()
-assert all(w.isascii() and w.isalpha() and w.islower() for w in _WORDS), "words must need no JSON escaping"
-_WORD_BYTES = [w.encode() for w in _WORDS]
+WORDS = _WORD_TEXT.split()  # the words of every generated prompt (the offload flush's fillers too)
+assert all(w.isascii() and w.isalpha() and w.islower() for w in WORDS), "words must need no JSON escaping"
+_WORD_BYTES = [w.encode() for w in WORDS]
 
 _SHARED_PREFIX_SEED = 0x5EED
 _CORPUS_SEED = 0xC0DE
@@ -134,7 +134,7 @@ class BackgroundBodies:
         self.spec = spec
         self._rng = random.Random(spec.seed * 1_000_003 + user_index)
         prefix_rng = random.Random(spec.seed ^ _SHARED_PREFIX_SEED)
-        prefix = " ".join(prefix_rng.choice(_WORDS) for _ in range(spec.shared_prefix_words))
+        prefix = " ".join(prefix_rng.choice(WORDS) for _ in range(spec.shared_prefix_words))
         self._prefix = (prefix + " ").encode() if prefix else b""
         words = corpus(spec.seed, max(CORPUS_MIN_WORDS, 2 * spec.prompt_words[1]))
         self._view, self._starts, self._corpus_size = memoryview(words.text), words.starts, words.size

@@ -3,8 +3,8 @@
 Why: the Locust canary user and the cold-boot study send the same canaries and must record them
 the same way; this is the one place that turns a scenario canary into a request body and an
 ``Outcome`` into a ``CanaryRecord``, and the one place that decides what happens to the prefix cache
-before a canary or a burst. Pure apart from the fresh ids it draws and the cache resets ``prepare_cache``
-and ``reset_before_burst`` POST.
+before a canary or a burst. Pure apart from the fresh ids it draws, the cache resets ``prepare_cache``
+and ``reset_before_burst`` POST and the flush ``prepare_cache`` is handed (``loadgen.load.flush``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from loadgen.core.band import LevelBound
@@ -22,7 +23,25 @@ from loadgen.core.wire import Features, Kind, Sampling, build_body
 from loadgen.load.cache_reset import ResetAnswer, reset_cache
 from loadgen.load.client import EndpointClient, Outcome, send_burst, send_canary
 
-CacheAction = Literal["reset", "salt"] | None  # None: the cache was kept
+CacheAction = Literal["reset", "salt", "gpu_reset", "flush"] | None  # None: the cache was kept
+Flush = Callable[[], int]  # the offload action's flush (``loadgen.load.flush.Flusher``): the filler tokens sent
+RESET_EXTERNAL = "reset_external=true"  # vLLM 0.26 and the embedded engine: the offload tier is emptied too
+
+
+@dataclass(frozen=True)
+class CacheStep:
+    """What was done to the prefix cache before a canary: the action, the reset's answer and the flush's filler
+    tokens, where there was one."""
+
+    action: CacheAction
+    reset: ResetAnswer | None = None
+    flush_tokens: int | None = None
+
+
+def with_external(path: str) -> str:
+    """``path`` (the reset route) asking the engine to empty its offload tier too (SGLang's ``/flush_cache`` reads
+    no query: the same flush)."""
+    return f"{path}{'&' if '?' in path else '?'}{RESET_EXTERNAL}"
 
 
 def planned_cache_action(canary: Canary, *, busy: bool) -> CacheAction:
@@ -30,13 +49,15 @@ def planned_cache_action(canary: Canary, *, busy: bool) -> CacheAction:
 
     ``busy``: other requests may be running on the engine (background at this level, a burst, another
     canary in flight). vLLM refuses to reset its prefix cache while requests run and still answers, so a
-    reset under load is no miss: "miss" salts instead. A failed reset falls back to a salt as well
-    (``cache_after_reset``).
+    reset under load is no miss: "miss" salts instead, "offload" flushes. A failed reset falls back the same
+    way (``cache_after_reset``, ``prepare_cache``).
     """
     if canary.cache == "keep":
         return None
     if canary.cache == "miss":
         return "salt" if busy else "reset"
+    if canary.cache == "offload":
+        return "flush" if busy else "gpu_reset"
     return canary.cache
 
 
@@ -47,14 +68,23 @@ def cache_after_reset(canary: Canary, dropped: bool) -> CacheAction:
 
 
 def prepare_cache(
-    client: EndpointClient, canary: Canary, path: str, *, busy: bool
-) -> tuple[CacheAction, ResetAnswer | None]:
-    """Act on the prefix cache before ``canary`` is sent: the action taken and the reset's answer, if any."""
+    client: EndpointClient, canary: Canary, path: str, *, busy: bool, flush: Flush | None = None
+) -> CacheStep:
+    """Act on the prefix cache before ``canary`` is sent. "reset" and "miss" reset with ``RESET_EXTERNAL``, so a
+    miss is a miss in the offload tier too; "offload" resets the GPU cache alone, or where that cannot be done
+    (``busy``, or the reset refused) sends ``flush`` (given wherever a run has offload canaries:
+    ``loadgen.runs.cache_size`` refused the run otherwise)."""
     action = planned_cache_action(canary, busy=busy)
+    if action in ("gpu_reset", "flush"):
+        answer = reset_cache(client, path) if action == "gpu_reset" else None
+        if answer is not None and answer.dropped:
+            return CacheStep("gpu_reset", answer)
+        assert flush is not None, "an offload canary needs the run's flush (loadgen.load.flush.Flusher)"
+        return CacheStep("flush", answer, flush())
     if action != "reset":
-        return action, None
-    answer = reset_cache(client, path)
-    return cache_after_reset(canary, answer.dropped), answer
+        return CacheStep(action)
+    answer = reset_cache(client, with_external(path))
+    return CacheStep(cache_after_reset(canary, answer.dropped), answer)
 
 
 # answers that say "busy, ask again" (vLLM 0.26: 200 with success false; newer vLLM 409; SGLang 400); any
@@ -66,13 +96,13 @@ _RESET_RETRY_S = 0.05
 def reset_before_burst(
     client: EndpointClient, path: str, *, timeout_s: float, stopping: Callable[[], bool]
 ) -> ResetAnswer:
-    """Reset the prefix cache before a burst (``sweep.burst_cache = "reset"``): asked again every 50 ms
-    while the engine refuses because requests still run (the level before's background ending), until
-    it drops the cache, ``timeout_s`` passes, or the answer is one that waiting will not change. The last
-    answer is what every copy records; a refused one stays visible in the report as a refused reset."""
+    """Reset the prefix cache (and the offload tier) before a burst (``sweep.burst_cache = "reset"``): asked
+    again every 50 ms while the engine refuses because requests still run (the level before's background
+    ending), until it drops the cache, ``timeout_s`` passes, or the answer is one that waiting will not
+    change. The last answer is what every copy records; a refused one stays visible in the report as a refused reset."""
     deadline = time.monotonic() + timeout_s
     while True:
-        answer = reset_cache(client, path)
+        answer = reset_cache(client, with_external(path))
         busy = answer.status in _BUSY_STATUSES
         if answer.dropped or not busy or time.monotonic() > deadline or stopping():
             return answer
@@ -194,6 +224,7 @@ def canary_record(
     worker: str,
     cache_action: CacheAction,
     cache_reset: ResetAnswer | None,
+    flush_tokens: int | None = None,
     boot: int | None = None,
     boot_index: int | None = None,
     burst: bool = False,
@@ -221,6 +252,7 @@ def canary_record(
         cache_action=cache_action,
         cache_reset_status=None if cache_reset is None else cache_reset.status,
         cache_reset_ok=None if cache_reset is None else cache_reset.dropped,
+        flush_tokens=flush_tokens,
         boot=boot,
         boot_index=boot_index,
         burst=burst,

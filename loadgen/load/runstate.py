@@ -25,6 +25,7 @@ from loadgen.load.client import Inflight
 from loadgen.load.coordination import Mirror
 from loadgen.load.engine_check import EngineCheck
 from loadgen.load.failing import BackgroundFailures
+from loadgen.load.flush import Flusher, flush_facts, flusher_for
 from loadgen.load.holding import Buffering, Holding
 from loadgen.load.live import References
 from loadgen.load.phase import PhaseGate
@@ -50,6 +51,7 @@ class RunState:
     failures: BackgroundFailures = field(default_factory=BackgroundFailures)  # per sweep stage, for its stop
     backoff_said: bool = False  # the notice that background slots pause after failures was given
     distributed: bool = False  # a Locust worker: other workers hold part of the level
+    flusher: Flusher | None = None  # the offload canaries' flush (loadgen.load.flush); None: the run has none
     engine: EngineCheck = field(init=False)  # the engine's own running count (the loaded side's), to confirm a level
     phase_gate: PhaseGate = field(init=False)  # background aimed at one phase of the canary (background.phase)
 
@@ -88,6 +90,9 @@ class Plan:
     base_url: str
     model: str
     features: dict[str, Any]  # per endpoint kind, as the manifest holds it
+    # what an offload canary's flush needs (loadgen.load.flush.FlushSize), as the probe read them; None: not stated
+    gpu_cache_tokens: int | None = None
+    max_model_len: int | None = None
 
     @classmethod
     def of(cls, run_dir: Path) -> Plan:
@@ -95,7 +100,10 @@ class Plan:
         where = f"{run_dir}/manifest.json"
         if m.run_id is None or m.endpoint.base_url is None or m.endpoint.model is None:
             raise RunFolderError(f"{where}: not a prepared run (run_id, endpoint.base_url and endpoint.model needed)")
-        return cls(str(run_dir), m.run_id, dict(m.scenario), m.endpoint.base_url, m.endpoint.model, m.features)
+        cache, context = flush_facts(m)
+        return cls(
+            str(run_dir), m.run_id, dict(m.scenario), m.endpoint.base_url, m.endpoint.model, m.features, cache, context
+        )
 
     def to_msg(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,4 +143,5 @@ def state_from_plan(plan: Plan, *, worker: str) -> RunState:
         rescores=RescoreCollector(run_dir / f"rescores{suffix}.jsonl"),
         worker=worker or f"pid{os.getpid()}",
         distributed=bool(worker),
+        flusher=flusher_for(scenario, plan.base_url, plan.model, (plan.gpu_cache_tokens, plan.max_model_len)),
     )

@@ -31,6 +31,7 @@ from loadgen.core.wire.batch import batch_body
 from loadgen.core.wire.urls import api_path
 from loadgen.load.cache_reset import ResetAnswer
 from loadgen.load.canary_request import (
+    CacheStep,
     canary_body,
     canary_record,
     choice_records,
@@ -201,11 +202,12 @@ class CanaryUser(User):
         canary = st.scenario.canaries[ticket.canary_index]
         features = st.canary_body_features(ticket.canary_index)
         busy = burst or ticket.level > 0 or st.inflight.total > 0
-        action, reset = prepare_cache(http, canary, st.scenario.endpoint.cache_reset_path, busy=busy)
-        if burst_reset is not None and action is None:  # the burst's one reset, made before any copy went out
-            action, reset = "reset", burst_reset
-        kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=action == "salt")
         gone = partial(_gone, self, st, ticket)
+        flush = None if st.flusher is None else partial(st.flusher, http, st.scenario.canary_kind(canary), gone)
+        step = prepare_cache(http, canary, st.scenario.endpoint.cache_reset_path, busy=busy, flush=flush)
+        if burst_reset is not None and step.action is None:  # the burst's one reset, made before any copy went out
+            step = CacheStep("reset", burst_reset)
+        kind, body = canary_body(st.scenario, canary, model=st.model, features=features, salt=step.action == "salt")
         gate = st.phase_gate if st.phase_gate.aimed and ticket.phase == "sweep" and ticket.level and not burst else None
         if gate is not None:  # background aimed at one phase of this canary (loadgen.load.phase)
             held: bool | None = gate.before_canary(
@@ -253,8 +255,9 @@ class CanaryUser(User):
             level=ticket.level,
             inflight_at_send=inflight_at_send,
             worker=st.worker,
-            cache_action=action,
-            cache_reset=reset,
+            cache_action=step.action,
+            cache_reset=step.reset,
+            flush_tokens=step.flush_tokens,
             burst=burst,
             held_at_send=held,
             background_held_at_send=None if burst else background_held,

@@ -17,7 +17,11 @@ The shapes it reads, checked against vLLM's source (``vllm/v1/core/sched/output.
 ``.num_computed_tokens`` (before this step, prefix-cache hits included); ``scheduled_cached_reqs.req_ids`` with
 the parallel ``.num_computed_tokens`` (before this step: ``schedule`` advances the request's own count only
 afterwards, in ``_update_after_schedule``); ``preempted_req_ids`` (a set, absent or None in older versions);
-``Scheduler.requests[req_id].num_prompt_tokens``.
+``Scheduler.requests[req_id].num_prompt_tokens``; and for ``local``/``external``, ``.prefill_stats`` (set at the
+request's first scheduling, with ``num_local_cached_tokens`` and ``num_external_cached_tokens``; None once taken;
+absent before vLLM had it) and ``.num_preemptions``: a row of ``scheduled_new_reqs`` whose ``prefill_stats`` is
+not None and whose ``num_preemptions`` is 0 is the request's first, and carries them; every other row 0. A vLLM
+whose requests have no ``prefill_stats`` at all writes neither list (unknown).
 """
 
 from __future__ import annotations
@@ -70,6 +74,32 @@ class Request(Protocol):
     def num_prompt_tokens(self) -> int: ...
 
 
+class PrefillStats(Protocol):
+    @property
+    def num_local_cached_tokens(self) -> int: ...
+    @property
+    def num_external_cached_tokens(self) -> int: ...
+
+
+def _sources(ids: list[str], new: int, requests: Mapping[str, Request]) -> tuple[list[int], list[int]] | None:
+    """``local`` and ``external`` of the step's rows (the first ``new`` are ``scheduled_new_reqs``); None where
+    this vLLM's requests have no ``prefill_stats`` (it tells no sources)."""
+    if ids and not hasattr(requests[ids[0]], "prefill_stats"):
+        return None
+    local: list[int] = []
+    external: list[int] = []
+    for row, req_id in enumerate(ids):
+        req = requests[req_id]
+        stats: PrefillStats | None = getattr(req, "prefill_stats", None) if row < new else None
+        if stats is None or getattr(req, "num_preemptions", 0) != 0:
+            local.append(0)
+            external.append(0)
+            continue
+        local.append(stats.num_local_cached_tokens)
+        external.append(stats.num_external_cached_tokens)
+    return local, external
+
+
 def step_record(step: int, t: float, output: SchedulerOutput, requests: Mapping[str, Request]) -> StepRecord | None:
     """The trace line of one step, or None for a step that scheduled nothing and preempted nothing.
 
@@ -92,6 +122,7 @@ def step_record(step: int, t: float, output: SchedulerOutput, requests: Mapping[
         raise ValueError(
             f"a step of {len(counts)} scheduled requests lists {len(ids)} ids and {len(computed)} computed counts"
         )
+    sources = _sources(ids, len(output.scheduled_new_reqs), requests)
     return StepRecord(
         step=step,
         t=t,
@@ -101,6 +132,8 @@ def step_record(step: int, t: float, output: SchedulerOutput, requests: Mapping[
         prompt=[requests[i].num_prompt_tokens for i in ids],
         source="vllm",
         preempted=sorted(preempted),
+        local=None if sources is None else sources[0],
+        external=None if sources is None else sources[1],
     )
 
 

@@ -27,6 +27,8 @@ from loadgen.core.manifest import (
 from loadgen.core.scenario import Canary, Scenario
 from loadgen.core.servers import behind_router
 from loadgen.core.wire import Features, Kind
+from loadgen.core.wire.urls import Routes
+from loadgen.runs.cache_size import check_cache_size
 from loadgen.runs.context import check_context, context_of
 from loadgen.runs.probe import probe
 
@@ -91,6 +93,7 @@ def prepare_run(
             raise
         raise EndpointError(behind_router(str(exc), scenario.endpoint.servers)) from None
     check_context(scenario, context_of(info.models, info.model), base_url)  # before the run folder: no traffic
+    check_cache_size(scenario, info.config.get("info_series", {}), Routes.of(base_url).root + "/metrics")
     run_dir = create_run_dir(out_dir, scenario.name)
     resolved = scenario.model_dump(mode="json")
     resolved["endpoint"]["model"] = info.model

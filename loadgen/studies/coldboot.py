@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from loadgen.launchers.launcher import Launcher
 from loadgen.launchers.process import keep_failed_log
 from loadgen.load.canary_request import canary_body, canary_record, new_request_id, prepare_cache
 from loadgen.load.client import make_client, send_canary
+from loadgen.load.flush import Flusher, flush_facts, flusher_for
 from loadgen.runs.lifecycle import OwnedRun
 from loadgen.runs.prepare import api_key_of, canary_features, endpoint_kinds, prepare_run, wanted_features
 from loadgen.runs.probe import probe
@@ -67,6 +69,7 @@ class _Boot:
     features: dict[str, Features]  # per endpoint kind, as probed on boot 1
     api_key: str | None
     number: int
+    flusher: Flusher | None = None  # the offload canaries' flush, sent to this boot's engine
 
 
 def study_size(scenario: Scenario, boots: int | None, requests: int | None) -> ColdBootSpec:
@@ -100,8 +103,9 @@ def launcher_for(scenario: Scenario, source: str, launcher: LauncherSpec | None)
 def boot_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, client: Any) -> CanaryRecord:
     """One canary sent on ``boot``, its record made."""
     features = canary_features(boot.features[scenario.canary_kind(canary)], canary)
-    action, reset = prepare_cache(client, canary, scenario.endpoint.cache_reset_path, busy=False)
-    kind, body = canary_body(scenario, canary, model=boot.model, features=features, salt=action == "salt")
+    flush = None if boot.flusher is None else partial(boot.flusher, client, scenario.canary_kind(canary), _never)
+    step = prepare_cache(client, canary, scenario.endpoint.cache_reset_path, busy=False, flush=flush)
+    kind, body = canary_body(scenario, canary, model=boot.model, features=features, salt=step.action == "salt")
     request_id = new_request_id()
     out = send_canary(
         client,
@@ -123,11 +127,17 @@ def boot_canary(boot: _Boot, scenario: Scenario, canary: Canary, index: int, cli
         level=0,
         inflight_at_send=0,
         worker="coldboot",
-        cache_action=action,
-        cache_reset=reset,
+        cache_action=step.action,
+        cache_reset=step.reset,
+        flush_tokens=step.flush_tokens,
         boot=boot.number,
         boot_index=index,
     )
+
+
+def _never() -> bool:
+    """A cold boot's flush is not stopped midway: its canaries go one at a time, each awaited."""
+    return False
 
 
 def _features(manifest: Manifest) -> dict[str, Features]:
@@ -186,6 +196,7 @@ class _Study:
         self.owned: OwnedRun | None = None
         self.features: dict[str, Features] = {}
         self.model = ""
+        self.flush_facts: tuple[int | None, int | None] = (None, None)  # as the probe of boot 1 read them
 
     def run(self) -> None:
         try:
@@ -221,6 +232,7 @@ class _Study:
             self.owned = OwnedRun.begin(self.run_dir, manifest, base_url=None, api_key=None)
             self.writer = JsonlWriter(self.run_dir / "canaries.jsonl")
             self.features, self.model = _features(manifest), str(manifest.endpoint.model)
+            self.flush_facts = flush_facts(manifest)
         else:
             probe(
                 engine.url,
@@ -231,7 +243,8 @@ class _Study:
                 timeout_s=min(self.scenario.endpoint.connect_timeout_s, 10.0),
             )
         assert self.writer is not None
-        boot = _Boot(self.run_dir.name, engine.url, self.model, self.features, self.api_key, number)
+        flusher = flusher_for(booted, engine.url, self.model, self.flush_facts)
+        boot = _Boot(self.run_dir.name, engine.url, self.model, self.features, self.api_key, number, flusher)
 
         def on_request(done: int, total: int, ok: bool) -> None:
             self.progress(BootRequest(number, self.size.boots, done, total, ok))

@@ -123,13 +123,16 @@ def _check_cell_topology(scenario: Scenario, cell: MatrixCell, where: str) -> No
 
 
 def cell_launcher(base: LauncherSpec | None, cell: MatrixCell) -> LauncherSpec | None:
-    """The cell's engine: the scenario's launcher (else the embedded engine) plus the cell's args and env."""
+    """The cell's engine: the scenario's launcher (else the embedded engine) plus the cell's args and env, and the
+    cell's ``kv_offload`` in place of the launcher's."""
     if cell.base_url is not None:
         return None
     spec = base or LauncherSpec()
     data = spec.model_dump()
     data["args"] = [*spec.args, *cell.args]
     data["env"] = {**spec.env, **cell.env}
+    if cell.kv_offload is not None:
+        data["kv_offload"] = cell.kv_offload.model_dump()
     return LauncherSpec.model_validate(data)
 
 

@@ -119,7 +119,7 @@ def trace_split(table: StepTable, request_ids: Objects, *, pd_run: bool) -> tupl
     where: dict[object, list[int]] = {}
     for i, rid in enumerate(request_ids.tolist()):
         where.setdefault(rid, []).append(i)  # an n > 1 request's choice records share its id and its prompt
-    if not table.rows or not where or len(table.local) != table.rows:
+    if not table.rows or not where or len(table.file) != table.rows:
         return answer, prefill
     sel = np.flatnonzero(np.fromiter((k in where for k in table.key.tolist()), bool, count=table.rows))
     if not sel.size:

@@ -56,6 +56,11 @@ def test_vllm_two_engines_are_summed_and_usage_averaged() -> None:
         "prefix_cache_hits": 7168.0,
         "prompt_tokens_cached": 7168.0,
         "prefix_cache_hit_rate": None,
+        "tokens_computed": 7168.0,  # 4096 + 3072: source="local_compute" of both engines, never the other sources
+        "tokens_local_hit": 7168.0,  # 6144 + 1024
+        "tokens_external": 0.0,  # served and zero: not None
+        "offload_store_bytes": None,  # no offload connector: no series
+        "offload_load_bytes": None,
     }
 
 
@@ -69,6 +74,11 @@ def test_sglang() -> None:
         "prefix_cache_hits": None,
         "prompt_tokens_cached": 3048338.0,
         "prefix_cache_hit_rate": 0.375,
+        "tokens_computed": None,
+        "tokens_local_hit": None,
+        "tokens_external": None,
+        "offload_store_bytes": None,
+        "offload_load_bytes": None,
     }
 
 
@@ -82,6 +92,11 @@ def test_llamacpp_current() -> None:
         "prefix_cache_hits": None,
         "prompt_tokens_cached": 4096.0,
         "prefix_cache_hit_rate": None,
+        "tokens_computed": None,
+        "tokens_local_hit": None,
+        "tokens_external": None,
+        "offload_store_bytes": None,
+        "offload_load_bytes": None,
     }
 
 
@@ -113,6 +128,40 @@ def test_label_sets_are_summed_across_models_and_engines() -> None:
     assert g["kv_cache_usage"] == 0.375  # pre-0.9 name, still read
     assert g["prefix_cache_hits"] == 20.0
     assert g["waiting"] is None and g["prefix_cache_queries"] is None
+
+
+def test_prompt_tokens_by_source_are_summed_per_source_and_offload_bytes_by_either_name() -> None:
+    """vLLM's offloading connector: the current counters, else their deprecated twin split by transfer_type."""
+    by_source = textwrap.dedent(
+        """\
+        # TYPE vllm:prompt_tokens_by_source_total counter
+        vllm:prompt_tokens_by_source_total{engine="0",model_name="m",source="local_compute"} 5
+        vllm:prompt_tokens_by_source_total{engine="0",model_name="m",source="local_cache_hit"} 16
+        vllm:prompt_tokens_by_source_total{engine="0",model_name="m",source="external_kv_transfer"} 64
+        vllm:prompt_tokens_by_source_total{engine="1",model_name="m",source="external_kv_transfer"} 32
+        """
+    )
+    current = textwrap.dedent(
+        """\
+        # TYPE vllm:kv_offload_store_bytes_total counter
+        vllm:kv_offload_store_bytes_total{engine="0",model_name="m"} 1000
+        # TYPE vllm:kv_offload_load_bytes_total counter
+        vllm:kv_offload_load_bytes_total{engine="0",model_name="m"} 300
+        """
+    )
+    deprecated = textwrap.dedent(
+        """\
+        # TYPE vllm:kv_offload_total_bytes_total counter
+        vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="GPU_to_CPU"} 1000
+        vllm:kv_offload_total_bytes_total{engine="0",model_name="m",transfer_type="CPU_to_GPU"} 300
+        """
+    )
+    g = parse_metrics(by_source)
+    assert (g["engine"], g["tokens_computed"], g["tokens_local_hit"], g["tokens_external"]) == ("vllm", 5, 16, 96)
+    assert g["offload_store_bytes"] is None and g["offload_load_bytes"] is None
+    for text in (current, deprecated):
+        g = parse_metrics(by_source + text)
+        assert (g["offload_store_bytes"], g["offload_load_bytes"]) == (1000, 300)
 
 
 def test_missing_or_nan_gauges_are_none_never_zero() -> None:

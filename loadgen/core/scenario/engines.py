@@ -67,6 +67,39 @@ def check_args(v: list[str]) -> list[str]:
 EnvVars = Annotated[dict[str, str], AfterValidator(check_env)]
 EngineArgs = Annotated[list[str], AfterValidator(check_args)]
 
+# the engine flags ``kv_offload`` becomes (loadgen.launchers.commands.kv_offload_flags): written by the launcher
+KV_OFFLOAD_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-offloading-dtype")
+
+
+class KvOffload(_Strict):
+    """A CPU tier for the engine's KV cache (docs/design.md, "Cache actions"): vLLM's built-in offloading
+    (``--kv-offloading-size``, ``--kv-offloading-backend``) or the embedded engine's, which can also store the KV in
+    another precision (``dtype``; fp8: the reload changes numerics)."""
+
+    size_gib: float = Field(gt=0)
+    backend: Literal["native", "lmcache"] = "native"  # lmcache: vLLM's LMCacheMPConnector (an LMCache server)
+    dtype: Literal["bf16", "fp8"] | None = None  # the embedded engine only; None: its default (bf16, an exact copy)
+
+
+def kv_offload_problem(kind: str, offload: KvOffload | None, args: list[str], where: str) -> str | None:
+    """Why ``kind``'s engine cannot be given ``offload`` (``where``: the field that holds it, named in the message),
+    or None. ``args``: the engine arguments it would be appended to, which must not give the flags themselves."""
+    if offload is None:
+        return None
+    if kind not in ("embedded", "vllm"):
+        return (
+            f"{where}: kind {kind!r} has no KV offloading flags loadgen knows (embedded and vllm have); "
+            "give the engine's own flags in 'args' or 'command'"
+        )
+    if kind == "embedded" and offload.backend != "native":
+        return f"{where}.backend: the embedded engine's tier is 'native' only, not {offload.backend!r}"
+    if kind == "vllm" and offload.dtype is not None:
+        return f"{where}.dtype: vLLM's tier stores the KV as the engine holds it; dtype is the embedded engine's"
+    for flag in KV_OFFLOAD_FLAGS:
+        if any(a == flag or a.startswith(flag + "=") for a in args):
+            return f"{where}: the args give {flag} too; the launcher writes it from kv_offload: drop one"
+    return None
+
 
 class LauncherSpec(_Strict):
     """How to start (and restart) the engine under test as a local process."""
@@ -87,6 +120,7 @@ class LauncherSpec(_Strict):
     # start only with the approval of the person running it: $LOADGEN_APPROVE_ENGINE (APPROVE_ENV) holds the SHA-256
     # of the exact command (loadgen.launchers.approval); loadgen repro sets it on the engine a replay starts
     require_approval: bool = False
+    kv_offload: KvOffload | None = None  # a CPU KV tier: the engine's offloading flags (embedded and vllm)
 
     @model_validator(mode="after")
     def _consistent(self) -> LauncherSpec:
@@ -103,6 +137,8 @@ class LauncherSpec(_Strict):
             raise ValueError(f"kind {self.kind!r} takes no 'model' (the engine or the command decides it)")
         if self.kind == "embedded" and self.executable is not None:
             raise ValueError("kind 'embedded' takes no 'executable' (it runs this Python)")
+        if why := kv_offload_problem(self.kind, self.kv_offload, self.args, "kv_offload"):
+            raise ValueError(why)
         return self
 
 
@@ -119,10 +155,12 @@ class Side(_Strict):
 
     args: EngineArgs = []
     env: EnvVars = {}
+    kv_offload: KvOffload | None = None  # in place of [launcher].kv_offload on this server
 
     def over(self, base: Side) -> Side:
         """This side's settings after ``base``'s (a matrix cell's over the scenario's)."""
-        return Side(args=[*base.args, *self.args], env={**base.env, **self.env})
+        offload = self.kv_offload or base.kv_offload
+        return Side(args=[*base.args, *self.args], env={**base.env, **self.env}, kv_offload=offload)
 
 
 class ColdBootSpec(_Strict):
@@ -138,6 +176,7 @@ class MatrixCell(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.=+-]+$")
     args: EngineArgs = []  # appended to [launcher].args (every server of a topology)
     env: EnvVars = {}  # merged over [launcher].env
+    kv_offload: KvOffload | None = None  # in place of [launcher].kv_offload (every server of a topology)
     labels: dict[str, str] = {}  # recorded in the cell's manifest (and shown by compare)
     base_url: str | None = None  # an endpoint already running: no launcher for this cell
     topology: TopologyMode | None = None  # None: [topology].mode where the scenario has one, else colocated
@@ -168,6 +207,8 @@ class MatrixCell(_Strict):
             raise ValueError("a cell with 'base_url' starts no engine: drop 'decode', 'topology' and 'decoder_direct'")
         if self.base_url is not None and (self.connector is not None or self.connector_extra is not None):
             raise ValueError("a cell with 'base_url' starts no engine: drop 'connector' and 'connector_extra'")
+        if self.base_url is not None and self.kv_offload is not None:
+            raise ValueError("a cell with 'base_url' starts no engine: drop 'kv_offload'")
         if self.compare_to == self.name:
             raise ValueError(f"compare_to names the cell itself ({self.name!r}); name another cell")
         return self
@@ -186,3 +227,16 @@ class MatrixSpec(_Strict):
             if c.compare_to is not None and c.compare_to not in names:
                 raise ValueError(f"cell {c.name!r}: compare_to {c.compare_to!r} is not a cell; the cells are {names}")
         return v
+
+
+def cells_offload_problem(matrix: MatrixSpec, launcher: LauncherSpec | None) -> str | None:
+    """Why a cell's ``kv_offload`` (else ``[launcher]``'s) is not one the launcher's kind can be given, or None."""
+    spec = launcher or LauncherSpec()
+    for i, cell in enumerate(matrix.cells):
+        if cell.base_url is not None:
+            continue
+        where = f"cells[{i}].kv_offload" if cell.kv_offload else "launcher.kv_offload"
+        offload = cell.kv_offload or spec.kv_offload
+        if why := kv_offload_problem(spec.kind, offload, [*spec.args, *cell.args], where):
+            return why
+    return None

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from loadgen.core.claims import MAX_CLAIM_CANARIES, canaries_needed
 from loadgen.core.errors import ScenarioError, control_character
-from loadgen.core.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec
+from loadgen.core.scenario.engines import ColdBootSpec, LauncherSpec, MatrixSpec, cells_offload_problem
 from loadgen.core.scenario.limits import MAX_LEVEL, MAX_LEVELS
 from loadgen.core.scenario.messages import describe
 from loadgen.core.scenario.phase import parse_phase
@@ -192,8 +192,10 @@ class Canary(_Strict):
     # prefix cache before this canary (docs/design.md, "Cache actions"): "keep" it; "miss": a guaranteed miss by
     # what works where it is sent (a reset when nothing else runs, else a fresh cache_salt: vLLM refuses to reset
     # its cache while requests run); or force one mechanism: "reset" (POST endpoint.cache_reset_path, effect
-    # checked in the report) or "salt" (a fresh per-request cache_salt, vLLM and the embedded engine)
-    cache: Literal["keep", "miss", "reset", "salt"] = "keep"
+    # checked in the report) or "salt" (a fresh per-request cache_salt, vLLM and the embedded engine); "offload":
+    # the prompt's KV out of the GPU but kept in the offload tier (a GPU-only reset, else filler prompts that
+    # turn the GPU prefix cache over), so this canary must load it back
+    cache: Literal["keep", "miss", "reset", "salt", "offload"] = "keep"
     # what usage.prompt_tokens_details.cached_tokens should show; the report flags canaries that disagree
     expect_cache: Literal["hit", "miss"] | None = None
     # send each completion's prompt ids + output ids back teacher-forced (docs/design.md, "The re-score check"),
@@ -408,6 +410,11 @@ class Scenario(_Strict):
         """A burst is reported at the requests it fires at once, each canary's copies together: that level
         must not be one of the sweep's, or the two stages would be reported as one."""
         n = len(info.data.get("canaries") or [None])
+        if v.burst and (offload := [c.id for c in info.data.get("canaries") or [] if c.cache == "offload"]):
+            raise ValueError(  # as many flushes at once, each evicting what the other copies just prefilled
+                f'burst fires copies of every canary at once, and canary {offload[0]!r} has cache = "offload" (a '
+                "flush of the GPU cache before each copy): run bursts in a scenario without offload canaries"
+            )
         for size in v.burst:
             if size * n > MAX_LEVEL:
                 raise ValueError(
@@ -456,6 +463,13 @@ class Scenario(_Strict):
                 'burst_send = "one-request" sends one set of sampling parameters with every prompt: give the '
                 "canaries the same kind, max_tokens, seed, sampling, logprobs and top_logprobs"
             )
+        return v
+
+    @field_validator("matrix")
+    @classmethod
+    def _cells_offload(cls, v: MatrixSpec | None, info: ValidationInfo) -> MatrixSpec | None:
+        if v is not None and (why := cells_offload_problem(v, info.data.get("launcher"))):
+            raise ValueError(why)
         return v
 
     @field_validator("topology")

@@ -28,6 +28,7 @@ from loadgen.core.scenario.engines import (
     LauncherSpec,
     Side,
     TopologyMode,
+    kv_offload_problem,
 )
 
 SIDE_KINDS = ("embedded", "vllm", "sglang")  # engine kinds with a prefill/decode mode and a router
@@ -89,4 +90,8 @@ def check_topology(topology: TopologySpec, launcher: LauncherSpec | None, mode: 
     for where, args in sides.items():
         if option is not None and option in args:
             return f"{where} has {option}: the launcher writes it from 'connector' (and 'connector_extra')"
+    for name, side in (("prefill", topology.prefill), ("decode", topology.decode)):
+        where = f"topology.{name}.kv_offload" if side.kv_offload else "launcher.kv_offload"
+        if why := kv_offload_problem(spec.kind, side.kv_offload or spec.kv_offload, [*spec.args, *side.args], where):
+            return why
     return None

@@ -102,7 +102,7 @@ def server_settings(
     ``sglang_info``: SGLang's ``/get_server_info`` JSON; ``cached_tokens_reported``: whether the probe's
     answer carried ``usage.prompt_tokens_details.cached_tokens``.
     """
-    cache_info = info.get("vllm:cache_config_info", {})
+    cache_info = info.get(CACHE_INFO, {})
     vcfg = _get(server_info, "vllm_config")
     venv = _get(server_info, "vllm_env")
     sg = sglang_info if isinstance(sglang_info, dict) else {}
@@ -149,6 +149,17 @@ def server_settings(
         "metrics_refresh_steps": _int(sg.get("decode_log_interval")),
         "cached_tokens_reported": cached_tokens_reported,
     }
+
+
+CACHE_INFO = "vllm:cache_config_info"  # the series whose labels state the KV cache's settings
+
+
+def gpu_cache_tokens(info: dict[str, dict[str, str]]) -> int | None:
+    """How many tokens the GPU KV cache holds, as ``CACHE_INFO`` states it (``num_gpu_blocks`` x ``block_size``;
+    vLLM and the embedded engine); None where a label is absent or not a positive number (vLLM's "None")."""
+    labels = info.get(CACHE_INFO, {})
+    blocks, size = _int(labels.get("num_gpu_blocks")), _int(labels.get("block_size"))
+    return blocks * size if blocks and size and blocks > 0 and size > 0 else None
 
 
 def describe(settings: dict[str, Any]) -> str:

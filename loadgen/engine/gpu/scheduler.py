@@ -9,8 +9,8 @@ permitting) and prefills them, so the batch a request shares is whatever else is
 the CPU engine. With ``invariant`` every sequence's decode and prefill run alone, in admission order
 (batch size 1, keys exactly its own): its logits then depend on its own tokens only, at the price of
 one forward per sequence per step. Sampling, stop strings and finish reasons use the CPU engine's
-own functions on fp32 logits rows. There is no prefix cache on this backend: every prompt is
-prefilled in full, ``cached_tokens`` is 0, and a cache reset has nothing to drop (the counters still
+own functions on fp32 logits rows. There is no prefix cache (and no offload tier) on this backend: every prompt
+is prefilled in full, ``cached_tokens`` is 0, and a cache reset has nothing to drop (the counters still
 answer). A step's ``Delivery.batch_size`` (what ``x_batch_sizes`` reports) is every sequence the step
 advanced, decoding and admitted together, as on the CPU engine: the concurrency the request ran at,
 even where that step is split into several forwards (decode then prefill, or one per sequence when
@@ -29,6 +29,7 @@ from loadgen.core.steptrace import StepWriter
 from loadgen.engine.detok import TextState
 from loadgen.engine.gpu.model import F32, GpuModel, to_host
 from loadgen.engine.kvcache import PrefixCache
+from loadgen.engine.offload import OffloadTier
 from loadgen.engine.sampling import request_rng
 from loadgen.engine.scheduler import Delivery, EngineRequest, RequestQueue, SchedulerStats, TokenEvent, advance
 from loadgen.engine.steplog import step_record
@@ -71,6 +72,7 @@ class GpuScheduler(RequestQueue[_Seq]):
     running: dict[str, _Seq] = field(default_factory=dict)
     stats: SchedulerStats = field(default_factory=SchedulerStats)
     prefix_cache: PrefixCache = field(default_factory=lambda: PrefixCache(0, False))
+    offload: OffloadTier | None = None  # no offload tier on this backend either
     free: list[int] = field(default_factory=list)
     trace: StepWriter | None = None  # the step trace's writer (``LOADGEN_STEP_TRACE``), if any
     unseeded: np.random.Generator = field(default_factory=np.random.default_rng)  # what unseeded requests draw from

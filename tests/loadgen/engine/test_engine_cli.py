@@ -33,6 +33,21 @@ def test_parser_defaults_and_flags() -> None:
         options_from_args(build_parser().parse_args(["--logit-scale", "0"]))
 
 
+def test_offload_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM's flags: a size in GiB turns the tier on; the backend is native only (lmcache refused in one line)."""
+    opts = options_from_args(build_parser().parse_args([]))
+    assert (opts.kv_offloading_size, opts.kv_offloading_dtype) == (None, "bf16")
+    args = ["--kv-offloading-size", "0.5", "--kv-offloading-backend", "native", "--kv-offloading-dtype", "fp8"]
+    opts = options_from_args(build_parser().parse_args(args))
+    assert (opts.kv_offloading_size, opts.kv_offloading_dtype) == (0.5, "fp8")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--kv-offloading-backend", "lmcache"])
+    assert "native only (lmcache needs a separate LMCache server)" in capsys.readouterr().err
+    for bad in (["--kv-offloading-size", "0"], ["--kv-offloading-size", "1", "--backend", "gpu"]):
+        with pytest.raises(SystemExit, match="--kv-offloading-size"):
+            options_from_args(build_parser().parse_args(bad))
+
+
 def test_role_flags() -> None:
     args = build_parser().parse_args(["--role", "decode", "--kv-fetch-timeout", "3", "--seed", "5"])
     roles = roles_from_args(args, args.host)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from loadgen.core.scenario import Background
 from loadgen.core.wire import Features, Kind, build_body
-from loadgen.load.background import _WORDS, CORPUS_MIN_WORDS, BackgroundBodies, corpus, prompt_of
+from loadgen.load.background import CORPUS_MIN_WORDS, WORDS, BackgroundBodies, corpus, prompt_of
 
 
 def bodies(spec: Background, user: int = 0, kind: Kind = "completions", model: str = "m") -> BackgroundBodies:
@@ -87,7 +87,7 @@ def test_a_body_is_what_build_body_makes_of_its_prompt(
         prompt = prompt_of(body)
         words = prompt.split(" ")
         assert lo <= len(words) - (spec.shared_prefix_words if body.shared_prefix else 0) <= lo + span
-        assert all(w in _WORDS for w in words)  # no empty word, no word cut in two
+        assert all(w in WORDS for w in words)  # no empty word, no word cut in two
         messages = [{"role": "user", "content": prompt}] if kind == "chat" else None
         expected = build_body(
             kind,

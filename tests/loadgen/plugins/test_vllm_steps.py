@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -37,11 +37,14 @@ def traced_vllm(folder: Path | None) -> Iterator[ModuleType]:
         yield module
 
 
-def run(module: ModuleType, plan: list[Step], requests: dict[str, tuple[int, int]], *, cls: str = "Scheduler") -> Any:
-    """A scheduler with ``requests`` (id -> prompt length, prefix-cache hit) taking ``plan``'s steps."""
+def run(
+    module: ModuleType, plan: list[Step], requests: Mapping[str, tuple[int, ...]], *, cls: str = "Scheduler"
+) -> Any:
+    """A scheduler with ``requests`` (id -> prompt length, prefix-cache hit[, connector tokens]) taking ``plan``'s
+    steps."""
     scheduler = getattr(module, cls)()
-    for rid, (prompt, cached) in requests.items():
-        scheduler.add_request(rid, prompt, cached)
+    for rid, spec in requests.items():
+        scheduler.add_request(rid, *spec)
     scheduler.plan.extend(plan)
     for _ in plan:
         scheduler.schedule()
@@ -96,6 +99,41 @@ def test_a_preempted_request_is_named_then_computed_again(tmp_path: Path) -> Non
     assert rows(got[2]) == [("a", 1, 7, 6)]
     assert rows(got[3]) == [("b", 5, 0, 4), ("a", 1, 8, 6)]
     assert scheduler.requests["b"].num_computed_tokens == 5
+
+
+def sources(line: dict[str, Any]) -> list[tuple[str, int, int]]:
+    return list(zip(line["ids"], line["local"], line["external"], strict=True))
+
+
+def test_a_requests_first_row_says_what_it_found_locally_and_what_it_loaded(tmp_path: Path) -> None:
+    """``prefill_stats`` of a new row: ``a`` found 16 tokens in the prefix cache and loaded 32 more (an offload
+    tier), ``b`` a P/D hand-over of 63; every later row, chunks and decodes, is 0."""
+    plan = [Step({"a": 2, "c": 40}), Step({"a": 1, "b": 1, "c": 40}), Step({"a": 1, "b": 1, "c": 20})]
+    with traced_vllm(tmp_path) as module:
+        run(module, plan, {"a": (50, 16, 32), "b": (64, 0, 63), "c": (100, 0, 0)})
+    got = lines(tmp_path)
+    assert [sources(line) for line in got] == [
+        [("a", 16, 32), ("c", 0, 0)],
+        [("b", 0, 63), ("a", 0, 0), ("c", 0, 0)],
+        [("a", 0, 0), ("b", 0, 0), ("c", 0, 0)],
+    ]
+    assert rows(got[1])[0] == ("b", 1, 63, 64)  # of its computed 63, all external
+
+
+def test_a_resumed_request_after_preemption_tells_no_sources_again(tmp_path: Path) -> None:
+    plan = [Step({"a": 2}), Step({}, preempted={"a"}), Step({"a": 10})]
+    with traced_vllm(tmp_path) as module:
+        run(module, plan, {"a": (10, 8)})
+    assert [sources(line) for line in lines(tmp_path)] == [[("a", 8, 0)], [], [("a", 0, 0)]]
+
+
+def test_a_vllm_without_prefill_stats_writes_no_sources(tmp_path: Path) -> None:
+    """Unknown, not 0: the reader tells a missing key from a zero."""
+    with traced_vllm(tmp_path) as module:
+        run(module, [Step({"a": 2}), Step({"a": 1})], {"a": (10, 8)}, cls="OldScheduler")
+    got = lines(tmp_path)
+    assert [rows(line) for line in got] == [[("a", 2, 8, 10)], [("a", 1, 10, 10)]]
+    assert all(line["local"] is None and line["external"] is None for line in got)
 
 
 def test_a_step_that_only_preempts_is_a_line_without_rows(tmp_path: Path) -> None:
@@ -216,11 +254,13 @@ def test_every_scheduled_request_is_one_row_with_its_tokens(
         assert sorted(line["preempted"]) == sorted(step.preempted)
         for rid in step.preempted:
             done[rid] = 0
-        for rid, n, computed, prompt in rows(line):
-            if rid not in started:
+        for (rid, n, computed, prompt), (_, local, external) in zip(rows(line), sources(line), strict=True):
+            first = rid not in started
+            if first:
                 started.add(rid)
                 done[rid] = reqs[rid][1]  # the prefix-cache hit counts as computed
             assert (computed, prompt) == (done[rid], reqs[rid][0])
+            assert (local, external) == ((reqs[rid][1], 0) if first else (0, 0))  # the hit, on the first row only
             done[rid] += n
 
 
