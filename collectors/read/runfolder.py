@@ -63,6 +63,7 @@ __all__ = [
     "FileRead",
     "FloatMatrix",
     "IntMatrix",
+    "KvSeries",
     "RunData",
     "ServerSeries",
     "_torn_tail",
@@ -78,6 +79,20 @@ MANIFEST_SCHEMA = 1
 
 
 @dataclass(frozen=True)
+class KvSeries:
+    """One engine's prompt tokens by source and offload bytes (``engine_metrics*.jsonl``'s ``tokens_computed``,
+    ``tokens_local_hit``, ``tokens_external``, ``offload_store_bytes``, ``offload_load_bytes``): counters at the
+    sample times ``t`` (sorted), NaN where a sample lacks one (an engine without them, an older file)."""
+
+    t: FloatMatrix
+    computed: FloatMatrix
+    local: FloatMatrix
+    external: FloatMatrix
+    store_bytes: FloatMatrix
+    load_bytes: FloatMatrix
+
+
+@dataclass(frozen=True)
 class ServerSeries:
     """One server's scraped running gauge (``engine_metrics-<name>.jsonl``): sample times (epoch s, sorted) and
     the gauge at them (NaN where absent); both empty when the server left no samples."""
@@ -86,6 +101,7 @@ class ServerSeries:
     role: str
     t: FloatMatrix
     running: FloatMatrix
+    kv: KvSeries | None = None  # its prompt tokens by source and offload bytes; None: it published none
 
 
 @dataclass
@@ -106,6 +122,7 @@ class RunData:
     servers: list[ServerSeries] = field(default_factory=list)  # the servers behind the endpoint; none for one engine
     steps: StepTable | None = None  # the engine step trace (engine_steps*.jsonl and any brought); None: none
     rescores: RescoresRead | None = None  # the re-score check's records (rescores*.jsonl; collectors.read.rescores)
+    engine_kv: KvSeries | None = None  # the endpoint's prompt tokens by source and offload bytes; None: none
 
     @property
     def skipped_lines(self) -> int:
@@ -136,7 +153,7 @@ def load_run(
     line_limit = record_line_limit(prepared.max_response_bytes)  # no line of a record of this run is longer
     canaries, files = read_canaries(canary_paths, workers=workers, reference=reference, line_limit=line_limit)
     background, bg_files = _read_background(sorted(run_dir.glob("background*.jsonl")))
-    engine_t, engine_running, prefix_queries, prefix_hits = _read_engine(run_dir / "engine_metrics.jsonl")
+    engine_t, engine_running, prefix_queries, prefix_hits, *kv = _read_engine(run_dir / "engine_metrics.jsonl")
     traces = trace_paths(run_dir, engine_traces)
     return RunData(
         run_dir=run_dir,
@@ -155,13 +172,21 @@ def load_run(
         servers=[_read_server(run_dir, s.name, s.role) for s in prepared.servers],
         steps=read_traces(traces) if traces else None,
         rescores=read_rescores(run_dir, line_limit),
+        engine_kv=_kv(engine_t, kv),
     )
 
 
 def _read_server(run_dir: Path, name: str, role: str) -> ServerSeries:
-    t, running, _, _ = _read_engine(run_dir / samples_file(name))
+    t, running, _, _, *kv = _read_engine(run_dir / samples_file(name))
     empty = np.zeros(0, np.float64)
-    return ServerSeries(name, role, empty if t is None else t, empty if running is None else running)
+    return ServerSeries(name, role, empty if t is None else t, empty if running is None else running, _kv(t, kv))
+
+
+def _kv(t: FloatMatrix | None, series: list[FloatMatrix | None]) -> KvSeries | None:
+    """The by-source and offload counters, or None where no sample holds any of them."""
+    if t is None or not any(s is not None and np.isfinite(s).any() for s in series):
+        return None
+    return KvSeries(t, *(np.full(len(t), np.nan) if s is None else s for s in series))
 
 
 def _parse_rows(path: Path) -> tuple[list[dict[str, Any]], FileRead]:
@@ -187,9 +212,10 @@ def _read_background(paths: list[Path]) -> tuple[Any | None, list[FileRead]]:
 
 
 def _read_engine(path: Path) -> tuple[FloatMatrix | None, ...]:
-    """Sample times (sorted), then the running gauge and the prefix-cache query and hit counters at them."""
+    """Sample times (sorted), then the running gauge, the prefix-cache query and hit counters and the ``KV_SERIES``
+    at them."""
     if not path.exists():
-        return None, None, None, None
+        return (None,) * (1 + len(_ENGINE_SERIES))
     rows, _ = _parse_rows(path)
     t = np.array([_num(r.get("t")) for r in rows], dtype=np.float64)
     keep = ~np.isnan(t)
@@ -198,4 +224,6 @@ def _read_engine(path: Path) -> tuple[FloatMatrix | None, ...]:
     return (t[keep][order], *series)
 
 
-_ENGINE_SERIES = ("running", "prefix_cache_queries", "prefix_cache_hits")
+# the collector's names (collectors.metric_names), read by name: an absent one is NaN, so older files read as before
+KV_SERIES = ("tokens_computed", "tokens_local_hit", "tokens_external", "offload_store_bytes", "offload_load_bytes")
+_ENGINE_SERIES = ("running", "prefix_cache_queries", "prefix_cache_hits", *KV_SERIES)

@@ -56,6 +56,7 @@ class StepTable:
     # prefill/decode hand-over), set on a request's first row; UNKNOWN where the line had no such key
     local: Ints
     external: Ints
+    file: Ints = field(default_factory=lambda: np.zeros(0, np.int64))  # per row, its file's index in ``files``
 
     @property
     def rows(self) -> int:
@@ -130,6 +131,7 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
     keys: list[str] = []
     cols: list[list[int]] = [[], [], [], [], []]
     preempted: set[str] = set()
+    file_of: list[Ints] = []
     base = 0
     for path in paths:
         tf = TraceFile(Path(path).name)
@@ -163,6 +165,7 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
             dense[order] = np.arange(len(own), dtype=np.int64)
             steps.append(np.repeat(dense + base, counts))
             times.append(np.repeat(np.asarray(own_t, np.float64), counts))
+            file_of.append(np.full(sum(counts), len(files) - 1, np.int64))
             base += len(own)
     return StepTable(
         files=files,
@@ -175,4 +178,5 @@ def read_traces(paths: Iterable[Path]) -> StepTable:
         preempted=frozenset(preempted),
         local=np.asarray(cols[3], np.int64),
         external=np.asarray(cols[4], np.int64),
+        file=np.concatenate(file_of) if file_of else np.zeros(0, np.int64),
     )

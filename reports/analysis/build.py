@@ -19,8 +19,19 @@ from loadgen.core.claims import DEFAULT_MAX_RATE
 from loadgen.core.manifest import Manifest, RunStatus
 from loadgen.core.prepared import PreparedRun
 from loadgen.core.wire.server_config import describe
-from reports.analysis import client_load, coresidency, cost, level_load, seed_contracts, sides, sides_notes
+from reports.analysis import (
+    client_load,
+    coresidency,
+    cost,
+    level_load,
+    offload_check,
+    provenance,
+    seed_contracts,
+    sides,
+    sides_notes,
+)
 from reports.analysis.cache_checks import cache_expectations, cache_notices
+from reports.analysis.cache_fields import cache_field_notices
 from reports.analysis.canary import ClaimRule, analyse, latency
 from reports.analysis.health import figures_notice, run_health
 from reports.analysis.rescore import rescore_check
@@ -49,7 +60,8 @@ def build_report(run: RunData) -> Report:
     joined = _has_samples(run) and cols.n > 0
     m = run.manifest
     loaded = run.prepared.loaded_side if run.servers else None
-    analysed = analyse(cols, list(m.levels), claim_rule(m, run.prepared), loaded, trace) if cols.n else []
+    kv = provenance.of_run(run)
+    analysed = analyse(cols, list(m.levels), claim_rule(m, run.prepared), loaded, trace, kv) if cols.n else []
     background = background_section(run.background)
     for entry in analysed:
         mark_unmeasured(entry, background, m)
@@ -80,6 +92,10 @@ def build_report(run: RunData) -> Report:
         engine=(m.engine_metrics or {}).get("engine"),
         cached_tokens_reported=settings.get("cached_tokens_reported"),
     )
+    report["run"]["notices"] += provenance.provenance_notices(canaries) + cache_field_notices(run.canaries.frame, kv)
+    if (offload := offload_check.of_run(run)) is not None:
+        report["run"]["kv_offload"] = offload
+        report["run"]["notices"] += offload_check.notices(offload)
     if cols.n:
         measured = coresidency.measure(cols.frame)
         report["run"]["notices"] += coresidency.notices(cols.frame, measured, joined, m.engine_metrics)

@@ -24,7 +24,7 @@ from loadgen.core.claims import DEFAULT_MAX_RATE, Claim, level_claim
 from loadgen.core.identity import reference_index
 from loadgen.core.servers import SIDES, Side
 from loadgen.core.stats import histogram, median, num, quantiles, ratio, wilson
-from reports.analysis import coresidency, forks, heatmap, side_rule, sides
+from reports.analysis import coresidency, forks, heatmap, provenance, side_rule, sides
 from reports.analysis import identity as ident
 from reports.analysis.attribution import Compared, attribute
 from reports.analysis.kernels import Rows, drift, first_drift, group_rows
@@ -333,9 +333,11 @@ def analyse_canary(
     rule: ClaimRule = ClaimRule(),
     loaded: Side | None = None,
     trace: TraceJoin | None = None,
+    kv: provenance.ProvenanceRows | None = None,
 ) -> CanaryFigures:
     """Everything ``report.json`` says about one canary (its rows of ``cols``, any order); ``loaded``: the side a
-    prefill/decode run's background loads (its frame joined by ``reports.analysis.sides.join_sides``)."""
+    prefill/decode run's background loads (its frame joined by ``reports.analysis.sides.join_sides``); ``kv``:
+    where each row's KV came from (``reports.analysis.provenance``)."""
     c = CanaryView(cols, canonical_order(cols, rows), loaded)
     sweep = c.phase == "sweep"
     all_levels = sorted(set(c.level[sweep].tolist()) | set(levels or []))
@@ -358,6 +360,10 @@ def analyse_canary(
         out["sides"] = sides_section(c, sweep)
     if trace is not None:
         out["engine_steps"] = engine_steps(c, trace)
+    if kv is not None:
+        block = provenance.section(kv, c.rows, c.comp, c.fd, c.dmax, referred=c.ref is not None, frame=cols.frame)
+        if block is not None:
+            out["provenance"] = block
     return out
 
 
@@ -457,18 +463,19 @@ def analyse(
     rule: ClaimRule = ClaimRule(),
     loaded: Side | None = None,
     trace: TraceJoin | None = None,
+    kv: provenance.ProvenanceRows | None = None,
 ) -> list[CanaryAnalysis]:
     """One entry per canary id, sorted by id: ``{"id", "reference", "overall", "levels", "forks", ...}``."""
     codes, uniq = pd.factorize(cols.frame["canary_id"].astype(str), sort=True)
     if len(uniq) == 1:
         every = np.arange(len(codes), dtype=np.int64)
-        return [{"id": str(uniq[0]), **analyse_canary(cols, every, levels, rule, loaded, trace)}]
+        return [{"id": str(uniq[0]), **analyse_canary(cols, every, levels, rule, loaded, trace, kv)}]
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
     return [
         {
             "id": str(cid),
-            **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels, rule, loaded, trace),
+            **analyse_canary(cols, order[bounds[i] : bounds[i + 1]].astype(np.int64), levels, rule, loaded, trace, kv),
         }
         for i, cid in enumerate(uniq)
     ]

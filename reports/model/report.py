@@ -27,6 +27,7 @@ from loadgen.core.identity import IdentityKind
 from loadgen.core.manifest import EndedByClaim, ServerSettings
 from reports.model.coresidency import CoResidency, CoResidencyGroup, Sides, SidesCoResidency, Witness
 from reports.model.engine_steps import EngineSteps, EngineTrace
+from reports.model.provenance import CanaryProvenance, KvOffloadCheck
 from reports.model.rescore import RescoreCheck
 from reports.model.seeds import SeedContracts
 
@@ -192,6 +193,7 @@ class CanaryFigures(TypedDict):
     by_co_residency: NotRequired[list[CoResidencyGroup] | None]
     sides: NotRequired[Sides]  # prefill/decode runs only
     engine_steps: NotRequired[EngineSteps]  # runs with an engine step trace only
+    provenance: NotRequired[CanaryProvenance]  # where its records' KV came from (reports.analysis.provenance)
 
 
 class CanaryAnalysis(CanaryFigures):
@@ -249,6 +251,7 @@ class RunSection(TypedDict):
     x_axis_unmeasured: NotRequired[str | None]  # why no canary's co-residency was scraped (also in notices)
     witness: NotRequired[Witness]  # the record the sweep's co-residency came from, and how fresh it was
     engine_trace: NotRequired[EngineTrace]  # runs with an engine step trace only
+    kv_offload: NotRequired[KvOffloadCheck]  # an engine asked for an offload tier: did its counters move
 
 
 class InputFile(TypedDict):

@@ -30,6 +30,7 @@ from reports.render.md import (
     pct,
     unmeasured_lines,
 )
+from reports.render.provenance import provenance_html
 from reports.render.rescore import rescore_html
 from reports.render.seeds import sampled_forks, seeds_html
 from reports.render.sides import sides_html
@@ -253,6 +254,7 @@ def canary_html(entry: Canary, sampled: str | None = None) -> str:
         f"<h2>Canary <code>{escape(entry['id'])}</code></h2>"
         f"{verdict_box(entry)}{reference_html(entry['reference'])}"
         f"{levels_table(entry['levels'])}{_sides_or_groups(entry)}{steps_html(entry.get('engine_steps'))}"
+        f"{provenance_html(entry.get('provenance'))}"
         f"<div class='charts'>{''.join(charts)}</div>"
         f"<h3>Where the tokens split</h3>{split_view(entry)}<h3>Forks</h3>{_fork_classes(entry, sampled)}"
         f"{forks_table(entry['forks'])}{claim_html(entry)}"

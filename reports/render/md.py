@@ -14,6 +14,7 @@ from reports.model.coresidency import CoResidencyGroup
 from reports.model.report import Canary, Figures, Fork, ForkClass, ForkMethod, Level, Report
 from reports.render.cells import ci, fmt, held, level_cells, others, pct, rate_cell
 from reports.render.mdtext import code, text
+from reports.render.provenance import provenance_md
 from reports.render.rescore import rescore_md
 from reports.render.seeds import sampled_forks, seeds_md
 from reports.render.sides import sides_md
@@ -102,6 +103,7 @@ def canary_section(entry: Canary, heading: str, sampled: str | None = None) -> l
     sides = entry.get("sides")
     lines += sides_md(sides) if sides else _co_residency_table(entry.get("by_co_residency"))
     lines += steps_md(entry.get("engine_steps"))
+    lines += provenance_md(entry.get("provenance"))
     lines += claim_lines(entry)
     return lines
 
