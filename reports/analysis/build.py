@@ -34,6 +34,7 @@ from reports.analysis.cache_checks import cache_expectations, cache_notices
 from reports.analysis.cache_fields import cache_field_notices
 from reports.analysis.canary import ClaimRule, analyse, latency
 from reports.analysis.health import figures_notice, run_health
+from reports.analysis.kv_effect import kv_effect
 from reports.analysis.rescore import rescore_check
 from reports.analysis.steps import TraceJoin, trace_join
 from reports.model.engine_steps import EngineTrace
@@ -93,6 +94,8 @@ def build_report(run: RunData) -> Report:
         cached_tokens_reported=settings.get("cached_tokens_reported"),
     )
     report["run"]["notices"] += provenance.provenance_notices(canaries) + cache_field_notices(run.canaries.frame, kv)
+    if cols.n and (effect := kv_effect(cols, kv.label)):
+        report["kv_effect"] = effect
     if (offload := offload_check.of_run(run)) is not None:
         report["run"]["kv_offload"] = offload
         report["run"]["notices"] += offload_check.notices(offload)

@@ -62,3 +62,27 @@ class KvOffloadCheck(TypedDict):
     store_bytes: float | None  # the counters' rise over the run, summed over the servers that published them
     load_bytes: float | None
     moved: bool | None  # null: no engine published the counters
+
+
+class KvEffectGroup(TypedDict):
+    """The answers of one request, sent alone, whose KV came one way, against the block's reference."""
+
+    provenance: ProvenanceLabel
+    canaries: list[str]  # the canary ids that sent them
+    answers: int
+    same_tokens: int  # the reference's tokens
+    bitwise: int  # the reference's tokens and every logprob bit for bit
+    max_logprob_drift: float | None  # the largest |logprob - reference's| before each answer's first divergence
+    first_divergence: int | None  # the earliest position where an answer's tokens left the reference's
+    bitwise_gpu_hit: int | None  # bitwise equal to the modal GPU-prefix-hit answer (null: no GPU hit among them)
+    max_logprob_drift_gpu_hit: float | None  # against that answer, before each first divergence
+
+
+class KvEffect(TypedDict):
+    """``report.json``'s ``kv_effect[i]``: one request body answered alone from two or more KV sources
+    (``reports.analysis.kv_effect``)."""
+
+    request_key: str  # equal for request bodies equal but for a cache salt
+    reference: ProvenanceLabel  # the provenance whose modal answer is the reference (computed where present)
+    reference_canary: str
+    groups: list[KvEffectGroup]

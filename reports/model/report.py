@@ -27,7 +27,7 @@ from loadgen.core.identity import IdentityKind
 from loadgen.core.manifest import EndedByClaim, ServerSettings
 from reports.model.coresidency import CoResidency, CoResidencyGroup, Sides, SidesCoResidency, Witness
 from reports.model.engine_steps import EngineSteps, EngineTrace
-from reports.model.provenance import CanaryProvenance, KvOffloadCheck
+from reports.model.provenance import CanaryProvenance, KvEffect, KvOffloadCheck
 from reports.model.rescore import RescoreCheck
 from reports.model.seeds import SeedContracts
 
@@ -396,6 +396,8 @@ class Report(TypedDict):
     client_load: NotRequired[ClientLoad]  # runs with client CPU samples only
     seed_contracts: NotRequired[SeedContracts]  # runs with a sampled canary only (reports.analysis.seed_contracts)
     rescore: NotRequired[RescoreCheck]  # runs with a canary that asked for a re-score (reports.analysis.rescore)
+    # one request answered alone from two or more KV sources (reports.analysis.kv_effect)
+    kv_effect: NotRequired[list[KvEffect]]
     health: NotRequired[Health]
     verdict: NotRequired[str]
     reference: NotRequired[Reference]

@@ -30,7 +30,7 @@ from reports.render.md import (
     pct,
     unmeasured_lines,
 )
-from reports.render.provenance import provenance_html
+from reports.render.provenance import kv_effect_html, provenance_html
 from reports.render.rescore import rescore_html
 from reports.render.seeds import sampled_forks, seeds_html
 from reports.render.sides import sides_html
@@ -366,4 +366,5 @@ def render_html(report: Report) -> str:
     body = "".join(canary_html(e, sampled_forks(contracts, str(e["id"]))) for e in report["canaries"])
     body = body or "<p>No canary records in this run.</p>"
     head += seeds_html(report.get("seed_contracts")) + rescore_html(report.get("rescore"))
+    head += kv_effect_html(report.get("kv_effect"))
     return page(f"Batch-invariance report {run.get('id')}", head + body, report)

@@ -14,7 +14,7 @@ from reports.model.coresidency import CoResidencyGroup
 from reports.model.report import Canary, Figures, Fork, ForkClass, ForkMethod, Level, Report
 from reports.render.cells import ci, fmt, held, level_cells, others, pct, rate_cell
 from reports.render.mdtext import code, text
-from reports.render.provenance import provenance_md
+from reports.render.provenance import kv_effect_md, provenance_md
 from reports.render.rescore import rescore_md
 from reports.render.seeds import sampled_forks, seeds_md
 from reports.render.sides import sides_md
@@ -233,6 +233,7 @@ def render_markdown(report: Report) -> str:
     if inp["skipped_lines"]:
         lines.append(f"Skipped {inp['skipped_lines']} unreadable line(s) (torn or corrupt) while reading the run.")
     lines.append("")
+    lines += kv_effect_md(report.get("kv_effect"))
     many = len(report["canaries"]) > 1
     for entry in report["canaries"]:
         sampled = sampled_forks(report.get("seed_contracts"), str(entry["id"]))

@@ -1,4 +1,5 @@
-"""The "Where the KV came from" part of a canary's pages: divergence by provenance, and the asked path's proof.
+"""The "Where the KV came from" part of a canary's pages (divergence by provenance, and the asked path's proof), and
+the run's "Same request, KV from elsewhere" table (``report.json``'s ``kv_effect``).
 
 Consumes ``report.json``'s ``canaries[i].provenance`` block only (``reports.model.provenance``): per provenance
 (computed, GPU prefix hit, offload tier, P/D transfer, unknown) the completions, how many diverged from the
@@ -9,7 +10,7 @@ through ``reports.render.htmltext``; no analysis, no I/O.
 
 from __future__ import annotations
 
-from reports.model.provenance import CanaryProvenance, ProvenanceGroup
+from reports.model.provenance import CanaryProvenance, KvEffect, KvEffectGroup, ProvenanceGroup
 from reports.render.cells import ci, fmt, pct
 from reports.render.htmltext import escape
 from reports.render.mdtext import text
@@ -70,3 +71,62 @@ def provenance_html(block: CanaryProvenance | None) -> str:
     rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _cells(g)) + "</tr>" for g in block["groups"])
     table = f"<table><tr>{head}</tr>{rows}</table>" if block["groups"] else ""
     return f"<h3>{HEADING}</h3><p class='meta'>{escape(_proof(block))}</p>{table}"
+
+
+EFFECT_HEADING = "Same request, KV from elsewhere"
+EFFECT_COLUMNS = (
+    "KV source",
+    "canaries",
+    "answers",
+    "same tokens",
+    "bitwise equal",
+    "max drift",
+    "first divergence",
+    "bitwise = GPU hit",
+    "drift vs GPU hit",
+)
+EFFECT_NOTE = (
+    "One request body (equal but for a cache salt) sent alone by several canaries, its prompt's KV computed, found "
+    "in the GPU prefix cache or loaded from elsewhere; each answer against the modal {ref} answer (canary {canary}). "
+    "An exact tier gives the GPU hit's answer bit for bit: both prefill only the prompt's tail on the same cached KV."
+)
+
+
+def _effect_cells(g: KvEffectGroup) -> list[str]:
+    return [
+        NAMES.get(g["provenance"], g["provenance"]),
+        ", ".join(g["canaries"]),
+        str(g["answers"]),
+        f"{g['same_tokens']}/{g['answers']}",
+        f"{g['bitwise']}/{g['answers']}",
+        fmt(g["max_logprob_drift"]),
+        fmt(g["first_divergence"]),
+        "—" if g["bitwise_gpu_hit"] is None else f"{g['bitwise_gpu_hit']}/{g['answers']}",
+        fmt(g["max_logprob_drift_gpu_hit"]),
+    ]
+
+
+def _effect_note(e: KvEffect) -> str:
+    return EFFECT_NOTE.format(ref=NAMES.get(e["reference"], e["reference"]), canary=e["reference_canary"])
+
+
+def kv_effect_md(blocks: list[KvEffect] | None) -> list[str]:
+    out: list[str] = []
+    for e in blocks or []:
+        out += [f"### {EFFECT_HEADING}", "", text(_effect_note(e)), ""]
+        out += ["| " + " | ".join(EFFECT_COLUMNS) + " |", "|---|---|" + "---:|" * (len(EFFECT_COLUMNS) - 2)]
+        out += ["| " + " | ".join(text(c) for c in _effect_cells(g)) + " |" for g in e["groups"]]
+        out.append("")
+    return out
+
+
+def kv_effect_html(blocks: list[KvEffect] | None) -> str:
+    out = ""
+    head = "".join(f"<th>{escape(c)}</th>" for c in EFFECT_COLUMNS)
+    for e in blocks or []:
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _effect_cells(g)) + "</tr>" for g in e["groups"]
+        )
+        note = f"<p class='meta'>{escape(_effect_note(e))}</p>"
+        out += f"<h2>{EFFECT_HEADING}</h2>{note}<table><tr>{head}</tr>{rows}</table>"
+    return out
