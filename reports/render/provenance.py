@@ -10,7 +10,7 @@ through ``reports.render.htmltext``; no analysis, no I/O.
 
 from __future__ import annotations
 
-from reports.model.provenance import CanaryProvenance, KvEffect, KvEffectGroup, ProvenanceGroup
+from reports.model.provenance import CanaryProvenance, KvEffect, KvEffectGroup, KvOffloadCheck, ProvenanceGroup
 from reports.render.cells import ci, fmt, pct
 from reports.render.htmltext import escape
 from reports.render.mdtext import text
@@ -39,7 +39,8 @@ def _cells(g: ProvenanceGroup) -> list[str]:
     ]
 
 
-def _proof(block: CanaryProvenance) -> str:
+def proof_sentence(block: CanaryProvenance) -> str:
+    """The records, their evidence and, where the canary asked for a path, how many proved it and why not."""
     evidence = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in block["evidence"].items())
     said = f"{block['records']} records (ok, not warm-up); evidence: {evidence}."
     if not block["asked"]:
@@ -56,7 +57,7 @@ def _proof(block: CanaryProvenance) -> str:
 def provenance_md(block: CanaryProvenance | None) -> list[str]:
     if not block:
         return []
-    out = [f"{HEADING}:", "", text(_proof(block)), ""]
+    out = [f"{HEADING}:", "", text(proof_sentence(block)), ""]
     if block["groups"]:
         out += ["| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * (len(COLUMNS) - 1)]
         out += ["| " + " | ".join(text(c) for c in _cells(g)) + " |" for g in block["groups"]]
@@ -70,7 +71,7 @@ def provenance_html(block: CanaryProvenance | None) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
     rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _cells(g)) + "</tr>" for g in block["groups"])
     table = f"<table><tr>{head}</tr>{rows}</table>" if block["groups"] else ""
-    return f"<h3>{HEADING}</h3><p class='meta'>{escape(_proof(block))}</p>{table}"
+    return f"<h3>{HEADING}</h3><p class='meta'>{escape(proof_sentence(block))}</p>{table}"
 
 
 EFFECT_HEADING = "Same request, KV from elsewhere"
@@ -130,3 +131,15 @@ def kv_effect_html(blocks: list[KvEffect] | None) -> str:
         note = f"<p class='meta'>{escape(_effect_note(e))}</p>"
         out += f"<h2>{EFFECT_HEADING}</h2>{note}<table><tr>{head}</tr>{rows}</table>"
     return out
+
+
+def tier_line(check: KvOffloadCheck | None) -> str | None:
+    """One line where an offload tier was asked for and did not both store and load (None where it did)."""
+    if check is None or check["moved"]:
+        return None
+    if check["moved"] is None:
+        return (
+            "KV offload tier asked for, but no engine published its store/load counters: the offload path is unproven."
+        )
+    said = f"stored {fmt(check['store_bytes'])} bytes, loaded {fmt(check['load_bytes'])}"
+    return f"KV offload tier asked for, but it never both stored and loaded ({said}): no canary went through it."

@@ -15,14 +15,16 @@ from loadgen.core.errors import visible
 from loadgen.core.manifest import EndedByClaim
 from reports.model.report import Report, is_report
 from reports.render.md import claim_heading, levels_table, unmeasured_lines
+from reports.render.provenance import proof_sentence, tier_line
 from reports.render.seeds import seeds_summary
 
 
 def summary_lines(report: Report) -> list[str]:
     """Verdict, blank line, per-level table, blank line, per canary (the id first when there are several); a
     prefill/decode run's sentence on which side's load the divergence follows; with an engine step trace, the
-    factor the drift followed; the claim asked for (``--claim-max-rate``) and where it holds, and the levels its rule
-    ended early; the seed contracts broken, or that they held; why the x-axis is unmeasured."""
+    factor the drift followed; where the canary asked for a KV path, whether it ran; the claim asked for
+    (``--claim-max-rate``) and where it holds, and the levels its rule ended early; an offload tier that never
+    ran; the seed contracts broken, or that they held; why the x-axis is unmeasured."""
     entries = report.get("canaries") or []
     lines: list[str] = []
     for entry in entries:
@@ -35,11 +37,15 @@ def summary_lines(report: Report) -> list[str]:
             lines += [follows["sentence"], ""]
         if steps := entry.get("engine_steps"):
             lines += [f"Why: {steps['sentence']}", ""]
+        if (kv := entry.get("provenance")) and kv["asked"]:
+            lines += [f"KV: {proof_sentence(kv)}", ""]
         asked = any(lv["claim"]["asked"] for lv in entry["levels"] if "claim" in lv)
         if asked and (claim := claim_heading(entry)):
             lines += [claim, ""]
     if ended := report["run"].get("levels_ended_by_claim"):
         lines += [_ended_by_claim(ended), ""]
+    if tier := tier_line(report["run"].get("kv_offload")):
+        lines += [tier, ""]
     if seeds := seeds_summary(report.get("seed_contracts")):
         lines += [*seeds, ""]
     if unmeasured := report["run"].get("x_axis_unmeasured"):

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.cli.progress.summary import read_summary
 from scenarios import path_of
 
 TINY = '\n[[matrix.cells]]\nname = "tier-tiny"\nkv_offload = { size_gib = 0.00001 }\n'  # 10 KiB: under one block
@@ -75,3 +76,11 @@ def test_the_kv_offload_matrix_says_where_each_canarys_kv_came_from_and_what_the
     assert tiny["run"]["kv_offload"]["moved"] is False and not tiny["run"]["kv_offload"]["load_bytes"]
     assert any("never" in n and "offload path" in n for n in tiny["run"]["notices"])
     assert _canary(tiny, "tier")["provenance"]["proven"] == 0
+
+    # and the terminal's summary says both, as `loadgen run` prints it
+    def said(cell: str) -> list[str]:
+        return read_summary(next(out.glob(f"cells/{cell}/*/report.json")).parent)
+
+    assert any(line.startswith("KV: ") and "path not proven" in line for line in said("no-tier"))
+    assert any(line.startswith("KV offload tier asked for, but it never") for line in said("tier-tiny"))
+    assert not any("never" in line for line in said("tier-bf16") if line.startswith("KV"))
