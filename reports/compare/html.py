@@ -29,6 +29,7 @@ from reports.render.compare_cells import (
     run_letters,
     with_delta,
 )
+from reports.render.compare_kv import kv_html
 from reports.render.html import esc, page, tok
 from reports.render.htmltext import escape
 
@@ -164,6 +165,6 @@ def render_html(cmp: Comparison, reports: list[tuple[str, Report]]) -> str:
     body.append(
         f"<p class='meta'>Runs by letter in every chart and table; deltas in parentheses are against run {first}.</p>"
     )
-    body += [coldboot_html(cmp), references_html(cmp)]
+    body += [coldboot_html(cmp), references_html(cmp), kv_html(cmp)]
     body += [canary_html(cmp, c, reports) for c in cmp["canaries"]]
     return page("Batch-invariance comparison", "".join(body), cmp)

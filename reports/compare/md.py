@@ -26,6 +26,7 @@ from reports.render.compare_cells import (
     value,
     with_delta,
 )
+from reports.render.compare_kv import kv_md
 from reports.render.mdtext import code, text
 
 WIDTH = 100
@@ -123,6 +124,7 @@ def render_markdown(cmp: Comparison) -> str:
     lines += legend(cmp)
     lines += coldboot_md(cmp)
     lines += references_md(cmp)
+    lines += kv_md(cmp)
     for c in cmp["canaries"]:
         lines += ["", f"### Canary {code(c['id'])}", ""]
         lines += [f"- **{letter}**: {text(v)}" for letter, v in zip(letters, c["verdicts"], strict=True)]

@@ -17,6 +17,7 @@ from loadgen.core.errors import RunFolderError
 from reports.analysis import cost
 from reports.analysis.coldboot import ColdBootSummary, compared
 from reports.compare.html import render_html
+from reports.compare.kv import compare_kv
 from reports.compare.md import render_markdown
 from reports.compare.references import reference_checks
 from reports.model.comparison import ComparedCanary, ComparedCost, ComparedLevel, Comparison, CostRow, FigureRow
@@ -130,6 +131,8 @@ def compare_reports(
     }
     if bases is not None:
         cmp["references"] = reference_checks(reports, bases)
+    if (kv := compare_kv(names, [r for _, r in reports])) is not None:
+        cmp["kv"] = kv
     boots = [compared(n, s) for n, s in zip(names, coldboot or [], strict=False) if s is not None]
     if boots:
         cmp["coldboot"] = boots

@@ -102,6 +102,39 @@ class ComparedColdBoot(TypedDict):
     canaries: list[ComparedColdBootCanary]
 
 
+class KvSourceRow(TypedDict):
+    """One canary in one run: its records (ok, not warm-up) by KV source, and the asked path's proof."""
+
+    canary: str
+    run: str  # run names, as in ``runs``
+    records: int
+    by_source: dict[str, int]  # provenance ("computed", "gpu_prefix", "offload", "transfer", "unknown") -> records
+    asked: str | None
+    proven: int
+    not_proven: int
+
+
+class KvEffectRow(TypedDict):
+    """One run's answers to one request sent alone, whose KV came one way (``report.json``'s ``kv_effect``)."""
+
+    run: str
+    provenance: str
+    canaries: list[str]
+    answers: int
+    same_tokens: int  # the computed reference's tokens
+    bitwise_gpu_hit: int | None
+    max_logprob_drift_gpu_hit: float | None
+    max_logprob_drift: float | None  # against the computed reference
+    tier_moved: bool | None  # the run's offload tier stored and loaded (null: none asked for, or no counters)
+
+
+class ComparedKv(TypedDict):
+    """``comparison.json``'s ``kv`` (``reports.compare.kv``): where each run's canaries got their KV."""
+
+    sources: list[KvSourceRow]
+    effects: list[KvEffectRow]
+
+
 class Comparison(TypedDict):
     """``comparison.json``, schema 1 (``reports.compare.runs.compare_reports``)."""
 
@@ -111,3 +144,4 @@ class Comparison(TypedDict):
     canaries: list[ComparedCanary]
     references: NotRequired[list[ReferenceCheck]]  # where runs were compared by reference (``loadgen matrix``)
     coldboot: NotRequired[list[ComparedColdBoot]]  # the cold-boot runs among them (``loadgen matrix``, ``compare``)
+    kv: NotRequired[ComparedKv]  # where some run's report says where its canaries' KV came from

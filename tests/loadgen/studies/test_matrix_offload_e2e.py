@@ -77,6 +77,17 @@ def test_the_kv_offload_matrix_says_where_each_canarys_kv_came_from_and_what_the
     assert any("never" in n and "offload path" in n for n in tiny["run"]["notices"])
     assert _canary(tiny, "tier")["provenance"]["proven"] == 0
 
+    # the comparison puts the cells side by side: the path's proof per canary and run, the tier's effect per run
+    cmp = orjson.loads((out / "comparison.json").read_bytes())
+    letter = {r["name"]: r["label"] for r in cmp["runs"]}
+    tier_rows = {r["run"]: r for r in cmp["kv"]["sources"] if r["canary"] == "tier"}
+    assert tier_rows["no-tier"]["not_proven"] == tier_rows["no-tier"]["records"] > 0
+    assert tier_rows["tier-fp8"]["by_source"] == {"offload": tier_rows["tier-fp8"]["records"]}
+    effect = {(r["run"], r["provenance"]): r for r in cmp["kv"]["effects"]}
+    assert effect[("tier-bf16", "offload")]["bitwise_gpu_hit"] == exact["answers"]
+    assert effect[("tier-fp8", "offload")]["bitwise_gpu_hit"] == 0 and effect[("tier-fp8", "offload")]["tier_moved"]
+    assert f"| tier | {letter['no-tier']} | computed " in (out / "comparison.md").read_text()
+
     # and the terminal's summary says both, as `loadgen run` prints it
     def said(cell: str) -> list[str]:
         return read_summary(next(out.glob(f"cells/{cell}/*/report.json")).parent)
