@@ -84,6 +84,8 @@ class ServerSettings(TypedDict, total=False):
     attention_backend: Any  # as the server spells it
     max_num_seqs: int | None
     dtype: Any  # as the server spells it
+    tensor_parallel_size: int | None
+    custom_all_reduce: bool | None  # None also where one rank reduces nothing
     metrics_refresh_steps: int | None  # SGLang's decode_log_interval: its running gauge is that many steps old at most
     cached_tokens_reported: bool | None
 

@@ -17,7 +17,6 @@ from typing import Any
 import orjson
 import pytest
 
-from collectors import metric_names
 from reports.model.conform import problems
 from reports.model.report import Report
 from tests.loadgen.cli.clikit import loadgen, loadgen_run
@@ -25,9 +24,6 @@ from tests.loadgen.serve_app import REPO, script_server
 
 SERVER = REPO / "tests/loadgen/kv_source_server.py"
 FIELD = "usage.prompt_tokens_details.cached_tokens"
-# the collector writes tokens_computed/_local_hit/_external from vLLM's prompt_tokens_by_source series
-COUNTERS = "tokens_external" in metric_names.FIELDS
-needs_counters = pytest.mark.skipif(not COUNTERS, reason="the /metrics collector does not read the by-source series")
 
 
 def scenario(url: str, *, expect_hit: bool = False, servers: str = "") -> str:
@@ -60,8 +56,7 @@ def run_report(text: str, tmp_path: Path, traces: Sequence[Path] = ()) -> tuple[
         again = loadgen("report", str(proc.run_dir), "--engine-trace", *map(str, traces))
         assert again.returncode == 0, again.stdout + again.stderr
     report = orjson.loads((proc.run_dir / "report.json").read_bytes())
-    # every key written is the model's, with its type (server_config's stated settings are the probe's, not ours)
-    assert [p for p in problems(report, Report, strict=True) if not p.startswith("run.server_config.")] == []
+    assert problems(report, Report, strict=True) == []  # every key written is the model's, with its type
     html = (proc.run_dir / "report.html").read_text()
     assert ("Where the KV came from" in html) == any("provenance" in c for c in report["canaries"])
     return report, (proc.run_dir / "report.md").read_text()
@@ -85,7 +80,7 @@ def test_cached_above_prompt_is_a_notice_naming_the_field_and_canary(tmp_path: P
     assert "above usage.prompt\\_tokens" in md or "above usage.prompt_tokens" in md
 
 
-@pytest.mark.parametrize("evidence", ["trace", pytest.param("counters", marks=needs_counters)])
+@pytest.mark.parametrize("evidence", ["trace", "counters"])
 def test_a_hit_the_engine_denies(tmp_path: Path, evidence: str) -> None:
     trace = tmp_path / "engine_steps-brought.jsonl"
     extra = ["--trace", str(trace)] if evidence == "trace" else []
@@ -101,7 +96,7 @@ def test_a_hit_the_engine_denies(tmp_path: Path, evidence: str) -> None:
     assert "Where the KV came from" in md and "claims a prefix hit the engine denies" in md
 
 
-@pytest.mark.parametrize("evidence", ["trace", pytest.param("counters", marks=needs_counters)])
+@pytest.mark.parametrize("evidence", ["trace", "counters"])
 def test_a_hit_the_answer_hides(tmp_path: Path, evidence: str) -> None:
     trace = tmp_path / "engine_steps-brought.jsonl"
     extra = ["--trace", str(trace)] if evidence == "trace" else []
@@ -114,7 +109,7 @@ def test_a_hit_the_answer_hides(tmp_path: Path, evidence: str) -> None:
     assert "hides a hit" in md and "GPU prefix hit" in md
 
 
-@pytest.mark.parametrize("evidence", ["trace", pytest.param("counters", marks=needs_counters)])
+@pytest.mark.parametrize("evidence", ["trace", "counters"])
 def test_pd_cached_tokens_are_the_decode_sides_hand_over(tmp_path: Path, evidence: str) -> None:
     """Prefill server: no hit of its own; decode server: 39 of 40 prompt tokens handed over, reported as cached;
     the router passes the decode server's answer on."""
@@ -145,5 +140,5 @@ def test_an_offload_tier_the_engine_never_used_is_flagged(tmp_path: Path) -> Non
     check = report["run"]["kv_offload"]
     assert check["asked_by"] == "server" and check["moved"] is not True
     said = [n for n in report["run"]["notices"] if n.startswith("An offload tier was asked for")]
-    assert len(said) == 1 and ("never stored" in said[0] if COUNTERS else "unproven" in said[0])
+    assert len(said) == 1 and "never stored" in said[0]
     assert "An offload tier was asked for" in md
