@@ -1,6 +1,6 @@
 """The GPU scripts' scenario files load: a typo there would cost device time before anything ran.
 
-Every ``benchmarks/{vllm,sglang,h200}/*.toml`` goes through the tool's own scenario loader, as
+Every ``benchmarks/{vllm,vllm_why,vllm_offload,sglang,h200}/*.toml`` goes through the tool's own scenario loader, as
 ``loadgen run`` and ``loadgen matrix`` read it on the GPU machine."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 from loadgen.core.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = sorted(p for d in ("vllm", "sglang", "h200") for p in (ROOT / "benchmarks" / d).glob("*.toml"))
+DIRS = ("vllm", "vllm_why", "vllm_offload", "sglang", "h200")
+FILES = sorted(p for d in DIRS for p in (ROOT / "benchmarks" / d).glob("*.toml"))
 
 
 def test_there_are_gpu_scenarios() -> None:
