@@ -27,6 +27,7 @@ from tests.loadgen.serve_app import script_server
 
 SERVER = Path(__file__).parents[1] / "concurrency_server.py"
 TOKENS = 200
+CANARY_PROMPT = "canary beside large streams"
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ name = "backlog"
 kind = "generate"
 [[canaries]]
 id = "c"
-prompt = "canary beside large streams"
+prompt = "{CANARY_PROMPT}"
 max_tokens = 8
 [background]
 seed = 3
@@ -60,13 +61,17 @@ baseline = 0
     result = run(RunRequest(scenario, host=server, out_dir=tmp_path / "runs"))
     assert result.status == "finished"
     with urllib.request.urlopen(f"{server}/_arrivals") as resp:
-        ends = sorted((a["t"], a["end"]) for a in orjson.loads(resp.read()) if a["end"] is not None)
+        arrivals = orjson.loads(resp.read())
+    # the background's own requests (not the canary's), each matched once: the one that arrived nearest its send
+    ends = sorted((a["t"], a["end"]) for a in arrivals if a["end"] is not None and a["prompt"] != CANARY_PROMPT)
     background = [b for b in read_jsonl(result.run_dir / "background.jsonl").rows if b["status"] == "ok"]
     assert len(background) >= 3, f"only {len(background)} background requests completed"
     lags = []
-    for b in background:
+    for b in sorted(background, key=lambda b: b["sent_at"]):
         arrived, end = min(ends, key=lambda e: abs(e[0] - b["sent_at"]))
-        assert abs(arrived - b["sent_at"]) < 0.1, "a background request the server did not log"
+        ends.remove((arrived, end))
+        # a send reaches the server within a few ms, up to a quarter second on two cores shared by four workers
+        assert abs(arrived - b["sent_at"]) < 0.4, "a background request the server did not log"
         assert b["completion_tokens"] == TOKENS
         lags.append(b["sent_at"] + b["latency_s"] - end)
     # a read pause is 50 ms; a shared CI core may add some, and once (the whole suite, four workers on two
