@@ -13,8 +13,9 @@ module stores them.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from loadgen.engine.kernels import F32, F64
 from loadgen.engine.weights import ModelConfig
 
 BLOCK_TOKENS: Final = 16
+Held = TypeVar("Held")  # what an LRU of blocks keeps per block (the prefix cache: K/V; the offload tier: encoded)
 
 
 class SlotKV:
@@ -87,6 +89,49 @@ def block_hashes(token_ids: list[int], salt: str | None) -> list[int]:
     return hashes
 
 
+def read_block(kv: SlotKV, slot: int, i: int) -> tuple[F32, F32]:
+    """Block ``i`` of ``slot``'s K and V (layers, heads, 16, head_dim), float32 (exact: the values are bf16)."""
+    lo = i * BLOCK_TOKENS
+    return (
+        kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :].astype(np.float32),
+        kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :].astype(np.float32),
+    )
+
+
+def write_block(kv: SlotKV, slot: int, i: int, k: F32, v: F32) -> None:
+    """K and V into block ``i`` of ``slot`` (float32 -> float64, exact)."""
+    lo = i * BLOCK_TOKENS
+    kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :] = k
+    kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :] = v
+
+
+def held_run(blocks: OrderedDict[int, Held], hashes: list[int], start: int, usable: int) -> int:
+    """How many blocks from ``start`` on, up to ``usable``, ``blocks`` holds in a row; each made most recent."""
+    n = start
+    while n < usable and hashes[n] in blocks:
+        blocks.move_to_end(hashes[n])
+        n += 1
+    return n - start
+
+
+def store_blocks(
+    blocks: OrderedDict[int, Held], hashes: list[int], capacity: int, make: Callable[[int], Held]
+) -> tuple[int, int]:
+    """Every block ``blocks`` lacks gets ``make(i)``, the ones it holds become most recent, and the least recently
+    used go past ``capacity``: the blocks stored and evicted."""
+    stored = evicted = 0
+    for i, h in enumerate(hashes):
+        if h in blocks:
+            blocks.move_to_end(h)
+            continue
+        blocks[h] = make(i)
+        stored += 1
+        while len(blocks) > capacity:
+            blocks.popitem(last=False)
+            evicted += 1
+    return stored, evicted
+
+
 @dataclass
 class CacheStats:
     queries_tokens: int = 0
@@ -112,11 +157,7 @@ class PrefixCache:
         """Number of leading blocks available, never covering the last prompt token."""
         if not self.enabled:
             return 0
-        usable = min(len(hashes), (prompt_len - 1) // BLOCK_TOKENS)
-        n = 0
-        while n < usable and hashes[n] in self._blocks:
-            self._blocks.move_to_end(hashes[n])
-            n += 1
+        n = held_run(self._blocks, hashes, 0, min(len(hashes), (prompt_len - 1) // BLOCK_TOKENS))
         self.stats.queries_tokens += prompt_len
         self.stats.hits_tokens += n * BLOCK_TOKENS
         return n
@@ -124,23 +165,10 @@ class PrefixCache:
     def load(self, hashes: list[int], n_blocks: int, kv: SlotKV, slot: int) -> None:
         """Copy the first ``n_blocks`` cached blocks into ``slot``."""
         for i in range(n_blocks):
-            k_block, v_block = self._blocks[hashes[i]]
-            lo = i * BLOCK_TOKENS
-            kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :] = k_block
-            kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :] = v_block  # float32 -> float64, exact
+            write_block(kv, slot, i, *self._blocks[hashes[i]])
 
     def store(self, hashes: list[int], kv: SlotKV, slot: int) -> None:
         """Cache every full block of the slot's prompt that is not cached yet; evict LRU."""
         if not self.enabled or self.capacity_blocks <= 0:
             return
-        for i, h in enumerate(hashes):
-            if h in self._blocks:
-                self._blocks.move_to_end(h)
-                continue
-            lo = i * BLOCK_TOKENS
-            self._blocks[h] = (
-                kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :].astype(np.float32),
-                kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :].astype(np.float32),
-            )
-            while len(self._blocks) > self.capacity_blocks:
-                self._blocks.popitem(last=False)
+        store_blocks(self._blocks, hashes, self.capacity_blocks, lambda i: read_block(kv, slot, i))

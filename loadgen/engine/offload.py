@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from loadgen.engine.kernels import F32, to_bf16
-from loadgen.engine.kvcache import BLOCK_TOKENS, SlotKV
+from loadgen.engine.kvcache import BLOCK_TOKENS, SlotKV, held_run, read_block, store_blocks, write_block
 
 OffloadDtype = Literal["bf16", "fp8"]
 DTYPES: Final[tuple[OffloadDtype, ...]] = ("bf16", "fp8")
@@ -147,11 +147,7 @@ class OffloadTier:
 
     def match(self, hashes: list[int], start: int, usable: int) -> int:
         """How many blocks from ``start`` on (``start`` blocks found elsewhere) this tier holds, up to ``usable``."""
-        n = start
-        while n < usable and hashes[n] in self._blocks:
-            self._blocks.move_to_end(hashes[n])
-            n += 1
-        return n - start
+        return held_run(self._blocks, hashes, start, usable)
 
     def encode(self, k: F32, v: F32) -> Stored:
         if self.dtype == "bf16":
@@ -168,10 +164,7 @@ class OffloadTier:
     def load(self, hashes: list[int], start: int, n_blocks: int, kv: SlotKV, slot: int) -> None:
         """Blocks ``start..start+n_blocks-1`` into ``slot``, reassembled at the slot's dtype."""
         for i in range(start, start + n_blocks):
-            k, v = self.decode(self._blocks[hashes[i]])
-            lo = i * BLOCK_TOKENS
-            kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :] = k
-            kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :] = v
+            write_block(kv, slot, i, *self.decode(self._blocks[hashes[i]]))
         self.stats.loaded_blocks += n_blocks
         self.stats.load_bytes += n_blocks * self.block_bytes
 
@@ -179,16 +172,9 @@ class OffloadTier:
         """Every full block of the slot's prompt not stored yet; the least recently used go first."""
         if self.capacity_blocks <= 0:
             return
-        for i, h in enumerate(hashes):
-            if h in self._blocks:
-                self._blocks.move_to_end(h)
-                continue
-            lo = i * BLOCK_TOKENS
-            k = kv.k[:, slot, :, lo : lo + BLOCK_TOKENS, :].astype(np.float32)
-            v = kv.v[:, slot, :, lo : lo + BLOCK_TOKENS, :].astype(np.float32)
-            self._blocks[h] = self.encode(k, v)
-            self.stats.stored_blocks += 1
-            self.stats.store_bytes += self.block_bytes
-            while len(self._blocks) > self.capacity_blocks:
-                self._blocks.popitem(last=False)
-                self.stats.evicted_blocks += 1
+        stored, evicted = store_blocks(
+            self._blocks, hashes, self.capacity_blocks, lambda i: self.encode(*read_block(kv, slot, i))
+        )
+        self.stats.stored_blocks += stored
+        self.stats.store_bytes += stored * self.block_bytes
+        self.stats.evicted_blocks += evicted
