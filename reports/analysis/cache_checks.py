@@ -27,6 +27,23 @@ from reports.model.report import CacheExpectation
 Floats = npt.NDArray[np.float64]
 
 
+def own_windows(t: Floats, total: Floats, sent_at: Floats, ended_at: Floats) -> list[tuple[int, int, int] | None]:
+    """Per canary, over one engine's samples ``t`` (sorted, finite) of a cumulative counter ``total``: the last
+    sample before it was sent (b), the first after it ended (e) and the first sample from b on where ``total`` had
+    risen (its own lookup, where nothing else moved the counter); None with no sample on either side, an end not
+    known, or a counter that did not rise from b to e. The one window rule of the prefix-cache counters here and of
+    the by-source counters (``reports.analysis.provenance.counter_split``)."""
+    before = np.searchsorted(t, sent_at, side="right") - 1
+    after = np.searchsorted(t, ended_at, side="left")
+    out: list[tuple[int, int, int] | None] = []
+    for i, (b, e) in enumerate(zip(before.tolist(), after.tolist(), strict=True)):
+        if b < 0 or e >= t.size or not np.isfinite(ended_at[i]) or total[e] <= total[b]:
+            out.append(None)
+            continue
+        out.append((b, e, b + int(np.flatnonzero(total[b : e + 1] > total[b])[0])))
+    return out
+
+
 def counter_evidence(
     sent_at: Floats,
     ended_at: Floats,
@@ -51,20 +68,17 @@ def counter_evidence(
     t, queries, hits = t[keep], queries[keep], hits[keep]
     if t.size < 2:
         return out
-    before = np.searchsorted(t, sent_at, side="right") - 1
-    after = np.searchsorted(t, ended_at, side="left")
-    for i, (b, e) in enumerate(zip(before, after, strict=True)):
-        if b < 0 or e >= t.size or not np.isfinite(ended_at[i]) or queries[e] - queries[b] <= 0:
+    for i, window in enumerate(own_windows(t, queries, sent_at, ended_at)):
+        if window is None:
             continue
+        b, e, moved = window
         if (np.diff(hits[b : e + 1]) < 0).any():
             continue
         if hits[e] == hits[b]:
             out[i] = "miss"
             continue
-        window = queries[b : e + 1]
-        if (np.diff(window) < 0).any():  # the counters went down: the engine restarted, nothing to read
+        if (np.diff(queries[b : e + 1]) < 0).any():  # the counters went down: the engine restarted, nothing to read
             continue
-        moved = b + int(np.flatnonzero(window > queries[b])[0])
         own = np.isfinite(prompt_tokens[i]) and queries[moved] - queries[b] == prompt_tokens[i]
         out[i] = ("hit" if hits[moved] > hits[b] else "miss") if own else "shared"
     return out

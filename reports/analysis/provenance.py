@@ -31,6 +31,7 @@ import pandas as pd  # type: ignore[import-untyped]
 from collectors.read.runfolder import KvSeries, RunData
 from collectors.read.steps import StepTable
 from loadgen.core.stats import ratio, wilson
+from reports.analysis.cache_checks import own_windows
 from reports.model.provenance import CanaryProvenance, ProvenanceGroup, UnprovenRecord
 
 Floats = npt.NDArray[np.float64]
@@ -74,15 +75,12 @@ def counter_split(sent: Floats, ended: Floats, prompt: Floats, kv: KvSeries | No
     t, parts = kv.t[keep], parts[:, keep]
     if t.size < 2:
         return out
-    total = parts.sum(axis=0)
-    before = np.searchsorted(t, sent, side="right") - 1
-    after = np.searchsorted(t, ended, side="left")
-    for i, (b, e) in enumerate(zip(before.tolist(), after.tolist(), strict=True)):
-        if b < 0 or e >= t.size or not np.isfinite(ended[i]) or total[e] <= total[b]:
+    for i, window in enumerate(own_windows(t, parts.sum(axis=0), sent, ended)):
+        if window is None:
             continue
+        b, e, moved = window
         if (np.diff(parts[:, b : e + 1], axis=1) < 0).any():  # a counter went down: the engine restarted
             continue
-        moved = b + int(np.flatnonzero(total[b : e + 1] > total[b])[0])
         delta = parts[:, moved] - parts[:, b]
         if np.isfinite(prompt[i]) and delta.sum() == prompt[i]:
             out.computed[i], out.local[i], out.external[i] = delta
