@@ -54,6 +54,16 @@ collect_results() {  # MATRIX [more tar options]: compare the cells under $R/MAT
     ls -la "$OUT"
 }
 
+tar_run() {  # [more tar options]: $R into $OUT, results.tar.gz (all but the records) and records.tar.gz (canary and
+    # /metrics records), with nvidia-smi's last word
+    nvidia-smi >"$R/nvidia-smi-end.txt" 2>&1
+    tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \
+        --exclude='engine_metrics*.jsonl' "$@" .
+    # shellcheck disable=SC2046
+    tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name 'canaries*.jsonl' -o -name 'engine_metrics*.jsonl' | sort)
+    ls -la "$OUT"
+}
+
 detached() {  # SCRIPT STAGE: run SCRIPT's STAGE in its own session, from a snapshot of the tree (a later call copies
     # over the tree; the carried kit folders, dot-named, stay out of the snapshot)
     local snap=/tmp/snapshot-$2

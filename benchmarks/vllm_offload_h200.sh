@@ -24,7 +24,7 @@ print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda
 print("vllm", vllm.__version__); print("transformers", transformers.__version__); print("locust", locust.__version__)'
 RESULTS=${RESULTS:-/tmp/vllm-offload-results}
 # shellcheck source=benchmarks/h200_common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, log, cmd, detached, wait_for
+. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, log, cmd, tar_run, detached, wait_for
 env_up() {
     # shellcheck disable=SC1091
     . /tmp/bundle/env.sh
@@ -59,12 +59,7 @@ compare() {
 }
 
 collect() {
-    nvidia-smi >"$R/nvidia-smi-end.txt" 2>&1
-    tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \
-        --exclude='engine_metrics*.jsonl' --exclude='*.parquet' .
-    # shellcheck disable=SC2046
-    tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name 'canaries*.jsonl' -o -name 'engine_metrics*.jsonl' | sort)
-    ls -la "$OUT"
+    tar_run --exclude='*.parquet'
 }
 
 for stage in "$@"; do

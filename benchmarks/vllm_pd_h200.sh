@@ -57,7 +57,7 @@ from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 print("kv connectors", " ".join(sorted(KVConnectorFactory._registry)))'
 RESULTS=${RESULTS:-/tmp/vllm-pd-results}
 # shellcheck source=benchmarks/h200_common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results, detached, wait_for
+. "$(dirname "${BASH_SOURCE[0]}")/h200_common.sh"  # OUT, R, MODEL, log, cmd, install, collect_results, tar_run, detached, wait_for
 env_up() {
     # shellcheck disable=SC1091
     . /tmp/bundle/env.sh
@@ -157,13 +157,7 @@ compare() {  # every cell's newest reported run, compared together (nothing is r
 }
 
 collect() {
-    env_up
-    nvidia-smi >"$R/nvidia-smi-end.txt" 2>&1
-    tar -czf "$OUT/results.tar.gz" -C "$R" --exclude='canaries*.jsonl' --exclude='background*.jsonl' \
-        --exclude='engine_metrics*.jsonl' --exclude='*.safetensors' .
-    # shellcheck disable=SC2046
-    tar -czf "$OUT/records.tar.gz" -C "$R" $(cd "$R" && find . -name 'canaries*.jsonl' -o -name 'engine_metrics*.jsonl' | sort)
-    ls -la "$OUT"
+    tar_run --exclude='*.safetensors'
 }
 
 for stage in "$@"; do
