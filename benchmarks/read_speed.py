@@ -3,8 +3,9 @@
 Writes a temporary run folder of N canary records (128 tokens, ids, token strings, logprobs and
 top-2 alternatives: one canonical record serialised once, varied cheaply: 64 distinct completions,
 logprobs and alternatives distinct in every record (256 vectors, each record's first value its own:
-the worst case for a reader that parses a repeated value once), a request id and send time per
-record). Then, each in its own process so that peak RSS is its own, times ``load_run`` and
+the worst case for a reader that parses a repeated value once; float32 values, as vLLM and SGLang send
+them, or with ``--printed-logprobs`` doubles that are none), a request id and send time per record).
+Then, each in its own process so that peak RSS is its own, times ``load_run`` and
 ``load_run`` + ``build_report`` with the fast reader (all cores; ``--workers``) on a folder of N records
 with only its JSONL and on one with its columns file beside it, and with the reference reader
 (``reference=True``, one process) at ``--old-records``. Prints records/s, MB/s of JSONL, the end-to-end
@@ -47,8 +48,16 @@ LEVELS = (0, 1, 2, 4, 8, 16, 32, 64)
 MARK = "@@MARK@@"
 
 
+def _as_held(values: Any, engine_floats: bool) -> Any:
+    """Logprobs as an engine returns them: float32 values (vLLM and SGLang compute them in float32 and send each
+    value's exact double), or, with ``engine_floats`` off, doubles that are no float32 (a server that prints
+    them rounded to a few digits)."""
+    return np.asarray(values, dtype=np.float32).astype(np.float64) if engine_floats else np.asarray(values)
+
+
 def _pieces(
     seed: int = 0,
+    engine_floats: bool = True,
 ) -> tuple[list[bytes], list[tuple[bytes, bytes]], list[tuple[bytes, bytes, bytes, bytes]], Any]:
     """The record serialised once around its marks; the completion and logprob segments that fill them; the
     same values as numbers and token bytes (``Values``), for the columns file."""
@@ -72,9 +81,9 @@ def _pieces(
     logprobs = []
     base = -rng.random(T)
     for _ in range(256):  # drift on most, bitwise equal on some
-        lp = np.minimum(base + rng.normal(0, 1e-3, T) * (rng.random() < 0.8), 0.0)
-        gaps = (rng.random(T) * 3).tolist()
-        top = [[["a", v], ["b", v - g]] for v, g in zip(lp.tolist(), gaps, strict=True)]
+        lp = _as_held(np.minimum(base + rng.normal(0, 1e-3, T) * (rng.random() < 0.8), 0.0), engine_floats)
+        second = _as_held(lp - rng.random(T) * 3, engine_floats)
+        top = [[["a", v], ["b", w]] for v, w in zip(lp.tolist(), second.tolist(), strict=True)]
         lp_bytes, top_bytes = orjson.dumps(lp.tolist()[1:]), orjson.dumps(top[1:])
         top_pre, top_post = b',"top_logprobs":[[["a",', b'],["b",-2.0]],' + top_bytes[1:]
         logprobs.append((b',"logprobs":[', b"," + lp_bytes[1:], top_pre, top_post))
@@ -169,14 +178,17 @@ class ColumnsOut:
             fh.close()
 
 
-def write_folder(run_dir: Path, n: int, *, distinct: bool = True, columns: bool = True) -> int:
+def write_folder(
+    run_dir: Path, n: int, *, distinct: bool = True, columns: bool = True, engine_floats: bool = True
+) -> int:
     """N records in ``canaries.jsonl`` (half of them the reference completion) and a manifest; the file's size.
     ``distinct``: every record's logprobs its own; else 256 logprob vectors repeat (a nearly invariant run).
-    ``columns``: with the columns file the collector writes beside it (else a JSONL-only, older folder)."""
+    ``columns``: with the columns file the collector writes beside it (else a JSONL-only, older folder).
+    ``engine_floats``: logprobs that are float32 values, as engines send them (``_as_held``)."""
     (run_dir / "manifest.json").write_bytes(
         orjson.dumps({"schema": 1, "run_id": "bench", "levels": list(LEVELS), "status": "finished", "endpoint": {}})
     )
-    (p0, p1, p2, p3), completions, logprobs, values = _pieces()
+    (p0, p1, p2, p3), completions, logprobs, values = _pieces(engine_floats=engine_floats)
     rng = np.random.default_rng(1)
     out = ColumnsOut(run_dir) if columns else None
     with open(run_dir / "canaries.jsonl", "wb") as fh:
@@ -194,7 +206,7 @@ def write_folder(run_dir: Path, n: int, *, distinct: bool = True, columns: bool 
                 scalars = b'%d,"inflight_at_send":%d,"sent_at":%.3f' % (level, level, 1.7e9 + i * 1e-3)
                 # distinct: the first logprob and alternative of each record is its own number (written as orjson
                 # writes it: the reader writes each line again from the columns file and compares)
-                own = orjson.dumps(-((i if distinct else lps[j]) + 1.25) * 1e-9)
+                own = orjson.dumps(float(_as_held(-((i if distinct else lps[j]) + 1.25) * 1e-9, engine_floats)))
                 lp_pre, lp_post, top_pre, top_post = logprobs[lps[j]]
                 parts = (p0, b'"r%d"' % i, p1, scalars, p2, seq, lp_pre, own, lp_post, top_pre, own, top_post, text)
                 lines.append(b"".join(parts) + b"," + p3 + b"\n")
@@ -319,6 +331,11 @@ def main() -> None:
     ap.add_argument("--old-records", type=int, default=2_000, help="records for the reference reader")
     ap.add_argument("--workers", type=int, default=None, help="fast reader processes (default: all cores)")
     ap.add_argument("--distinct-only", action="store_true", help="leave out the folder of repeated logprobs")
+    ap.add_argument(
+        "--printed-logprobs",
+        action="store_true",
+        help="logprobs that are no float32 (a server that prints them rounded): the readers hold them as float64",
+    )
     ap.add_argument("--parsers", action="store_true", help="also time orjson and pyarrow parsing the JSONL alone")
     ap.add_argument("--measure", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -349,7 +366,9 @@ def main() -> None:
             if not run_dir.exists():
                 run_dir.mkdir()
                 t0 = time.perf_counter()
-                size = write_folder(run_dir, count, distinct=distinct, columns=columns)
+                size = write_folder(
+                    run_dir, count, distinct=distinct, columns=columns, engine_floats=not args.printed_logprobs
+                )
                 print(f"wrote {count:,} records, {size / 2**20:,.0f} MiB, in {time.perf_counter() - t0:.1f} s")
             if args.parsers and not floor and count == n and not columns:
                 cmd = [sys.executable, __file__, "--measure", "parsers", str(run_dir), "--records", str(n)]

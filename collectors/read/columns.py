@@ -36,10 +36,12 @@ from collectors.read.coresidency import segment_stats
 from collectors.read.matrices import (
     FloatMatrix,
     IntMatrix,
+    StoredFloats,
     _lengths,
     _num,
     _widen,
     flat_ints,
+    narrow,
     pad_flat,
     pad_float,
     pad_ids,
@@ -48,7 +50,7 @@ from collectors.read.recordcheck import check_schema, record_problem
 from loadgen.core.runfiles import open_regular
 from loadgen.core.wire.plausible import usage_problem
 
-_CHUNK_ROWS = 8192
+_CHUNK_ROWS = 2048
 # Scalar record fields kept as frame columns (token sequences go to matrices instead).
 SCALARS = (
     "canary_id",
@@ -114,8 +116,8 @@ class CanaryColumns:
     token_ids: IntMatrix  # (n, w) int32 or int64
     token_codes: IntMatrix  # (n, w) int32 codes into ``vocab``
     vocab: npt.NDArray[np.object_]  # token strings
-    logprobs: FloatMatrix  # (n, w) chosen-token logprobs
-    top_gap: FloatMatrix  # (n, w) top-1 minus top-2 logprob at each position
+    logprobs: StoredFloats  # (n, w) chosen-token logprobs (float32 where exact: ``matrices.narrow``)
+    top_gap: StoredFloats  # (n, w) top-1 minus top-2 logprob at each position (the same)
 
     @property
     def n(self) -> int:
@@ -211,8 +213,8 @@ class ColumnBuilder:
         self._scalars: dict[str, list[Any]] = {k: [] for k in (*SCALARS, *extra)}
         self._ids: list[IntMatrix] = []
         self._codes: list[IntMatrix] = []
-        self._lps: list[FloatMatrix] = []
-        self._gaps: list[FloatMatrix] = []
+        self._lps: list[StoredFloats] = []
+        self._gaps: list[StoredFloats] = []
         self._lens: dict[str, list[npt.NDArray[np.int64]]] = {"n_ids": [], "n_tokens": [], "n_logprobs": []}
         self._batch: dict[str, list[FloatMatrix]] = {k: [] for k in BATCH_OTHERS}
         self._unusable: list[npt.NDArray[np.int64]] = []
@@ -273,10 +275,10 @@ class ColumnBuilder:
             bad = within & ~(np.abs(lps) <= MAX_ABS_LOGPROB)
         lps[bad] = np.nan
         unusable = bad.sum(axis=1).astype(np.int64)
-        self._lps.append(lps)
+        self._lps.append(narrow(lps))
         self._lens["n_logprobs"].append(n_lps)
         gaps, top_bad = self._gap_matrix([r.get("top_logprobs") for r in rows])
-        self._gaps.append(gaps)
+        self._gaps.append(narrow(gaps))
         self._unusable.append(unusable + top_bad)
         for key, values in zip(BATCH_OTHERS, batch_others([r.get("engine_batch_sizes") for r in rows]), strict=True):
             self._batch[key].append(values)

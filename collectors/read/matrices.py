@@ -17,6 +17,9 @@ import numpy.typing as npt
 
 IntMatrix = npt.NDArray[np.integer[Any]]
 FloatMatrix = npt.NDArray[np.float64]
+# a float matrix as held: float32 where every value is one exactly (``narrow``), else float64; arithmetic on it
+# reads it as float64 (``wide``)
+StoredFloats = npt.NDArray[np.float32] | npt.NDArray[np.float64]
 
 
 def _lengths(seqs: list[Any]) -> npt.NDArray[np.int64]:
@@ -59,6 +62,26 @@ def pad_float(seqs: list[list[float | None] | None]) -> tuple[FloatMatrix, npt.N
     return pad_flat(flat, lengths, np.nan, np.float64), lengths
 
 
+def narrow(mat: FloatMatrix) -> StoredFloats:
+    """``mat`` as float32 when every value, NaN included, is a float32 exactly (engines compute logprobs in
+    float32 and print them as such: the held matrix is then half the size), else ``mat`` itself. Lossless
+    either way: ``wide`` gives back the same float64 values."""
+    small = mat.astype(np.float32)
+    return small if np.array_equal(small, mat, equal_nan=True) else mat
+
+
+def place_floats(out: dict[str, Any], name: str, flat: FloatMatrix) -> None:
+    """Before ``flat`` goes into ``out[name]``, a matrix allocated as float32: widen that matrix to float64 once
+    some value is no float32 (the rule of ``narrow``, for a matrix filled chunk by chunk)."""
+    if out[name].dtype == np.float32 and not np.array_equal(flat.astype(np.float32), flat, equal_nan=True):
+        out[name] = out[name].astype(np.float64)
+
+
+def wide(values: StoredFloats) -> FloatMatrix:
+    """Held floats as float64, for arithmetic (a copy only when they are held as float32)."""
+    return np.asarray(values, dtype=np.float64)
+
+
 def filled(shape: tuple[int, int], fill: float, dtype: Any) -> Any:
     """``np.full(shape, fill, dtype)``, a big matrix in memory mapped here rather than by numpy: numpy asks Linux
     for transparent huge pages for a big array (``madvise``), and on the 2-core development machine (a VM) first
@@ -75,21 +98,46 @@ def filled(shape: tuple[int, int], fill: float, dtype: Any) -> Any:
 _MAPPED_FROM = 1 << 24
 
 
+def mapped_copy(mat: Any) -> Any:
+    """``mat`` copied into memory mapped here, so that letting it go gives it back to the system at once. Why: a
+    reader's parts arrive one by one as arrays of a few MB, which the C allocator places in its heap, and memory
+    freed in that heap is kept by the process: joining a run's parts (``_widen``) then held the parts and the
+    joined matrices together, 1,284 MiB against 823 MiB after reading 200,000 records (docs/performance.md)."""
+    if mat.nbytes < _COPIED_FROM:
+        return mat
+    out = np.frombuffer(mmap.mmap(-1, mat.nbytes), dtype=mat.dtype).reshape(mat.shape)
+    out[...] = mat
+    return out
+
+
+_COPIED_FROM = 1 << 20
+
+
 def _widen(mats: list[Any], fill: float) -> Any:
     """The matrices stacked, padded with ``fill`` to the widest. Consumes ``mats``: each entry is let go
-    once it is copied, so stacking needs the pieces plus the result, not twice the whole."""
+    once it is copied, and a big result's pages are first touched as its rows are written (``_unfilled``), so
+    stacking needs the pieces plus about one of them, not the pieces and the whole result."""
     if len(mats) == 1:  # one part is already the whole: no copy
         only, mats[0] = mats[0], _GONE
         return only
     w = max((m.shape[1] for m in mats), default=0)
     dtype = np.result_type(*mats) if mats else np.int32
-    out = filled((sum(m.shape[0] for m in mats), w), fill, dtype)
+    out = _unfilled((sum(m.shape[0] for m in mats), w), dtype)
     r = 0
     for k in range(len(mats)):
         m, mats[k] = mats[k], _GONE
         out[r : r + m.shape[0], : m.shape[1]] = m
+        out[r : r + m.shape[0], m.shape[1] :] = fill
         r += m.shape[0]
     return out
+
+
+def _unfilled(shape: tuple[int, int], dtype: Any) -> Any:
+    """A matrix whose every value the caller writes: a big one mapped here (``filled``), untouched until then."""
+    size = shape[0] * shape[1] * np.dtype(dtype).itemsize
+    if size < _MAPPED_FROM:
+        return np.empty(shape, dtype)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(shape)
 
 
 _GONE = np.zeros((0, 0), np.int32)  # stands for a matrix already copied into a stacked one

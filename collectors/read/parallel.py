@@ -32,12 +32,15 @@ import pandas as pd  # type: ignore[import-untyped]
 from collectors.jsonl import LINE_LIMIT, bounded_lines
 from collectors.read.columns import CanaryColumns, ColumnBuilder, FileRead, file_read
 from collectors.read.fastcolumns import READ_BUFFER, FastColumnBuilder
-from collectors.read.matrices import _GONE, _widen
+from collectors.read.matrices import _GONE, _widen, mapped_copy
 from collectors.read.sidecar import ColumnsFileBuilder, has_columns, read_file
 from loadgen.core.errors import RunFolderError
 from loadgen.core.runfiles import open_lines
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this much canary JSONL per worker, one process reads it all
+# at most this much JSONL per range: a worker holds one range's columns at a time (about 10,000 records of 128
+# tokens), so the workers' memory stays small beside the joined columns however big the run
+RANGE_BYTES = 128 << 20
 
 
 @dataclass
@@ -73,10 +76,10 @@ def read_canaries(
     tasks = [
         (p, a, b, line_limit)
         for p, size in zip(paths, sizes, strict=True)
-        for a, b in line_ranges(p, size, workers * 2, line_limit)
+        for a, b in line_ranges(p, size, max(workers * 2, -(-size // RANGE_BYTES)), line_limit)
     ]
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("forkserver")) as pool:
-        reads = list(pool.map(read_range, *zip(*tasks, strict=True)))
+        reads = [_apart(r) for r in pool.map(read_range, *zip(*tasks, strict=True))]
     if any(r.failed for r in reads):  # the sequential read raises its own error, naming the same record
         return _sequential(paths, line_limit)
     files = []
@@ -92,6 +95,14 @@ def read_canaries(
         records = sum(r.columns.n for r in mine)
         files.append(file_read(path, records, skipped, malformed))
     return merge_columns([r.columns for r in reads]), files
+
+
+def _apart(read: RangeRead) -> RangeRead:
+    """``read`` with its matrices moved out of the allocator's heap as it arrives (``matrices.mapped_copy``)."""
+    c = read.columns
+    c.token_ids, c.token_codes = mapped_copy(c.token_ids), mapped_copy(c.token_codes)
+    c.logprobs, c.top_gap = mapped_copy(c.logprobs), mapped_copy(c.top_gap)
+    return read
 
 
 def _sequential(paths: list[Path], line_limit: int) -> tuple[CanaryColumns, list[FileRead]]:
@@ -183,6 +194,8 @@ def merge_columns(parts: list[CanaryColumns]) -> CanaryColumns:
     words = np.empty(len(vocab), dtype=object)
     words[:] = list(vocab)
     frame = pd.concat([p.frame for p in parts], ignore_index=True) if len(parts) > 1 else parts[0].frame
+    for p in parts:  # the parts' frames are copied: let them go before the matrices are joined
+        p.frame = None
     return CanaryColumns(
         frame=frame,
         token_ids=_join(parts, "token_ids", -1),

@@ -41,7 +41,7 @@ from collectors.read.columns import (
     usage_values,
 )
 from collectors.read.fastcolumns import READ_BUFFER, FastColumnBuilder, _segment_gaps
-from collectors.read.matrices import filled
+from collectors.read.matrices import filled, place_floats
 from collectors.read.proofpool import prove_file
 from collectors.read.recordcheck import (
     _REQUIRED as REQUIRED,
@@ -279,6 +279,7 @@ class ColumnsFileBuilder(FastColumnBuilder):
         self._lens["n_tokens"].append(n_tok)
         # null, NaN, infinite or absurd logprobs inside a sequence: left out (NaN) and counted per record
         lps, unusable = _left_out(m.read("lp", a, b), n_lp)
+        place_floats(out, "lp", lps)
         _place(out["lp"], a, lps, n_lp)
         self._lens["n_logprobs"].append(n_lp)
         per_row = n_top.clip(0)
@@ -286,6 +287,7 @@ class ColumnsFileBuilder(FastColumnBuilder):
         if pos_bad.any():
             owner = np.repeat(np.arange(b - a), per_row)
             unusable += np.bincount(owner, weights=pos_bad, minlength=b - a).astype(np.int64)
+        place_floats(out, "top", pos_gap)
         _place(out["top"], a, pos_gap, n_top)
         self._unusable.append(unusable)
         for key, values in zip(BATCH_OTHERS, batch_others(sizes), strict=True):
@@ -324,13 +326,14 @@ _LENGTH = {"ids": "n_ids", "codes": "n_tok", "lp": "n_lp", "top": "n_top"}
 
 def _allocate(m: Mapped) -> dict[str, Any]:
     """The covered rows' padded matrices, allocated once at their final width (``_widen``'s), filled chunk by
-    chunk: no chunk matrices kept, and nothing to copy at the end when the file is read from its columns alone."""
+    chunk: no chunk matrices kept, and nothing to copy at the end when the file is read from its columns alone.
+    The float ones start as float32 and widen at the first value that is no float32 (``matrices.place_floats``)."""
     width = {k: max(int(m.index[c].max(initial=0)), 0) for k, c in _LENGTH.items()}
     return {
         k: filled(
             (m.rows, width[k]),
             -1 if k in ("ids", "codes") else np.nan,
-            np.int32 if k in ("ids", "codes") else np.float64,
+            np.int32 if k in ("ids", "codes") else np.float32,
         )
         for k in _LENGTH
     }

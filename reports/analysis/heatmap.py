@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from collectors.read.matrices import StoredFloats
 from reports.analysis.kernels import Rows, chunks
 from reports.model.report import DriftHeatmap
 
@@ -21,9 +22,9 @@ MAX_COLUMNS = 64
 
 
 def drift_by_position(
-    lp: npt.NDArray[np.float64],
+    lp: StoredFloats,
     rows: Rows,
-    ref_lp: npt.NDArray[np.float64],
+    ref_lp: StoredFloats,
     compare_len: npt.NDArray[np.int64],
     row_levels: npt.NDArray[Any],
     levels: list[int],

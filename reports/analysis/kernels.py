@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from collectors.read.matrices import StoredFloats, wide
+
 Rows = npt.NDArray[np.int64]
 _CHUNK_BYTES = 4 << 20  # temporaries per chunk stay around a few MiB
 _P1 = np.uint64(0x9E3779B97F4A7C15)
@@ -72,12 +74,13 @@ def _group_exact(mat: npt.NDArray[Any], rows: Rows) -> tuple[npt.NDArray[np.int6
 
 
 def drift(
-    lp: npt.NDArray[np.float64], rows: Rows, ref_lp: npt.NDArray[np.float64], compare_len: npt.NDArray[np.int64]
+    lp: StoredFloats, rows: Rows, ref_lp: StoredFloats, compare_len: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """Per row, over positions before ``compare_len`` where both logprobs exist: max and mean of
     |lp - ref_lp|, 1.0 if all are exactly equal else 0.0 (NaN for a row with no such position), and how many
     such positions there were."""
     n, w = len(rows), lp.shape[1]
+    ref_lp = wide(ref_lp)  # float64 arithmetic whatever the matrix holds (a float32 row minus it is float64)
     dmax, dmean, bitwise = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     positions = np.zeros(n, np.int64)
     if w == 0 or n == 0:
@@ -97,7 +100,7 @@ def drift(
 
 
 def first_drift(
-    lp: npt.NDArray[np.float64], rows: Rows, ref_lp: npt.NDArray[np.float64], compare_len: npt.NDArray[np.int64]
+    lp: StoredFloats, rows: Rows, ref_lp: StoredFloats, compare_len: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
     """Per row, the first position before ``compare_len`` where its chosen-token logprob and the reference's
     both exist and are not bitwise equal; -1 where there is none (every compared position equal)."""
@@ -105,6 +108,7 @@ def first_drift(
     out = np.full(n, -1, np.int64)
     if w == 0 or n == 0:
         return out
+    ref_lp = wide(ref_lp)
     cols = np.arange(w)
     for sl in chunks(rows, w):
         moved = (lp[rows[sl]] != ref_lp) & (cols < compare_len[sl, None])

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from collectors.read.columns import CanaryColumns
+from collectors.read.matrices import wide
 from loadgen.core.identity import reference_index
 from reports.analysis.identity import Identity, choose, first_divergence_rows
 from reports.analysis.provenance import LABELS, Objects
@@ -85,7 +86,7 @@ def _against(cols: CanaryColumns, ident: Identity, at: Rows, sel: Rows, ref: _Re
     drift: list[float] = []
     bitwise = 0
     for j, k in zip(sel.tolist(), fd.tolist(), strict=True):
-        lp = cols.logprobs[at[j]]
+        lp = wide(cols.logprobs[at[j]])
         if k < 0 and np.array_equal(lp, ref.lp, equal_nan=True):
             bitwise += 1
         w = min(lp.shape[0], ref.lp.shape[0], k if k >= 0 else width)
@@ -103,7 +104,7 @@ def _block(cols: CanaryColumns, at: Rows, label: Objects, present: list[str]) ->
     for name in dict.fromkeys([present[0], "gpu_prefix"]):
         if name in present:
             r = _reference(cols, ident, at, np.flatnonzero(label == name))
-            refs[name] = (r, _Ref(ident.mat[ident.mrows[r]], cols.logprobs[at[r]]))
+            refs[name] = (r, _Ref(ident.mat[ident.mrows[r]], wide(cols.logprobs[at[r]])))
     base = present[0]
     groups: list[KvEffectGroup] = []
     for name in present:
