@@ -159,8 +159,11 @@ def trace_split(table: StepTable, request_ids: Objects, *, pd_run: bool) -> tupl
     return answer, prefill
 
 
-def first_known(*splits: Split) -> Split:
-    """Per row the first split that knows it; the evidence of the first that said anything (``shared``) else."""
+def first_known(*splits: Split) -> Split | None:
+    """Per row the first split that knows it; the evidence of the first that said anything (``shared``) else; None
+    of none (a split holds values only where its evidence knows them, so one split is its own answer)."""
+    if len(splits) <= 1:
+        return splits[0] if splits else None
     n = len(splits[0].evidence)
     out = Split.unknown(n)
     done = np.zeros(n, bool)
@@ -240,16 +243,19 @@ def provenance_rows(
     sent = frame["sent_at"].to_numpy(dtype=float)
     ended = sent + frame["latency_s"].to_numpy(dtype=float)
     prompt = frame["prompt_tokens"].to_numpy(dtype=float)
-    traced = (
-        trace_split(trace, frame["request_id"].to_numpy(dtype=object), pd_run=pd_run)
-        if trace is not None
-        else (Split.unknown(n), Split.unknown(n))
-    )
-    if pd_run:
-        counted = (side_counters(sent, ended, prompt, decode_kv), side_counters(sent, ended, prompt, prefill_kv))
-    else:
-        counted = (counter_split(sent, ended, prompt, engine_kv), Split.unknown(n))
-    split, prefill = first_known(traced[0], counted[0]), first_known(traced[1], counted[1])
+    # (answering engine's, prefill server's) from each source the run has, in order of trust: only those are built
+    sources: list[tuple[Split, Split | None]] = []
+    if trace is not None:
+        answer, before = trace_split(trace, frame["request_id"].to_numpy(dtype=object), pd_run=pd_run)
+        sources.append((answer, before if pd_run else None))
+    if pd_run and (decode_kv or prefill_kv):
+        sources.append((side_counters(sent, ended, prompt, decode_kv), side_counters(sent, ended, prompt, prefill_kv)))
+    elif not pd_run and engine_kv is not None:
+        sources.append((counter_split(sent, ended, prompt, engine_kv), None))
+    split, prefill = first_known(*[a for a, _ in sources]), first_known(*[b for _, b in sources if b is not None])
+    if split is None or prefill is None:  # no source: one unknown split serves both (nothing writes to it)
+        blank = Split.unknown(n)
+        split, prefill = split or blank, prefill or blank
     specs = {str(c.get("id", "canary")): c for c in scenario.get("canaries") or []}
     asked = np.array(
         [
