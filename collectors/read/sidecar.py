@@ -40,7 +40,7 @@ from collectors.read.columns import (
     request_values,
     usage_values,
 )
-from collectors.read.fastcolumns import READ_BUFFER, FastColumnBuilder, _segment_gaps
+from collectors.read.fastcolumns import READ_BUFFER, SHARED, FastColumnBuilder, _segment_gaps
 from collectors.read.matrices import filled, place_floats
 from collectors.read.proofpool import prove_file
 from collectors.read.recordcheck import (
@@ -131,8 +131,8 @@ def _heads(m: Mapped, a: int, b: int) -> list[Any]:
 
 
 # string fields whose values repeat from record to record, each value kept once (``_shared``, in
-# ``FastColumnBuilder._texts``, where the JSONL reader keeps each text once)
-_SHARED = frozenset(("canary_id", "phase", "status", "error_kind", "finish_reason", "text", "worker", "cache_action"))
+# ``FastColumnBuilder._texts``, as the JSONL reader keeps them)
+_SHARED = frozenset(SHARED)
 _HEAD_KEYS = tuple(dict.fromkeys((*SCALARS, *sorted(REQUIRED), "schema", "request", "usage", "engine_batch_sizes")))
 _GET = operator.itemgetter(*_HEAD_KEYS)
 
