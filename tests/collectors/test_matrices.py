@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from collectors.read.matrices import narrow, place_floats, wide
+from collectors.read.matrices import _widen, mapped_copy, narrow, place_floats, wide
 from collectors.read.runfolder import load_run
 from reports.analysis.build import build_report
 from tests.reports.runkit import rec, write_run
@@ -43,6 +43,21 @@ def test_a_matrix_filled_chunk_by_chunk_widens_at_its_first_value_that_is_no_flo
     place_floats(out, "lp", np.array([NOT_F32, np.nan]))
     assert out["lp"].dtype == np.float64
     assert out["lp"][0].tolist() == F32[:2]  # the rows already placed keep their values
+
+
+def test_big_parts_joined_in_mapped_memory_keep_their_values_and_pad_the_rest() -> None:
+    """Parts of a big run, moved out of the heap as they arrive, joined into memory that no fill touched first:
+    every row is a part's row padded to the widest with the fill, as ``np.full`` and a copy would give."""
+    rng = np.random.default_rng(0)
+    parts = [rng.random((40_000, 64)).astype(np.float32), rng.random((30_000, 100)).astype(np.float32)]
+    want = np.full((70_000, 100), np.nan, np.float32)
+    want[:40_000, :64], want[40_000:] = parts
+    moved = [mapped_copy(p) for p in parts]
+    assert all(np.array_equal(m, p) and m.dtype == p.dtype for m, p in zip(moved, parts, strict=True))
+    got = _widen(moved, np.nan)
+    assert got.nbytes >= 16 << 20  # big enough to be mapped rather than allocated by numpy
+    assert np.array_equal(got, want, equal_nan=True)
+    assert moved[0].size == 0  # each part let go as it was copied
 
 
 def _records(logprobs: list[list[float]]) -> list[dict[str, object]]:
