@@ -49,15 +49,12 @@ MARK = "@@MARK@@"
 
 
 def _as_held(values: Any, engine_floats: bool) -> Any:
-    """Logprobs as an engine returns them: float32 values (vLLM and SGLang compute them in float32 and send each
-    value's exact double), or, with ``engine_floats`` off, doubles that are no float32 (a server that prints
-    them rounded to a few digits)."""
+    """Logprobs as vLLM and SGLang send them, float32 values; else doubles that are none (a server that rounds)."""
     return np.asarray(values, dtype=np.float32).astype(np.float64) if engine_floats else np.asarray(values)
 
 
 def _pieces(
-    seed: int = 0,
-    engine_floats: bool = True,
+    seed: int = 0, engine_floats: bool = True
 ) -> tuple[list[bytes], list[tuple[bytes, bytes]], list[tuple[bytes, bytes, bytes, bytes]], Any]:
     """The record serialised once around its marks; the completion and logprob segments that fill them; the
     same values as numbers and token bytes (``Values``), for the columns file."""
@@ -331,11 +328,7 @@ def main() -> None:
     ap.add_argument("--old-records", type=int, default=2_000, help="records for the reference reader")
     ap.add_argument("--workers", type=int, default=None, help="fast reader processes (default: all cores)")
     ap.add_argument("--distinct-only", action="store_true", help="leave out the folder of repeated logprobs")
-    ap.add_argument(
-        "--printed-logprobs",
-        action="store_true",
-        help="logprobs that are no float32 (a server that prints them rounded): the readers hold them as float64",
-    )
+    ap.add_argument("--printed-logprobs", action="store_true", help="logprobs that are no float32 (held as float64)")
     ap.add_argument("--parsers", action="store_true", help="also time orjson and pyarrow parsing the JSONL alone")
     ap.add_argument("--measure", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -366,9 +359,8 @@ def main() -> None:
             if not run_dir.exists():
                 run_dir.mkdir()
                 t0 = time.perf_counter()
-                size = write_folder(
-                    run_dir, count, distinct=distinct, columns=columns, engine_floats=not args.printed_logprobs
-                )
+                floats = not args.printed_logprobs
+                size = write_folder(run_dir, count, distinct=distinct, columns=columns, engine_floats=floats)
                 print(f"wrote {count:,} records, {size / 2**20:,.0f} MiB, in {time.perf_counter() - t0:.1f} s")
             if args.parsers and not floor and count == n and not columns:
                 cmd = [sys.executable, __file__, "--measure", "parsers", str(run_dir), "--records", str(n)]
