@@ -73,7 +73,7 @@ def narrow(mat: FloatMatrix) -> StoredFloats:
 def place_floats(out: dict[str, Any], name: str, flat: FloatMatrix) -> None:
     """Before ``flat`` goes into ``out[name]``, a matrix allocated as float32: widen that matrix to float64 once
     some value is no float32 (the rule of ``narrow``, for a matrix filled chunk by chunk)."""
-    if out[name].dtype == np.float32 and not np.array_equal(flat.astype(np.float32), flat, equal_nan=True):
+    if out[name].dtype == np.float32 and narrow(flat).dtype != np.float32:
         out[name] = out[name].astype(np.float64)
 
 
@@ -87,10 +87,7 @@ def filled(shape: tuple[int, int], fill: float, dtype: Any) -> Any:
     for transparent huge pages for a big array (``madvise``), and on the 2-core development machine (a VM) first
     touching those was 3 to 6 times slower than plain pages: 3 GB took 3.9-6.9 s against 1.1-1.7 s, a quarter
     of reading a million records (docs/performance.md)."""
-    size = shape[0] * shape[1] * np.dtype(dtype).itemsize
-    if size < _MAPPED_FROM:
-        return np.full(shape, fill, dtype)
-    mat = np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(shape)
+    mat = _unfilled(shape, dtype)
     mat.fill(fill)
     return mat
 
@@ -105,7 +102,7 @@ def mapped_copy(mat: Any) -> Any:
     joined matrices together, 1,284 MiB against 823 MiB after reading 200,000 records (docs/performance.md)."""
     if mat.nbytes < _COPIED_FROM:
         return mat
-    out = np.frombuffer(mmap.mmap(-1, mat.nbytes), dtype=mat.dtype).reshape(mat.shape)
+    out = _mapped(mat.shape, mat.dtype)
     out[...] = mat
     return out
 
@@ -134,10 +131,14 @@ def _widen(mats: list[Any], fill: float) -> Any:
 
 def _unfilled(shape: tuple[int, int], dtype: Any) -> Any:
     """A matrix whose every value the caller writes: a big one mapped here (``filled``), untouched until then."""
-    size = shape[0] * shape[1] * np.dtype(dtype).itemsize
-    if size < _MAPPED_FROM:
+    if shape[0] * shape[1] * np.dtype(dtype).itemsize < _MAPPED_FROM:
         return np.empty(shape, dtype)
-    return np.frombuffer(mmap.mmap(-1, size), dtype=dtype).reshape(shape)
+    return _mapped(shape, dtype)
+
+
+def _mapped(shape: tuple[int, ...], dtype: Any) -> Any:
+    """An array in anonymous memory mapped here (not empty: a zero-byte mapping cannot be made)."""
+    return np.frombuffer(mmap.mmap(-1, int(np.prod(shape)) * np.dtype(dtype).itemsize), dtype=dtype).reshape(shape)
 
 
 _GONE = np.zeros((0, 0), np.int32)  # stands for a matrix already copied into a stacked one
