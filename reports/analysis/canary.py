@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd  # type: ignore[import-untyped]
 
-from collectors.read.matrices import StoredFloats, wide
+from collectors.read.matrices import StoredFloats
 from collectors.read.runfolder import CanaryColumns
 from loadgen.core.claims import DEFAULT_MAX_RATE, Claim, level_claim
 from loadgen.core.identity import reference_index
@@ -144,7 +144,7 @@ class CanaryView:
         if self.identity.kind == "text" or self.ref is None:
             return
         lp = self.cols.logprobs
-        ref_lp = wide(lp[self.rows[self.ref]]) if lp.shape[1] else np.zeros(0)
+        ref_lp = lp[self.rows[self.ref]] if lp.shape[1] else np.zeros(0)
         if lp.shape[1] == 0 or bool(np.isnan(ref_lp).all()):
             return
         comp = np.flatnonzero(self.comp)
@@ -400,7 +400,7 @@ def drift_heatmap(c: CanaryView, sweep: npt.NDArray[np.bool_], levels: list[int]
     if c.ref is None or lp.shape[1] == 0 or c.identity.kind == "text":
         return None
     sel = np.flatnonzero(sweep & c.comp & (c.cmp_len >= 0))
-    ref_lp = wide(lp[c.rows[c.ref]])
+    ref_lp = lp[c.rows[c.ref]]
     return heatmap.drift_by_position(lp, c.rows[sel], ref_lp, c.cmp_len[sel], c.level[sel], levels)
 
 

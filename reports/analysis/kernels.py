@@ -80,7 +80,7 @@ def drift(
     |lp - ref_lp|, 1.0 if all are exactly equal else 0.0 (NaN for a row with no such position), and how many
     such positions there were."""
     n, w = len(rows), lp.shape[1]
-    ref_lp = wide(ref_lp)  # float64 arithmetic whatever the matrix holds (a float32 row minus it is float64)
+    ref_lp = wide(ref_lp)  # float64 arithmetic whatever the matrix and the reference are held as: here, once
     dmax, dmean, bitwise = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     positions = np.zeros(n, np.int64)
     if w == 0 or n == 0:

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from collectors.read.matrices import wide
 from collectors.read.runfolder import CanaryColumns
 from loadgen.core.stats import ratio, wilson
 from reports.analysis import identity as ident
@@ -283,7 +282,7 @@ def _fork_split(cols: CanaryColumns, cid: str, ref_request: str | None) -> tuple
     div = fd >= 0
     if identity.kind == "text" or cols.logprobs.shape[1] == 0:
         return 0, 0, int(div.sum())
-    ref_lp = wide(cols.logprobs[ref])
+    ref_lp = cols.logprobs[ref]
     moved_at = first_drift(cols.logprobs, rows[div], ref_lp, fd[div])
     has_lp = ~np.isnan(cols.logprobs[rows[div], 0]) if cols.logprobs.shape[1] else np.zeros(int(div.sum()), bool)
     moved = int(((moved_at >= 0) & has_lp).sum())
