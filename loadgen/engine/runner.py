@@ -125,10 +125,13 @@ class RequestStream:
         :class:`EngineDead` once the engine thread died and nothing more will come."""
         if self.finished:
             return []
-        await self._ready.wait()
-        self._ready.clear()
-        if self._dead is not None and not self._pending:
-            raise EngineDead(self._dead)
+        # waits only while there is nothing to say: a death that arrived behind pending tokens is raised on the
+        # call after them (waiting then would wait forever, the event having been cleared by the call before)
+        while not self._pending and self._dead is None:
+            await self._ready.wait()
+            self._ready.clear()
+        if not self._pending:
+            raise EngineDead(self._dead or "")
         events, self._pending = self._pending, []
         if events and events[-1].finish_reason is not None:
             self.finished = True

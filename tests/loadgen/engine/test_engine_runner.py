@@ -9,6 +9,7 @@ with the reason, so a launcher or a load balancer stops sending.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -19,6 +20,9 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+
+from loadgen.engine.runner import EngineDead, RequestStream
+from loadgen.engine.scheduler import Delivery, TokenEvent
 
 KILLER = """
 import sys
@@ -88,3 +92,22 @@ def test_a_dead_engine_thread_answers_every_request_and_fails_health(engine: str
         status, raw = request(engine + path, body or chat)
         assert status == 503 and b"the engine thread died" in raw
     assert request(engine + "/reset_prefix_cache", {})[0] == 503
+
+
+def test_tokens_then_death_hands_the_tokens_and_then_the_death_never_a_wait() -> None:
+    """The class of the race the test above can lose: the thread's last step delivered tokens, then it died,
+    both before the handler looked. The handler takes the tokens, and its next look raises at once."""
+
+    async def scenario() -> None:
+        for delivered in (0, 1, 3):
+            stream = RequestStream("r", [1, 2])
+            for n in range(delivered):
+                stream._deliver(Delivery("r", 0, [TokenEvent(n, -0.1, (), "x")], 1))
+            stream._fail("the engine thread died: RuntimeError: boom")
+            if delivered:
+                events = await asyncio.wait_for(stream.next_events(), timeout=5)
+                assert [e.token_id for e in events] == list(range(delivered))
+            with pytest.raises(EngineDead, match="boom"):
+                await asyncio.wait_for(stream.next_events(), timeout=5)
+
+    asyncio.run(scenario())
