@@ -15,6 +15,18 @@
 #   wait             waits up to WAIT_S seconds (default 540); name `collect` after it, in the same call
 #   compare          `loadgen matrix --reuse`: every reported cell compared together, then `collect`
 #   collect          results.tar.gz (reports, traces, logs, commands) and records.tar.gz (canary records)
+#   lmcache          item 4, in the call after `install`'s (nothing else of the kit is carried again): LMCache's
+#                    wheel from the carried .lmcache/ (lmcache 0.5.3, the newest built against torch 2.11.0 with
+#                    CUDA 13, and the few of its imports the image lacks) installed with --no-deps, the
+#                    connector's import chain tried and written to lmcache-install.txt; then, if it imports, the
+#                    two cells of the scenario written from offload.toml (the tier's flags out,
+#                    LMCacheConnectorV1 with a 4 GiB local CPU store in), VLLM_BATCH_INVARIANT 0 and 1, side by
+#                    side for at most LANE_S seconds (default 400), then `collect` in the same call
+#   The wheels, made here (docs/results/vllm-offload-h200/README.md has the list and why each is there):
+#     pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 ... --no-deps \
+#       -d .lmcache lmcache==0.5.3 aiofile caio cryptography cffi pycparser nvtx redis \
+#       opentelemetry-api==1.40.0 opentelemetry-sdk==1.40.0 opentelemetry-semantic-conventions==0.61b0 \
+#       opentelemetry-exporter-prometheus==0.61b0 'importlib-metadata<8.8'
 #
 # Usage: bash benchmarks/vllm_offload_h200.sh STAGE [STAGE...]. Send a call's output to a file and print it after.
 KIT=vllm
@@ -62,9 +74,58 @@ collect() {
     tar_run --exclude='*.parquet'
 }
 
+LMCACHE_CELLS='
+[[matrix.cells]]
+name = "lmcache-bi1"
+kv_offload = false
+args = ["--kv-transfer-config", "{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}"]
+env = { VLLM_BATCH_INVARIANT = "1", LMCACHE_CHUNK_SIZE = "256", LMCACHE_LOCAL_CPU = "True", LMCACHE_MAX_LOCAL_CPU_SIZE = "4", LMCACHE_TRACK_USAGE = "false", PYTHONHASHSEED = "0" }
+labels = { batch_invariant = "1", kv_tier = "lmcache-cpu-4g" }
+
+[[matrix.cells]]
+name = "lmcache-bi0"
+kv_offload = false
+args = ["--kv-transfer-config", "{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}"]
+env = { VLLM_BATCH_INVARIANT = "0", LMCACHE_CHUNK_SIZE = "256", LMCACHE_LOCAL_CPU = "True", LMCACHE_MAX_LOCAL_CPU_SIZE = "4", LMCACHE_TRACK_USAGE = "false", PYTHONHASHSEED = "0" }
+labels = { batch_invariant = "0", kv_tier = "lmcache-cpu-4g" }
+compare_to = "lmcache-bi1"
+'
+
+lmcache() {  # item 4: install, the import chain, then the two cells if it imports
+    env_up
+    cp /tmp/vllm-why-results/versions.txt "$R/" 2>/dev/null
+    log "lmcache: install"
+    cmd python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .lmcache/*.whl >"$R/lmcache-install.txt" 2>&1
+    {
+        echo "pip exit $?"
+        python3 -c 'from importlib.metadata import version; print("lmcache", version("lmcache"))
+import torch, lmcache.c_ops; print("lmcache.c_ops loads under torch", torch.__version__)
+from lmcache.integration.vllm.vllm_v1_adapter import LMCacheConnectorV1Impl as c; print("adapter imports:", c.__name__)
+import vllm.distributed.kv_transfer.kv_connector.v1.lmcache_connector as m; print("connector imports:", m.__name__)'
+        python3 -c 'from vllm.distributed.kv_transfer.kv_connector.v1 import lmcache_integration as m
+print("native adapter (use_native) imports:", m.vllm_v1_adapter.__name__)' 2>&1 | tail -1
+    } >>"$R/lmcache-install.txt" 2>&1
+    cat "$R/lmcache-install.txt"
+    grep -q '^adapter imports' "$R/lmcache-install.txt" || { log "lmcache: the adapter does not import"; return 1; }
+    mkdir -p "$R/scenario-files"
+    # offload.toml with its tier's flag and cells replaced by the LMCache cells
+    sed -e '/^kv_offload = { size_gib/d' -e '/^\[\[matrix.cells\]\]/,$d' -e 's/^name = "vllm-offload"/name = "vllm-lmcache"/' \
+        -e "s/^canaries_per_level = .*/canaries_per_level = ${LMCACHE_PER_LEVEL:-8}/" \
+        "$SCENARIO" >"$R/scenario-files/lmcache.toml" && printf '%s' "$LMCACHE_CELLS" >>"$R/scenario-files/lmcache.toml"
+    for cell in lmcache-bi1 lmcache-bi0; do
+        (log "lane $cell"
+            cmd timeout "${LANE_S:-400}" python3 -m loadgen matrix "$R/scenario-files/lmcache.toml" --cells "$cell" \
+                --out "$R/lmcache" >>"$R/lane-$cell.out" 2>&1
+            log "lane $cell exit $?") &
+    done
+    wait
+    log "lmcache: every lane done"
+}
+
 for stage in "$@"; do
     case $stage in
-        cells | compare | collect) $stage ;;
+        cells | compare | collect | lmcache) $stage ;;
         start) detached benchmarks/vllm_offload_h200.sh cells && mv "$R/cells.pid" "$R/matrix.pid" ;;
         wait) wait_for matrix "${WAIT_S:-540}" ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
