@@ -21,7 +21,8 @@
 #                    connector's import chain tried and written to lmcache-install.txt; then, if it imports, the
 #                    two cells of the scenario written from offload.toml (the tier's flags out,
 #                    LMCacheConnectorV1 with a 4 GiB local CPU store in), VLLM_BATCH_INVARIANT 0 and 1, side by
-#                    side for at most LANE_S seconds (default 400), then `collect` in the same call
+#                    side for at most LANE_S seconds (default 400; LMCACHE_PER_LEVEL canaries a level, default 8,
+#                    at LMCACHE_LEVELS, default [0, 8, 24]), then `collect` in the same call
 #   The wheels, made here (docs/results/vllm-offload-h200/README.md has the list and why each is there):
 #     pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 ... --no-deps \
 #       -d .lmcache lmcache==0.5.3 aiofile caio cryptography cffi pycparser nvtx redis \
@@ -112,6 +113,7 @@ print("native adapter (use_native) imports:", m.vllm_v1_adapter.__name__)' 2>&1 
     # offload.toml with its tier's flag and cells replaced by the LMCache cells
     sed -e '/^kv_offload = { size_gib/d' -e '/^\[\[matrix.cells\]\]/,$d' -e 's/^name = "vllm-offload"/name = "vllm-lmcache"/' \
         -e "s/^canaries_per_level = .*/canaries_per_level = ${LMCACHE_PER_LEVEL:-8}/" \
+        -e "s/^levels = .*/levels = ${LMCACHE_LEVELS:-[0, 8, 24]}/" \
         "$SCENARIO" >"$R/scenario-files/lmcache.toml" && printf '%s' "$LMCACHE_CELLS" >>"$R/scenario-files/lmcache.toml"
     for cell in lmcache-bi1 lmcache-bi0; do
         (log "lane $cell"
