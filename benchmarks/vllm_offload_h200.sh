@@ -75,22 +75,23 @@ collect() {
     tar_run --exclude='*.parquet'
 }
 
-LMCACHE_CELLS='
-[[matrix.cells]]
-name = "lmcache-bi1"
-kv_offload = false
-args = ["--kv-transfer-config", "{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}"]
-env = { VLLM_BATCH_INVARIANT = "1", LMCACHE_CHUNK_SIZE = "256", LMCACHE_LOCAL_CPU = "True", LMCACHE_MAX_LOCAL_CPU_SIZE = "4", LMCACHE_TRACK_USAGE = "false", PYTHONHASHSEED = "0" }
-labels = { batch_invariant = "1", kv_tier = "lmcache-cpu-4g" }
+lmcache_cell() {  # BI: one LMCacheConnectorV1 cell of the scenario, VLLM_BATCH_INVARIANT=BI, a 4 GiB local CPU store
+    printf '\n[[matrix.cells]]\nname = "lmcache-bi%s"\nkv_offload = false\n' "$1"
+    printf 'args = ["--kv-transfer-config", "{\\"kv_connector\\":\\"LMCacheConnectorV1\\",\\"kv_role\\":\\"kv_both\\"}"]\n'
+    printf 'env = { VLLM_BATCH_INVARIANT = "%s", LMCACHE_CHUNK_SIZE = "256", LMCACHE_LOCAL_CPU = "True", ' "$1"
+    printf 'LMCACHE_MAX_LOCAL_CPU_SIZE = "4", LMCACHE_TRACK_USAGE = "false" }\n'
+    printf 'labels = { batch_invariant = "%s", kv_tier = "lmcache-cpu-4g" }\n' "$1"
+    [ "$1" = 1 ] || printf 'compare_to = "lmcache-bi1"\n'
+}
 
-[[matrix.cells]]
-name = "lmcache-bi0"
-kv_offload = false
-args = ["--kv-transfer-config", "{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}"]
-env = { VLLM_BATCH_INVARIANT = "0", LMCACHE_CHUNK_SIZE = "256", LMCACHE_LOCAL_CPU = "True", LMCACHE_MAX_LOCAL_CPU_SIZE = "4", LMCACHE_TRACK_USAGE = "false", PYTHONHASHSEED = "0" }
-labels = { batch_invariant = "0", kv_tier = "lmcache-cpu-4g" }
-compare_to = "lmcache-bi1"
-'
+lmcache_scenario() {  # $R/scenario-files/lmcache.toml: offload.toml, its tier's flag and cells replaced by LMCache's
+    mkdir -p "$R/scenario-files"
+    sed -e '/^kv_offload = { size_gib/d' -e '/^\[\[matrix.cells\]\]/,$d' -e 's/^name = "vllm-offload"/name = "vllm-lmcache"/' \
+        -e "s/^canaries_per_level = .*/canaries_per_level = ${LMCACHE_PER_LEVEL:-8}/" \
+        -e "s/^levels = .*/levels = ${LMCACHE_LEVELS:-[0, 8, 24]}/" \
+        "$SCENARIO" >"$R/scenario-files/lmcache.toml" &&
+        { lmcache_cell 1; lmcache_cell 0; } >>"$R/scenario-files/lmcache.toml"
+}
 
 lmcache() {  # item 4: install, the import chain, then the two cells if it imports
     env_up
@@ -109,12 +110,7 @@ print("native adapter (use_native) imports:", m.vllm_v1_adapter.__name__)' 2>&1 
     } >>"$R/lmcache-install.txt" 2>&1
     cat "$R/lmcache-install.txt"
     grep -q '^adapter imports' "$R/lmcache-install.txt" || { log "lmcache: the adapter does not import"; return 1; }
-    mkdir -p "$R/scenario-files"
-    # offload.toml with its tier's flag and cells replaced by the LMCache cells
-    sed -e '/^kv_offload = { size_gib/d' -e '/^\[\[matrix.cells\]\]/,$d' -e 's/^name = "vllm-offload"/name = "vllm-lmcache"/' \
-        -e "s/^canaries_per_level = .*/canaries_per_level = ${LMCACHE_PER_LEVEL:-8}/" \
-        -e "s/^levels = .*/levels = ${LMCACHE_LEVELS:-[0, 8, 24]}/" \
-        "$SCENARIO" >"$R/scenario-files/lmcache.toml" && printf '%s' "$LMCACHE_CELLS" >>"$R/scenario-files/lmcache.toml"
+    lmcache_scenario
     for cell in lmcache-bi1 lmcache-bi0; do
         (log "lane $cell"
             cmd timeout "${LANE_S:-400}" python3 -m loadgen matrix "$R/scenario-files/lmcache.toml" --cells "$cell" \
@@ -128,6 +124,7 @@ print("native adapter (use_native) imports:", m.vllm_v1_adapter.__name__)' 2>&1 
 for stage in "$@"; do
     case $stage in
         cells | compare | collect | lmcache) $stage ;;
+        lmcache-scenario) lmcache_scenario ;;
         start) detached benchmarks/vllm_offload_h200.sh cells && mv "$R/cells.pid" "$R/matrix.pid" ;;
         wait) wait_for matrix "${WAIT_S:-540}" ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
