@@ -10,11 +10,12 @@ The rule: every request gets ``max_tokens`` tokens, token ``i`` being id ``1000 
 seconds (streamed or not), except that the last token is id ``5000`` when the requests the server was
 serving (the request itself included), counted at its arrival and before each of its tokens, were more
 than K for most of its life (the lower median of those counts). A canary sent at level L (L background
-requests held, docs/design.md "Words") shares the server with L others for its life, never fewer (the
-level is a floor), one more while a background request hands over to its successor (a few tokens, on a
-loaded machine sometimes longer). Its median count is then L + 1, so it diverges exactly when
-L + 1 > K: the onset level is K. The median, rather than the count at arrival or the fewest, keeps a
-hand-over's extra request, shorter than half a canary's life, from making level K - 1 diverge.
+requests held, docs/design.md "Words") shares the server with L others for its life (the level is a floor,
+save a moment with one fewer where a starved client starts a successor late), one more while a background
+request hands over to its successor (a few tokens, on a loaded machine sometimes longer). Its median count
+is then L + 1, so it diverges exactly when L + 1 > K: the onset level is K. The median, rather than the count at
+arrival or the fewest, keeps a hand-over's extra request, shorter than half a canary's life, from making level
+K - 1 diverge.
 
 ``GET /v1/models``; ``GET /metrics``: ``vllm:num_requests_running`` in Prometheus text; ``GET /_seen``:
 per request, in arrival order, ``{"prompt", "fewest", "median", "most"}`` of its counts.
