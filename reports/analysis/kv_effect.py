@@ -86,7 +86,7 @@ def _against(cols: CanaryColumns, ident: Identity, at: Rows, sel: Rows, ref: _Re
     drift: list[float] = []
     bitwise = 0
     for j, k in zip(sel.tolist(), fd.tolist(), strict=True):
-        lp = wide(cols.logprobs[at[j]])
+        lp = cols.logprobs[at[j]]  # a float32 row against the widened reference: float64 arithmetic, exact
         if k < 0 and np.array_equal(lp, ref.lp, equal_nan=True):
             bitwise += 1
         w = min(lp.shape[0], ref.lp.shape[0], k if k >= 0 else width)
