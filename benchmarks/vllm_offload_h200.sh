@@ -15,19 +15,29 @@
 #   wait             waits up to WAIT_S seconds (default 540); name `collect` after it, in the same call
 #   compare          `loadgen matrix --reuse`: every reported cell compared together, then `collect`
 #   collect          results.tar.gz (reports, traces, logs, commands) and records.tar.gz (canary records)
-#   lmcache          item 4, in the call after `install`'s (nothing else of the kit is carried again): LMCache's
-#                    wheel from the carried .lmcache/ (lmcache 0.5.3, the newest built against torch 2.11.0 with
-#                    CUDA 13, and the few of its imports the image lacks) installed with --no-deps, the
-#                    connector's import chain tried and written to lmcache-install.txt; then, if it imports, the
-#                    two cells of the scenario written from offload.toml (the tier's flags out,
-#                    LMCacheConnectorV1 with a 4 GiB local CPU store in), VLLM_BATCH_INVARIANT 0 and 1, side by
-#                    side for at most LANE_S seconds (default 400; LMCACHE_PER_LEVEL canaries a level, default 8,
-#                    at LMCACHE_LEVELS, default [0, 8, 24]), then `collect` in the same call
+#   stage-pdw        item 3's wheels: copy the carried .pdw/ into /tmp/pdw (nixl-cu13's 59 MB wheel fills one call
+#                    of its own; vllm-router's and nixl's go with the install call)
+#   lmcache-install  item 4: LMCache's wheel from the carried .lmcache/ (lmcache 0.5.3, the newest built against
+#                    torch 2.11.0 with CUDA 13, and the few of its imports the image lacks) installed with
+#                    --no-deps, the connector's import chain tried and written to lmcache-install.txt
+#   pd-install       item 3: NIXL and vllm-router from /tmp/pdw into /tmp/site, their versions into versions.txt
+#   start-items      items 3 and 4 as four lanes, detached (setsid): the two LMCache cells of the scenario written
+#                    from offload.toml (the tier's flags out, LMCacheConnectorV1 with a 4 GiB local CPU store in,
+#                    VLLM_BATCH_INVARIANT 1 and 0; LMCACHE_PER_LEVEL canaries a level, default 8, at
+#                    LMCACHE_LEVELS, default [0, 8, 24]) where the adapter imported, and the two P/D cells of
+#                    benchmarks/vllm_offload/pd.toml where vllm-router imports; `wait`, then `collect`
+#   The calls of the run that gave the results, after the three `vllm_why_h200.sh stage` calls (each with one
+#   piece of .stage/), .pdw/ holding nixl-cu13's wheel, then .pdw/ holding vllm-router's and nixl's with .lmcache/:
+#     bash benchmarks/vllm_offload_h200.sh stage-pdw
+#     bash benchmarks/vllm_offload_h200.sh stage-pdw && bash benchmarks/vllm_why_h200.sh install &&
+#       bash benchmarks/vllm_offload_h200.sh lmcache-install pd-install start-items
+#     bash benchmarks/vllm_offload_h200.sh wait collect   (again until the lanes are done), then compare collect
 #   The wheels, made here (docs/results/vllm-offload-h200/README.md has the list and why each is there):
 #     pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 ... --no-deps \
 #       -d .lmcache lmcache==0.5.3 aiofile caio cryptography cffi pycparser nvtx redis \
 #       opentelemetry-api==1.40.0 opentelemetry-sdk==1.40.0 opentelemetry-semantic-conventions==0.61b0 \
 #       opentelemetry-exporter-prometheus==0.61b0 'importlib-metadata<8.8'
+#     pip download (the same flags) -d .pdw nixl==1.5.1 nixl-cu13==1.5.1 vllm-router==0.1.17
 #
 # Usage: bash benchmarks/vllm_offload_h200.sh STAGE [STAGE...]. Send a call's output to a file and print it after.
 KIT=vllm
@@ -44,11 +54,18 @@ env_up() {
     export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 }
 SCENARIO=benchmarks/vllm_offload/offload.toml
+PD=benchmarks/vllm_offload/pd.toml
+PD_VERSIONS_PY='from importlib.metadata import version
+print("nixl", version("nixl"), "nixl-cu13", version("nixl-cu13")); print("vllm-router", version("vllm-router"))'
 
-lane() {  # CELL: one cell into $R/offload
-    log "lane $1"
-    cmd timeout 1500 python3 -m loadgen matrix "$SCENARIO" --cells "$1" --out "$R/offload" >>"$R/lane-$1.out" 2>&1
-    log "lane $1 exit $?"
+lane() {  # FILE FOLDER CELL...: each cell in turn into $R/FOLDER
+    local file=$1 folder=$2 cell
+    shift 2
+    for cell in "$@"; do
+        log "lane $cell"
+        cmd timeout 1500 python3 -m loadgen matrix "$file" --cells "$cell" --out "$R/$folder" >>"$R/lane-$cell.out" 2>&1
+        log "lane $cell exit $?"
+    done
 }
 
 cells() {
@@ -56,19 +73,24 @@ cells() {
     cp /tmp/vllm-why-results/versions.txt "$R/" 2>/dev/null
     python3 -c 'import vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector as m; print("offloading connector:", m.__name__)' \
         >>"$R/versions.txt" 2>&1
-    lane tier-bi1 &
-    lane tier-bi0 &
-    lane no-tier-bi1 &
+    lane "$SCENARIO" offload tier-bi1 &
+    lane "$SCENARIO" offload tier-bi0 &
+    lane "$SCENARIO" offload no-tier-bi1 &
     wait
     log "every lane done"
 }
 
-compare() {
+compare() {  # per study, every reported cell compared together (nothing is run again)
     env_up
-    local done
-    done=$(cd "$R/offload/cells" && for c in */; do ls "$c"*/report.json >/dev/null 2>&1 && echo "${c%/}"; done | paste -sd,)
-    cmd python3 -m loadgen matrix "$SCENARIO" --out "$R/offload" --reuse --cells "$done" --quiet >"$R/compare.out" 2>&1
-    log "compare: exit $?"
+    local file folder done
+    for file in "$SCENARIO:offload" "$R/scenario-files/lmcache.toml:lmcache" "$PD:pd"; do
+        folder=${file##*:} file=${file%:*}
+        [ -d "$R/$folder/cells" ] || continue
+        done=$(cd "$R/$folder/cells" && for c in */; do ls "$c"*/report.json >/dev/null 2>&1 && echo "${c%/}"; done | paste -sd,)
+        [ -n "$done" ] || continue
+        cmd python3 -m loadgen matrix "$file" --out "$R/$folder" --reuse --cells "$done" --quiet >"$R/compare-$folder.out" 2>&1
+        log "compare $folder: exit $?"
+    done
 }
 
 collect() {
@@ -93,7 +115,7 @@ lmcache_scenario() {  # $R/scenario-files/lmcache.toml: offload.toml, its tier's
         { lmcache_cell 1; lmcache_cell 0; } >>"$R/scenario-files/lmcache.toml"
 }
 
-lmcache() {  # item 4: install, the import chain, then the two cells if it imports
+lmcache_install() {  # item 4: the wheels, then the import chain into lmcache-install.txt
     env_up
     cp /tmp/vllm-why-results/versions.txt "$R/" 2>/dev/null
     log "lmcache: install"
@@ -109,23 +131,43 @@ import vllm.distributed.kv_transfer.kv_connector.v1.lmcache_connector as m; prin
 print("native adapter (use_native) imports:", m.vllm_v1_adapter.__name__)' 2>&1 | tail -1
     } >>"$R/lmcache-install.txt" 2>&1
     cat "$R/lmcache-install.txt"
-    grep -q '^adapter imports' "$R/lmcache-install.txt" || { log "lmcache: the adapter does not import"; return 1; }
-    lmcache_scenario
-    for cell in lmcache-bi1 lmcache-bi0; do
-        (log "lane $cell"
-            cmd timeout "${LANE_S:-400}" python3 -m loadgen matrix "$R/scenario-files/lmcache.toml" --cells "$cell" \
-                --out "$R/lmcache" >>"$R/lane-$cell.out" 2>&1
-            log "lane $cell exit $?") &
-    done
+}
+
+pd_install() {  # item 3: NIXL and vllm-router, as benchmarks/vllm_pd_h200.sh installs them
+    env_up
+    log "pd: install $(cd /tmp/pdw && ls *.whl | paste -sd' ')"
+    cmd python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/pdw/*.whl
+    python3 -c "$PD_VERSIONS_PY" 2>&1 | tee -a "$R/versions.txt"
+}
+
+items() {  # items 3 and 4 side by side on the one GPU: each study's cells in lanes of their own
+    env_up
+    if grep -q '^adapter imports' "$R/lmcache-install.txt" 2>/dev/null; then
+        lmcache_scenario
+        lane "$R/scenario-files/lmcache.toml" lmcache lmcache-bi1 &
+        lane "$R/scenario-files/lmcache.toml" lmcache lmcache-bi0 &
+    else
+        log "lmcache: the adapter does not import (lmcache-install.txt); no LMCache cell"
+    fi
+    if python3 -c 'import vllm_router' 2>/dev/null; then
+        lane "$PD" pd pd-bi0 &
+        lane "$PD" pd pd-bi1 &
+    else
+        log "pd: vllm_router does not import; no P/D cell"
+    fi
     wait
-    log "lmcache: every lane done"
+    log "every lane done"
 }
 
 for stage in "$@"; do
     case $stage in
-        cells | compare | collect | lmcache) $stage ;;
+        cells | compare | collect | items) $stage ;;
         lmcache-scenario) lmcache_scenario ;;
+        lmcache-install) lmcache_install ;;
+        pd-install) pd_install ;;
+        stage-pdw) mkdir -p /tmp/pdw && cp .pdw/*.whl /tmp/pdw/ && ls -la /tmp/pdw ;;
         start) detached benchmarks/vllm_offload_h200.sh cells && mv "$R/cells.pid" "$R/matrix.pid" ;;
+        start-items) detached benchmarks/vllm_offload_h200.sh items && mv "$R/items.pid" "$R/matrix.pid" ;;
         wait) wait_for matrix "${WAIT_S:-540}" ;;
         *) echo "unknown stage $stage" >&2; exit 2 ;;
     esac
