@@ -77,6 +77,7 @@ SCALARS = (
     "cache_reset_status",
     "cache_reset_ok",
     "flush_tokens",
+    "answer_id",
 )
 _FLOAT_COLS = (
     "sent_at",

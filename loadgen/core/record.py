@@ -94,6 +94,9 @@ class CanaryRecord:
     engine_batch_sizes: list[int] | None = None  # the engine's own batch size at every step of this request
     # which choice of an n > 1 request this is (0-based; its canary_id then ends ".choice<j>"); None: n = 1
     choice: int | None = None
+    # the answer's own id (OpenAI ``id``), where it carried one: the engine's name for this request, which joins the
+    # record to the engine step trace where a router sent the engine its own request id (docs/design.md, "Joining ids")
+    answer_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -36,7 +36,7 @@ def completion_problem(completion: Completion, max_tokens: int | None) -> str | 
 
 
 def redact_completion(c: Completion, secret: str) -> None:
-    """Take the API key out of a completion's text, finish reason, tokens and alternatives, in place.
+    """Take the API key out of a completion's text, finish reason, id, tokens and alternatives, in place.
 
     A token string is replaced whole where the key, in the joined text of the tokens, overlaps it, so a
     key split over several tokens goes too and positions stay as they were; at such a position the
@@ -44,6 +44,8 @@ def redact_completion(c: Completion, secret: str) -> None:
     c.text = redact(c.text, secret)
     if c.finish_reason is not None:
         c.finish_reason = redact(c.finish_reason, secret)
+    if c.answer_id is not None:
+        c.answer_id = redact(c.answer_id, secret)
     hit = _key_positions(c.tokens, secret) if c.tokens is not None else set()
     if c.tokens is not None and hit:
         chosen = c.tokens

@@ -207,6 +207,7 @@ def _answer(out: Outcome) -> dict[str, Any]:
         "finish_reason": c.finish_reason if c else None,
         "usage": c.usage if c else None,
         "engine_batch_sizes": c.batch_sizes if c else None,
+        "answer_id": c.answer_id if c else None,
     }
 
 

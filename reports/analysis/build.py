@@ -36,7 +36,7 @@ from reports.analysis.canary import ClaimRule, analyse, latency
 from reports.analysis.health import figures_notice, run_health
 from reports.analysis.kv_effect import kv_effect
 from reports.analysis.rescore import rescore_check
-from reports.analysis.steps import TraceJoin, trace_join
+from reports.analysis.steps import TraceJoin, trace_join, trace_keys
 from reports.model.engine_steps import EngineTrace
 from reports.model.finite import scrub
 from reports.model.report import (
@@ -286,7 +286,9 @@ def trace_of(run: RunData) -> TraceJoin | None:
         return None
     cols = run.canaries
     width = max(cols.token_ids.shape[1], cols.logprobs.shape[1])
-    return trace_join(run.steps, cols.frame["request_id"].to_numpy(dtype=object), width)
+    frame = cols.frame
+    keys = trace_keys(run.steps, frame["request_id"].to_numpy(dtype=object), frame["answer_id"].to_numpy(dtype=object))
+    return trace_join(run.steps, keys, width)
 
 
 def engine_trace_section(trace: TraceJoin, frame: Any) -> EngineTrace:
@@ -317,8 +319,8 @@ def engine_trace_notices(section: EngineTrace) -> list[str]:
     ]
     if section["steps"] and not section["records_joined"]:
         out.append(
-            "engine trace: no step names a canary record's request id (was X-Request-Id passed to the engine, "
-            "and is the trace from this run?)"
+            "engine trace: no step names a canary record's request id or its answer's id (was X-Request-Id passed "
+            "to the engine, and is the trace from this run?)"
         )
     gap = section["gauge_vs_trace"]
     if gap is not None and gap["max_abs_difference"]:

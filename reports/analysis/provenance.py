@@ -32,6 +32,7 @@ from collectors.read.runfolder import KvSeries, RunData
 from collectors.read.steps import StepTable
 from loadgen.core.stats import ratio, wilson
 from reports.analysis.cache_checks import own_windows
+from reports.analysis.steps import trace_keys
 from reports.model.provenance import CanaryProvenance, ProvenanceGroup, UnprovenRecord
 
 Floats = npt.NDArray[np.float64]
@@ -246,7 +247,8 @@ def provenance_rows(
     # (answering engine's, prefill server's) from each source the run has, in order of trust: only those are built
     sources: list[tuple[Split, Split | None]] = []
     if trace is not None:
-        answer, before = trace_split(trace, frame["request_id"].to_numpy(dtype=object), pd_run=pd_run)
+        keys = trace_keys(trace, frame["request_id"].to_numpy(dtype=object), frame["answer_id"].to_numpy(dtype=object))
+        answer, before = trace_split(trace, keys, pd_run=pd_run)
         sources.append((answer, before if pd_run else None))
     if pd_run and (decode_kv or prefill_kv):
         sources.append((side_counters(sent, ended, prompt, decode_kv), side_counters(sent, ended, prompt, prefill_kv)))

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from collectors.read.steps import StepTable
+from loadgen.core.steptrace import record_key
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -70,9 +71,23 @@ def step_shapes(table: StepTable) -> StepShapes:
     return StepShapes(requests, tokens, kind, t)
 
 
+def trace_keys(
+    table: StepTable, request_ids: npt.NDArray[np.object_], answer_ids: npt.NDArray[np.object_]
+) -> npt.NDArray[np.object_]:
+    """Each canary row's name in the trace: its ``request_id`` where some step names it, else the key inside the
+    answer's own id (a router in front sent the engine a request id of its own: vllm-router does, and the answer
+    comes back under it), else its ``request_id`` still (docs/design.md, "Joining ids")."""
+    named = set(table.key.tolist())
+    out = request_ids.copy()
+    for i, (rid, aid) in enumerate(zip(request_ids.tolist(), answer_ids.tolist(), strict=True)):
+        if rid not in named and isinstance(aid, str) and (key := record_key(aid)) is not None and key in named:
+            out[i] = key
+    return out
+
+
 def join(table: StepTable, request_ids: npt.NDArray[np.object_], width: int) -> RecordSteps:
-    """The steps of each canary record in ``request_ids`` (the canary rows' ``request_id``), positions below
-    ``width``. A trace row whose key names no record (background, another run) is left out."""
+    """The steps of each canary record in ``request_ids`` (the canary rows' names in the trace: ``trace_keys``),
+    positions below ``width``. A trace row whose key names no record (background, another run) is left out."""
     index: dict[object, int] = {}
     for i, rid in enumerate(request_ids.tolist()):
         index.setdefault(rid, i)  # an n > 1 request's choice records share its id: its first row stands for all

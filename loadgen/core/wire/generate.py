@@ -111,7 +111,7 @@ def _finish_reason(value: Any, where: str) -> str | None:
 class GenerateBuilder:
     """Folds ``/generate`` answers (one body, or each chunk of a stream) into one ``Completion``."""
 
-    __slots__ = ("finish_reason", "ids", "lp", "text", "top", "usage")
+    __slots__ = ("answer_id", "finish_reason", "ids", "lp", "text", "top", "usage")
 
     def __init__(self) -> None:
         self.ids: list[int] = []
@@ -120,6 +120,7 @@ class GenerateBuilder:
         self.text = ""
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
+        self.answer_id: str | None = None  # ``meta_info.id``: the engine's rid
 
     def ingest(self, obj: Any, *, where: str) -> bool:
         """Fold in one decoded answer; True when it carried at least one new generated token."""
@@ -156,6 +157,9 @@ class GenerateBuilder:
             self.top = positions if cumulative or self.top is None else [*self.top, *positions]
         self.finish_reason = _finish_reason(meta.get("finish_reason"), where) or self.finish_reason
         self.usage = _usage(meta) or self.usage
+        rid = meta.get("id")
+        if self.answer_id is None and isinstance(rid, str) and rid:
+            self.answer_id = rid
         return len(self.ids) > before
 
     def finish(self) -> Completion:
@@ -177,6 +181,7 @@ class GenerateBuilder:
             text=self.text,
             finish_reason=self.finish_reason,
             usage=self.usage,
+            answer_id=self.answer_id,
         )
 
 

@@ -47,6 +47,7 @@ class _Builder:
     """Accumulates one completion from any number of response objects (one per chunk, or one body)."""
 
     __slots__ = (
+        "answer_id",
         "batch_sizes",
         "finish_reason",
         "has_logprobs",
@@ -78,6 +79,7 @@ class _Builder:
         self.usage: dict[str, Any] | None = None
         self.batch_sizes: list[int] | None = None
         self.prompt_ids: list[int] | None = None  # ``prompt_token_ids``, where the answer carried them
+        self.answer_id: str | None = None  # the first ``id`` the answer carried
 
     def ingest(self, obj: Any, *, where: str) -> bool:
         """Fold in one decoded response object; True when it carried at least one generated token."""
@@ -88,6 +90,9 @@ class _Builder:
             raise StreamError(_error_message(error))
         if obj.get("object") == "error":
             raise StreamError(_error_message(obj))
+        answer_id = obj.get("id")
+        if self.answer_id is None and isinstance(answer_id, str) and answer_id:
+            self.answer_id = answer_id
         usage = obj.get("usage")
         if isinstance(usage, dict):
             self.usage = usage
@@ -246,6 +251,7 @@ class _Builder:
             usage=self.usage,
             batch_sizes=self.batch_sizes,
             prompt_token_ids=self.prompt_ids,
+            answer_id=self.answer_id,
         )
 
     def _token_ids(self, tokens: list[str] | None) -> list[int] | None:

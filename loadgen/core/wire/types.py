@@ -32,6 +32,9 @@ class Completion:
     # the prompt as the engine tokenized it (vLLM ``return_token_ids``: ``prompt_token_ids`` on the choice): what a
     # re-score sends back with the output ids (loadgen.core.wire.rescore); None where the answer did not carry it
     prompt_token_ids: list[int] | None = None
+    # the answer's own id (OpenAI ``id``; SGLang /generate ``meta_info.id``): the engine's name for the request, which
+    # a router in front may have chosen instead of the client's X-Request-Id (docs/design.md, "Joining ids")
+    answer_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

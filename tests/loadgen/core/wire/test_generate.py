@@ -118,7 +118,7 @@ def test_whole_answer() -> None:
     assert c.tokens == ["<5>", "<6>", "<7>"] and c.text == "<5><6><7>"
     assert c.logprobs == [-0.5, -0.625, -0.75]
     assert c.top_logprobs is not None and c.top_logprobs[1] == [("<6>", -0.625), ("<7>", -2.0)]
-    assert c.finish_reason == "length"
+    assert c.finish_reason == "length" and c.answer_id == "9f"  # meta_info.id: the engine's rid
     assert c.usage == {
         "prompt_tokens": 7,
         "completion_tokens": 3,

@@ -57,7 +57,10 @@ def stream_completion(name: str, kind: Kind, *, tokens_as_ids: bool = False) -> 
     return acc.finish()
 
 
-def expected(*, ids: list[int] | None, usage: dict[str, Any] | None, top: bool = True) -> Completion:
+def expected(
+    *, ids: list[int] | None, usage: dict[str, Any] | None, top: bool = True, answer_id: str | None = None
+) -> Completion:
+    """The fixtures' completion; ``answer_id``: the ``id`` the fixture's answer carries (the engine's name for it)."""
     return Completion(
         token_ids=ids,
         tokens=TOKENS,
@@ -66,7 +69,13 @@ def expected(*, ids: list[int] | None, usage: dict[str, Any] | None, top: bool =
         text=TEXT,
         finish_reason="length",
         usage=usage,
+        answer_id=answer_id,
     )
+
+
+# each fixture's answer ``id``: kept as the record's ``answer_id`` (the first one a stream carries)
+VLLM_CMPL, VLLM_CHAT = "cmpl-8f3c2a1e9b7d4c6a", "chatcmpl-2b9e0f6c1d8a4e37"
+LLAMACPP = {"completions": "chatcmpl-Xq3Lr8Zt0aPb2Nc4Md6Ke9Jf", "chat": "chatcmpl-Vb7Nw2Qs5Rt8Yu1Io4Pa6Sd9"}
 
 
 # --- vLLM ---------------------------------------------------------------------------------------
@@ -74,7 +83,7 @@ def expected(*, ids: list[int] | None, usage: dict[str, Any] | None, top: bool =
 
 def test_vllm_completions_body() -> None:
     got = parse_body("completions", read("vllm_completions.json"))
-    want = expected(ids=IDS, usage={**USAGE, "prompt_tokens_details": {"cached_tokens": 0}})
+    want = expected(ids=IDS, usage={**USAGE, "prompt_tokens_details": {"cached_tokens": 0}}, answer_id=VLLM_CMPL)
     want.prompt_token_ids = [151644, 8948, 198, 2610, 525, 264]  # return_token_ids: what a re-score sends back
     assert got == want
 
@@ -86,8 +95,8 @@ def test_vllm_completions_stream_equals_its_body() -> None:
 
 def test_vllm_chat_body_and_stream() -> None:
     body = parse_body("chat", read("vllm_chat.json"))
-    assert body == expected(ids=IDS, usage={**USAGE, "prompt_tokens_details": None})
-    assert stream_completion("vllm_chat_stream.sse", "chat") == expected(ids=IDS, usage=USAGE)
+    assert body == expected(ids=IDS, usage={**USAGE, "prompt_tokens_details": None}, answer_id=VLLM_CHAT)
+    assert stream_completion("vllm_chat_stream.sse", "chat") == expected(ids=IDS, usage=USAGE, answer_id=VLLM_CHAT)
 
 
 def test_vllm_token_id_strings_give_ids_and_keep_the_strings() -> None:
@@ -120,14 +129,14 @@ def test_vllm_error_inside_the_stream_raises_with_the_servers_message() -> None:
     ("name", "kind"), [("llamacpp_completions.json", "completions"), ("llamacpp_chat.json", "chat")]
 )
 def test_llamacpp_bodies_give_ids_from_logprobs(name: str, kind: Kind) -> None:
-    assert parse_body(kind, read(name)) == expected(ids=IDS, usage=USAGE)
+    assert parse_body(kind, read(name)) == expected(ids=IDS, usage=USAGE, answer_id=LLAMACPP[kind])
 
 
 @pytest.mark.parametrize(
     ("name", "kind"), [("llamacpp_completions_stream.sse", "completions"), ("llamacpp_chat_stream.sse", "chat")]
 )
 def test_llamacpp_streams_give_ids_from_logprobs(name: str, kind: Kind) -> None:
-    assert stream_completion(name, kind) == expected(ids=IDS, usage=USAGE)
+    assert stream_completion(name, kind) == expected(ids=IDS, usage=USAGE, answer_id=LLAMACPP[kind])
 
 
 def test_llamacpp_chat_role_chunk_is_not_a_token_and_usage_chunk_is_not_either() -> None:
@@ -171,12 +180,13 @@ def test_post_sampling_probs_are_converted_to_logprobs() -> None:
 
 def test_sglang_chat_stream_takes_ids_from_the_sglext_chunk() -> None:
     assert stream_completion("sglang_chat_stream_sglext.sse", "chat") == expected(
-        ids=IDS, usage={**USAGE, "prompt_tokens_details": None}
+        ids=IDS, usage={**USAGE, "prompt_tokens_details": None}, answer_id="7c1f0e5a2b3d4c8e9f"
     )
 
 
 def test_sglang_completions_stream_takes_per_chunk_token_ids() -> None:
-    assert stream_completion("sglang_completions_stream.sse", "completions") == expected(ids=IDS, usage=USAGE)
+    want = expected(ids=IDS, usage=USAGE, answer_id="3e8d1c7b5a")
+    assert stream_completion("sglang_completions_stream.sse", "completions") == want
 
 
 def test_tgi_chat_stream_has_tokens_but_no_ids() -> None:
