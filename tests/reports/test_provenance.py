@@ -157,6 +157,7 @@ def test_the_trace_comes_first_then_the_counters(tmp_path: Path) -> None:
             "sent_at": [0.5, 2.5],
             "latency_s": [1.0, 1.0],
             "prompt_tokens": [40.0, 40.0],
+            "answer_id": [f"cmpl-{A}-0", None],
         }
     )
     kv = series([0.0, 1.0, 2.0, 3.0, 4.0], [0, 8, 8, 16, 16], [0, 32, 32, 64, 64], [0, 0, 0, 0, 0])
@@ -165,6 +166,31 @@ def test_the_trace_comes_first_then_the_counters(tmp_path: Path) -> None:
     assert rows.split.evidence.tolist() == ["engine_trace", "counters"]
     assert rows.label.tolist() == ["computed", "gpu_prefix"]  # the trace's word over the counters' for the first
     assert rows.asked.tolist() == ["gpu_prefix or offload"] * 2
+
+
+def test_a_record_a_router_renamed_meets_the_trace_through_its_answers_id(tmp_path: Path) -> None:
+    """vllm-router sends the engines an id of its own: no step names the record's request_id, its answer's id does;
+    an answer id whose key no step names, or no answer id, leaves the record to the next source."""
+    router = f"___prefill_addr_127.0.0.1:8100___decode_addr_127.0.0.1:8200_{C}"
+    p, d = tmp_path / "engine_steps-p.jsonl", tmp_path / "engine_steps-d.jsonl"
+    write_trace(p, [(1, f"cmpl-{router}-0-1a2b3c4d", 8, 32, 40, 8, 0)])
+    write_trace(
+        d, [(3, f"cmpl-{router}-0-5e6f7a8b", 39, 1, 40, 0, 39), (4, f"cmpl-{router}-0-5e6f7a8b", 40, 1, 40, 0, 0)]
+    )
+    frame = pd.DataFrame(
+        {
+            "canary_id": ["c"] * 3,
+            "request_id": [A, B, "d" * 32],
+            "sent_at": [0.5, 2.5, 4.5],
+            "latency_s": [1.0] * 3,
+            "prompt_tokens": [40.0] * 3,
+            "answer_id": [f"cmpl-{router}", f"cmpl-{'e' * 32}", None],
+        }
+    )
+    rows = provenance_rows(frame, {"canaries": [{"id": "c"}]}, trace=read_traces([p, d]), engine_kv=None, pd_run=True)
+    assert rows.split.evidence.tolist() == ["engine_trace", "none", "none"]
+    assert (rows.split.external[0], rows.prefill.local[0]) == (39, 8)  # the decoder's hand-over, the prefiller's hit
+    assert rows.label.tolist() == ["transfer", "unknown", "unknown"]
 
 
 @given(
