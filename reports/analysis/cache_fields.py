@@ -10,7 +10,8 @@ canary and how many of its answers (docs/design.md, "Where the KV came from"):
 - on P/D, ``cached_tokens`` equal to the decode server's external (handed-over) tokens while the prefill server's
   own hit was smaller: the number is the hand-over, not a prefix hit;
 - a hit the engine denies: ``cached_tokens`` > 0, local + external = 0;
-- a hit the answer hides: ``cached_tokens`` 0, local or external > 0.
+- a hit the answer hides: ``cached_tokens`` 0, local or external > 0 (on P/D: the decode server's own hit or the
+  prefill server's > 0; the decoder's external tokens are the hand-over, which is no hit).
 
 Frames and arrays in, sentences out; no I/O.
 """
@@ -56,7 +57,10 @@ def cache_field_notices(frame: Any, rows: ProvenanceRows) -> list[str]:
             else np.zeros(len(frame), bool)
         )
         denied = np.isfinite(cached) & (cached > 0) & np.isfinite(hit) & (hit == 0)
-        hidden = np.isfinite(cached) & (cached == 0) & np.isfinite(hit) & (hit > 0)
+        # on P/D the decode server's external tokens are the hand-over, not a hit: the hits are its own and the
+        # prefill server's (vLLM 0.26 behind vllm-router counts only the decoder's own in cached_tokens)
+        own = s.local + np.where(np.isfinite(p.local), p.local + p.external, 0) if rows.pd_run else hit
+        hidden = np.isfinite(cached) & (cached == 0) & np.isfinite(own) & (own > 0)
     for cid in sorted(set(ids[live].tolist())):
         mine = live & (ids == cid)
         n = int(mine.sum())
@@ -83,8 +87,14 @@ def cache_field_notices(frame: Any, rows: ProvenanceRows) -> list[str]:
             )
         if (m := mine & hidden).any():
             i = int(np.flatnonzero(m)[0])
+            shows = (
+                f"the decode server's own hit of {s.local[i]:.0f} and the prefill server's of "
+                f"{own[i] - s.local[i]:.0f} tokens"
+                if rows.pd_run
+                else f"{s.local[i]:.0f} local and {s.external[i]:.0f} external tokens"
+            )
             out.append(
                 f"Canary {cid}: {FIELD} hides a hit in {int(m.sum())} of {answers} (e.g. 0 cached, while {source[i]} "
-                f"{s.local[i]:.0f} local and {s.external[i]:.0f} external tokens)."
+                f"{shows})."
             )
     return out

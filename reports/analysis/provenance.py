@@ -13,8 +13,9 @@ first evidence that speaks:
   move of their total, when it is exactly the record's ``prompt_tokens``, is its own (as
   ``reports.analysis.cache_checks.counter_evidence`` reads the prefix-cache counters); another move is "shared".
 
-Its provenance: ``offload`` or ``transfer`` (any external tokens: on a P/D decode server a hand-over, else a
-connector's tier), else ``gpu_prefix`` (any local hit), else ``computed``; ``unknown`` without evidence. Arrays in,
+Its provenance: ``offload`` (any external tokens: a connector's tier), on a P/D decode server ``transfer`` (the
+hand-over carried more of the prompt than the decoder's own hit), else ``gpu_prefix`` (any local hit), else
+``computed``; ``unknown`` without evidence. Arrays in,
 typed blocks out; no I/O, and nothing here decides identity or the reference (``reports.analysis.canary`` does).
 """
 
@@ -182,14 +183,19 @@ def first_known(*splits: Split) -> Split | None:
 
 
 def labels(split: Split, *, transfer_side: bool) -> Objects:
-    """Each row's provenance: external tokens are a hand-over on a P/D decode server (``transfer_side``), a tier's
-    load elsewhere (``offload``); else a local hit is ``gpu_prefix``; else ``computed``; ``unknown`` without
-    evidence."""
+    """Each row's provenance: external tokens are a tier's load (``offload``); on a P/D decode server
+    (``transfer_side``) the hand-over (``transfer``) only where it carried more of the prompt than the decoder's own
+    prefix hit: a decoder takes the tail past its own hit from the prefiller whatever that hit was (vLLM 0.26 with
+    NIXL: a hit of 736 of 737 tokens, 1 handed over), so any external token would call every decoder hit a
+    transfer; else a local hit is ``gpu_prefix``; else ``computed``; ``unknown`` without evidence."""
     out = np.full(len(split.evidence), "unknown", dtype=object)
     known = split.known
     out[known & (split.local <= 0) & (split.external <= 0)] = "computed"
-    out[known & (split.local > 0) & (split.external <= 0)] = "gpu_prefix"
-    out[known & (split.external > 0)] = "transfer" if transfer_side else "offload"
+    out[known & (split.local > 0)] = "gpu_prefix"
+    if transfer_side:
+        out[known & (split.external > 0) & (split.external > split.local)] = "transfer"
+    else:
+        out[known & (split.external > 0)] = "offload"
     return out
 
 

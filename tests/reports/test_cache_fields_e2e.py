@@ -133,6 +133,44 @@ def test_pd_cached_tokens_are_the_decode_sides_hand_over(tmp_path: Path, evidenc
     assert "handed-over KV" in md and "P/D transfer" in md
 
 
+def pd_run(tmp_path: Path, prefill: list[str], decode: list[str]) -> tuple[dict[str, Any], str]:
+    """A P/D run through the router-like proxy, both servers tracing (the step trace is the evidence)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    traces = [tmp_path / "engine_steps-brought-p.jsonl", tmp_path / "engine_steps-brought-d.jsonl"]
+    with ExitStack() as stack:
+        p = stack.enter_context(engine("--prompt-tokens", "40", *prefill, "--trace", str(traces[0])))
+        d = stack.enter_context(engine("--prompt-tokens", "40", *decode, "--trace", str(traces[1])))
+        router = stack.enter_context(engine("--prefill", p, "--decode", d))
+        servers = (
+            f'[[endpoint.servers]]\nname = "p"\nrole = "prefill"\nbase_url = "{p}"\n'
+            f'[[endpoint.servers]]\nname = "d"\nrole = "decode"\nbase_url = "{d}"\n'
+        )
+        return run_report(scenario(router, servers=servers), tmp_path, traces)
+
+
+def test_pd_a_hand_over_is_no_hit_the_answer_hides_but_the_prefill_servers_own_hit_is(tmp_path: Path) -> None:
+    """As vLLM 0.26 behind vllm-router answered: the decoder counts only its own prefix hit in cached_tokens, so a
+    whole-prompt hand-over answers 0 cached, which is true; a prefill server's own hit is a hit the answer hides."""
+    report, _ = pd_run(tmp_path / "a", [], ["--external", "39"])
+    assert not notices(report, FIELD)
+    assert report["canaries"][0]["provenance"]["proven"] == 4
+    report, _ = pd_run(tmp_path / "b", ["--local", "32"], ["--external", "39"])
+    (said,) = notices(report, "hides a hit")
+    assert "in 4 of 4 answers" in said and "the decode server's own hit of 0 and the prefill server's of 32" in said
+
+
+def test_pd_a_decoder_that_found_the_prompt_itself_did_not_take_the_hand_over(tmp_path: Path) -> None:
+    """As vLLM 0.26 with NIXL did for a kept prompt: the decoder's own hit of 32, the 8-token tail handed over. The
+    asked path (the hand-over) did not carry the prompt: named, and left out of the transfer's figures."""
+    report, md = pd_run(tmp_path, ["--local", "32"], ["--cached", "32", "--local", "32", "--external", "8"])
+    assert not notices(report, FIELD)
+    prov = report["canaries"][0]["provenance"]
+    assert (prov["asked"], prov["proven"], prov["not_proven"]) == ("transfer", 0, 4)
+    assert prov["reasons"] == {"decoder's own GPU hit instead of a transfer": 4}
+    assert [g["provenance"] for g in prov["groups"]] == ["gpu_prefix"]
+    assert "decoder's own GPU hit instead of a transfer" in md
+
+
 def test_an_offload_tier_the_engine_never_used_is_flagged(tmp_path: Path) -> None:
     """The server states a 4 GiB tier in vllm:cache_config_info, and its store/load byte counters never move."""
     with engine("--prompt-tokens", "40", "--offload-gib", "4") as url:

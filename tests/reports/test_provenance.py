@@ -87,13 +87,18 @@ def test_a_side_of_two_servers_takes_the_one_whose_window_holds_the_canary() -> 
 
 def test_labels_follow_the_sources() -> None:
     s = Split(
-        np.array([40.0, 8, 1, 1, NAN]),
-        np.array([0.0, 32, 0, 20, NAN]),
-        np.array([0.0, 0, 39, 19, NAN]),
-        np.array(["counters"] * 4 + ["none"], dtype=object),
+        np.array([40.0, 8, 1, 1, NAN, 0, 0]),
+        np.array([0.0, 32, 0, 20, NAN, 736, 368]),
+        np.array([0.0, 0, 39, 19, NAN, 1, 369]),
+        np.array(["counters"] * 4 + ["none"] + ["engine_trace"] * 2, dtype=object),
     )
-    assert labels(s, transfer_side=False).tolist() == ["computed", "gpu_prefix", "offload", "offload", "unknown"]
-    assert labels(s, transfer_side=True).tolist() == ["computed", "gpu_prefix", "transfer", "transfer", "unknown"]
+    assert labels(s, transfer_side=False).tolist() == [
+        *("computed", "gpu_prefix", "offload", "offload", "unknown", "offload", "offload")
+    ]
+    # a decoder takes the tail past its own hit from the prefiller: the larger part names the row
+    assert labels(s, transfer_side=True).tolist() == [
+        *("computed", "gpu_prefix", "transfer", "gpu_prefix", "unknown", "gpu_prefix", "transfer")
+    ]
 
 
 def test_the_asked_path_and_why_it_was_not_proven() -> None:
