@@ -317,6 +317,17 @@ def test_notices_name_violations_and_unverified_expectations() -> None:
     assert not any("salted" in n for n in notices)  # no expectation: no notice
 
 
+def test_a_miss_found_after_accepted_resets_names_a_store_the_reset_leaves() -> None:
+    """As vLLM 0.26 with LMCache: every reset answered success, and the prompt was loaded from LMCache's store."""
+    cold = expectations()["cold"]
+    cold["resets_refused"], cold["mechanisms"] = 0, {"reset": 4}
+    said = cache_notices({"cold": cold})[0]
+    assert "refuses the reset" not in said and "Its resets were accepted" in said
+    assert "a KV store the reset does not empty" in said and "salts" not in said
+    cold["mechanisms"] = {"reset": 2, "salt": 2}
+    assert "its cache salts under load did not reach that store" in cache_notices({"cold": cold})[0]
+
+
 @pytest.mark.parametrize(
     ("engine", "reported", "named"),
     [
