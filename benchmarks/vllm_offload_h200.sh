@@ -30,8 +30,10 @@
 #   piece of .stage/), .pdw/ holding nixl-cu13's wheel, then .pdw/ holding vllm-router's and nixl's with .lmcache/:
 #     bash benchmarks/vllm_offload_h200.sh stage-pdw
 #     bash benchmarks/vllm_offload_h200.sh stage-pdw && bash benchmarks/vllm_why_h200.sh install &&
-#       bash benchmarks/vllm_offload_h200.sh lmcache-install pd-install start-items
-#     bash benchmarks/vllm_offload_h200.sh wait collect   (again until the lanes are done), then compare collect
+#       bash benchmarks/vllm_offload_h200.sh lmcache-install pd-install start-items;
+#       WAIT_S=400 bash benchmarks/vllm_offload_h200.sh wait collect
+#   (the four lanes took 4.5 minutes on an H200; where they outlast the call, `wait collect` again); `compare` may
+#   run there too, or from the collected run folders anywhere (`loadgen matrix FILE --out DIR --reuse`)
 #   The wheels, made here (docs/results/vllm-offload-h200/README.md has the list and why each is there):
 #     pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 ... --no-deps \
 #       -d .lmcache lmcache==0.5.3 aiofile caio cryptography cffi pycparser nvtx redis \
