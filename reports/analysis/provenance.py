@@ -15,8 +15,8 @@ first evidence that speaks:
 
 Its provenance: ``offload`` (any external tokens: a connector's tier), on a P/D decode server ``transfer`` (the
 hand-over carried more of the prompt than the decoder's own hit), else ``gpu_prefix`` (any local hit), else
-``computed``; ``unknown`` without evidence. Arrays in,
-typed blocks out; no I/O, and nothing here decides identity or the reference (``reports.analysis.canary`` does).
+``computed``; ``unknown`` without evidence. Arrays in, typed blocks out; no I/O, and nothing here decides identity
+or the reference (``reports.analysis.canary`` does).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ Hostile prompts: ``trickle`` (one body byte, or for a stream one ``: ping`` SSE 
 for ``TRICKLE_S`` seconds, then the end without a whole answer), ``huge`` or ``huge:<MiB>`` (3 MiB, or that
 many, of body: a JSON string, or for a stream one endless line), ``too-many-tokens`` (5 tokens, whatever max_tokens
 says), ``negative-id`` (a token id of -1), ``fewer-ids`` (2 ids for 3 tokens), ``echo-auth`` (the
-request's Authorization header in the text, split over two token strings, and in the alternatives),
+request's Authorization header in the text, split over two token strings, in the alternatives and in the
+answer's ``id``),
 ``hostile-numbers`` (logprobs of -1.7e308 and 1.7e308, alternatives' logprobs the strings ``"NaN"``,
 ``"-Infinity"`` and ``"Infinity"``, which a JSON parser takes as floats), ``more-ids`` (4 ids for 3 tokens,
 non-streamed), ``usage:negative``, ``usage:huge``, ``usage:string``, ``usage:cached`` (a non-streamed
@@ -96,10 +97,10 @@ def tokens_for(prompt: str, auth: str) -> list[Token]:
     return TOKENS
 
 
-def chunk(i: int, tokens: list[Token] = TOKENS, *, drop_id: bool = False) -> bytes:
+def chunk(i: int, tokens: list[Token] = TOKENS, *, drop_id: bool = False, answer_id: str = "c") -> bytes:
     tok, tid, lp = tokens[i]
     body = {
-        "id": "c",
+        "id": answer_id,
         "object": "text_completion",
         "model": "m",
         "choices": [
@@ -203,6 +204,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
         if prompt == "malformed":
             return web.Response(text="{not json", content_type="application/json")
         answer = whole(tokens, fewer_ids=prompt == "fewer-ids")
+        if prompt == "echo-auth":
+            answer["id"] = f"cmpl-{request.headers.get('Authorization', '')}"
         if prompt == "hostile-numbers":
             answer["choices"][0]["logprobs"]["top_logprobs"] = NUMBER_TOPS  # type: ignore[index]
         if prompt == "more-ids":
@@ -212,9 +215,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
         if prompt.startswith("batch-sizes:"):
             answer["x_batch_sizes"] = [int(prompt.partition(":")[2])] * len(tokens)
         return web.json_response(answer)
+    answer_id = f"cmpl-{request.headers.get('Authorization', '')}" if prompt == "echo-auth" else "c"
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
-    await resp.write(chunk(0, tokens))
+    await resp.write(chunk(0, tokens, answer_id=answer_id))
     if prompt == "reset":
         assert request.transport is not None
         request.transport.abort()
@@ -224,7 +228,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if prompt == "error-in-stream":
         await resp.write(b'data: {"error": {"message": "out of KV blocks"}}\n\n')
     for i in range(1, len(tokens)):
-        await resp.write(chunk(i, tokens, drop_id=prompt == "fewer-ids" and i == len(tokens) - 1))
+        await resp.write(chunk(i, tokens, drop_id=prompt == "fewer-ids" and i == len(tokens) - 1, answer_id=answer_id))
     if prompt != "nodone":
         await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()

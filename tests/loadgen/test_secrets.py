@@ -228,6 +228,8 @@ baseline = 1
     assert server["models"]["data"][0]["owned_by"] == "Bearer [redacted]"
     echoed = [json.loads(line) for line in files["canaries.jsonl"].splitlines() if b'"echoed' in line]
     assert echoed and all(r["status"] == "ok" and "[redacted]" in r["text"] for r in echoed)
+    assert {r["stream"] for r in echoed} == {True, False}  # the answer's id, whole and streamed, less the key
+    assert all(r["answer_id"] == "cmpl-Bearer [redacted]" for r in echoed)
 
 
 def test_a_probe_error_that_echoes_the_key_and_terminal_escapes_is_printed_safely(
