@@ -5,7 +5,8 @@ client's ``X-Request-Id``, so no step of either engine's trace names a record's 
 back under the engine's name for it (``cmpl-<router's id>``), which the record keeps as ``answer_id``
 (docs/design.md, "Joining ids"). A real ``loadgen run``: the embedded engine as a prefill and a decode server,
 the real vllm-router in front, each engine writing its step trace; then report.json: every record joined, its
-provenance from the trace (the decode server's external tokens: the hand-over), on both sides.
+provenance from both servers' traces (the salted canary's prompt handed over every time; the kept one found by the
+decoder in its own prefix cache after its first request).
 """
 
 from __future__ import annotations
@@ -66,8 +67,14 @@ def test_records_renamed_by_the_router_join_the_trace_through_their_answers_id(t
     assert not {r["request_id"] for r in records} & set(steps.key.tolist())
     report = orjson.loads((done.run_dir / "report.json").read_bytes())
     assert not [n for n in report["run"]["notices"] if "no step names" in n]
+    prov = {}
     for canary in report["canaries"]:
         assert canary["engine_steps"]["joined"] == canary["engine_steps"]["records"] == 5
-        prov = canary["provenance"]
-        assert prov["evidence"] == {"engine_trace": 5}, prov
-        assert (prov["asked"], prov["proven"], prov["unknown"]) == ("transfer", 5, 0), prov
+        prov[canary["id"]] = canary["provenance"]
+        assert prov[canary["id"]]["evidence"] == {"engine_trace": 5}, prov
+    # salted: the decoder found nothing of its own, the whole prompt came over; kept: after its first request the
+    # decoder found the prompt in its own prefix cache, and the trace says so
+    assert (prov["salted"]["asked"], prov["salted"]["proven"], prov["salted"]["unknown"]) == ("transfer", 5, 0)
+    kept = prov["kept"]  # its first request is handed over; later ones are the decoder's while its cache keeps them
+    assert kept["proven"] >= 1 and kept["not_proven"] >= 1 and kept["proven"] + kept["not_proven"] == 5, kept
+    assert list(kept["reasons"]) == ["decoder's own GPU hit instead of a transfer"]
