@@ -100,6 +100,15 @@ _INT_COLS = ("level", "inflight_at_send")
 MAX_ABS_LOGPROB = 1e6
 
 
+def renamed(answer_id: Any, request_id: Any) -> Any:
+    """A record's ``answer_id`` as the frame keeps it: only where it does not hold the record's own ``request_id`` (a
+    router sent the engine an id of its own, the one way to meet that record in the engine step trace); None where
+    it does (``cmpl-<request_id>``: a million records would otherwise hold a million redundant strings)."""
+    if type(answer_id) is str and type(request_id) is str and request_id in answer_id:
+        return None
+    return answer_id
+
+
 @dataclass
 class CanaryColumns:
     """Canary records as columns. Row i of every matrix is row i of ``frame``.
@@ -111,6 +120,7 @@ class CanaryColumns:
 
     frame: Any  # pandas.DataFrame: SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
     # n_logprobs, BATCH_OTHERS, unusable_numbers (values of the record left out as NaN: see the module doc),
+    # ``answer_id`` only where the engine renamed the request (``renamed``),
     # usage_problem (what no engine could report in the record's usage, ``loadgen.core.wire.plausible``; or None).
     # ``burst`` is bool (False where absent), ``held_at_send`` pandas "boolean" (NA where absent),
     # ``background_held_at_send`` float (NaN where absent).
@@ -254,6 +264,8 @@ class ColumnBuilder:
         check_schema(raw, where=where)
         for k in SCALARS:
             self._scalars[k].append(raw.get(k))
+        answer_ids = self._scalars["answer_id"]
+        answer_ids[-1] = renamed(answer_ids[-1], raw.get("request_id"))
         self._scalars["file"].append(file)
         for k, v in zip(REQUEST_VALUES, request_values(raw.get("request")), strict=True):
             self._scalars[k].append(v)

@@ -37,6 +37,7 @@ from collectors.read.columns import (
     FileRead,
     batch_others,
     file_read,
+    renamed,
     request_values,
     usage_values,
 )
@@ -238,6 +239,7 @@ class ColumnsFileBuilder(FastColumnBuilder):
         """The chunk's frame values (its heads' values, key by key), as ``ColumnBuilder._add_scalars`` gives
         them one record at a time; the request and usage figures computed once per distinct value."""
         scalars = self._scalars
+        cols["answer_id"] = list(map(renamed, cols["answer_id"], cols["request_id"]))
         for k in SCALARS:
             scalars[k].extend(_shared(cols[k], self._texts) if k in _SHARED else cols[k])
         scalars["file"].extend([file] * len(cols["text"]))

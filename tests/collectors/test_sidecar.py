@@ -71,6 +71,7 @@ def record(draw: Any, i: int) -> CanaryRecord:
         usage=draw(st.one_of(st.none(), st.just({"prompt_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}}))),
         engine_batch_sizes=draw(st.one_of(st.none(), st.lists(st.integers(1, 9), max_size=4))),
         held_at_send=draw(st.one_of(st.none(), st.booleans())),
+        answer_id=draw(st.sampled_from([None, f"cmpl-q{i}", f"cmpl-___decode_addr_h:1_{i:032x}"])),
     )
 
 
@@ -158,6 +159,17 @@ def test_a_jsonl_changed_after_the_fact_drops_the_columns_file_with_a_notice(tmp
     assert notice in build_report(got)["run"]["notices"]
     got.files[0].columns_notice = None
     assert_same(got, want)
+
+
+def test_the_frame_keeps_an_answers_id_only_where_the_engine_renamed_the_request(tmp_path: Path) -> None:
+    """``cmpl-<request_id>`` is the engine's echo of the client's id (None in the frame); a router's own id is kept,
+    the one way to meet its record in the engine step trace; the same through the columns file and the JSONL."""
+    router = f"cmpl-___prefill_addr_h:1___decode_addr_h:2_{'c' * 32}"
+    ids = ["cmpl-q0", router, None]
+    run_dir = collect(tmp_path / "run", [dataclasses.replace(plain(i), answer_id=a) for i, a in enumerate(ids)])
+    for run in (load_run(run_dir, workers=1), load_run(run_dir, reference=True)):
+        assert run.canaries.frame["answer_id"].tolist() == [None, router, None]
+    assert orjson.loads((run_dir / "canaries.jsonl").read_bytes().splitlines()[0])["answer_id"] == "cmpl-q0"
 
 
 def test_an_old_folder_without_columns_reads_as_before(tmp_path: Path) -> None:
