@@ -156,19 +156,17 @@ def cache_notices(
                 f"Canary {cid} was meant to {e['expect']} the prefix cache, but {e['violated']} of "
                 f"{e['canaries']} did not: its comparison is not the one the scenario claims."
             )
-            if e["expect"] == "miss" and e["mechanisms"].get("reset") and e["resets_refused"]:
-                text += (
-                    " It reset the cache while other requests ran, and an engine keeps blocks in use (vLLM "
-                    'refuses the reset): cache = "miss" salts the request under load instead.'
-                )
-            elif e["expect"] == "miss" and e["mechanisms"].get("reset"):
+            if e["expect"] == "miss" and e["mechanisms"].get("reset"):
                 salted = (
                     " (and its cache salts under load did not reach that store)" if e["mechanisms"].get("salt") else ""
                 )
                 text += (
-                    " Its resets were accepted and the prompt was found all the same: a KV store the reset does not "
-                    f"empty served it{salted} (vLLM 0.26's reset leaves LMCache's store as it was); \"Where the KV "
-                    'came from" names the source.'
+                    " It reset the cache while other requests ran, and an engine keeps blocks in use (vLLM "
+                    'refuses the reset): cache = "miss" salts the request under load instead.'
+                    if e["resets_refused"]
+                    else " Its resets were accepted and the prompt was found all the same: a KV store the reset does "
+                    f"not empty served it{salted} (vLLM 0.26's reset leaves LMCache's store as it was); \"Where the "
+                    'KV came from" names the source.'
                 )
             notices.append(text)
         if e["unknown"] and e["expect"]:

@@ -188,7 +188,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
     body = await request.json()
     prompt = str(body.get("prompt", ""))
     stream = bool(body.get("stream"))
-    tokens = tokens_for(prompt, request.headers.get("Authorization", ""))
+    auth = request.headers.get("Authorization", "")
+    tokens = tokens_for(prompt, auth)
+    answer_id = f"cmpl-{auth}" if prompt == "echo-auth" else "c"
     if prompt.startswith("status:"):
         code = int(prompt.split(":")[1])
         return web.json_response({"error": {"message": f"injected {code}", "type": "x", "code": code}}, status=code)
@@ -204,8 +206,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         if prompt == "malformed":
             return web.Response(text="{not json", content_type="application/json")
         answer = whole(tokens, fewer_ids=prompt == "fewer-ids")
-        if prompt == "echo-auth":
-            answer["id"] = f"cmpl-{request.headers.get('Authorization', '')}"
+        answer["id"] = answer_id
         if prompt == "hostile-numbers":
             answer["choices"][0]["logprobs"]["top_logprobs"] = NUMBER_TOPS  # type: ignore[index]
         if prompt == "more-ids":
@@ -215,7 +216,6 @@ async def completions(request: web.Request) -> web.StreamResponse:
         if prompt.startswith("batch-sizes:"):
             answer["x_batch_sizes"] = [int(prompt.partition(":")[2])] * len(tokens)
         return web.json_response(answer)
-    answer_id = f"cmpl-{request.headers.get('Authorization', '')}" if prompt == "echo-auth" else "c"
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     await resp.write(chunk(0, tokens, answer_id=answer_id))
