@@ -48,6 +48,7 @@ from collectors.read.matrices import (
 )
 from collectors.read.recordcheck import check_schema, record_problem
 from loadgen.core.runfiles import open_regular
+from loadgen.core.steptrace import renamed
 from loadgen.core.wire.plausible import usage_problem
 
 _CHUNK_ROWS = 2048
@@ -100,15 +101,6 @@ _INT_COLS = ("level", "inflight_at_send")
 MAX_ABS_LOGPROB = 1e6
 
 
-def renamed(answer_id: Any, request_id: Any) -> Any:
-    """A record's ``answer_id`` as the frame keeps it: only where it does not hold the record's own ``request_id`` (a
-    router sent the engine an id of its own, the one way to meet that record in the engine step trace); None where
-    it does (``cmpl-<request_id>``: a million records would otherwise hold a million redundant strings)."""
-    if type(answer_id) is str and type(request_id) is str and request_id in answer_id:
-        return None
-    return answer_id
-
-
 @dataclass
 class CanaryColumns:
     """Canary records as columns. Row i of every matrix is row i of ``frame``.
@@ -120,7 +112,7 @@ class CanaryColumns:
 
     frame: Any  # pandas.DataFrame: SCALARS plus file, temperature, request_key, cached_tokens, n_ids, n_tokens,
     # n_logprobs, BATCH_OTHERS, unusable_numbers (values of the record left out as NaN: see the module doc),
-    # ``answer_id`` only where the engine renamed the request (``renamed``),
+    # ``answer_id`` only where the engine renamed the request (``loadgen.core.steptrace.renamed``),
     # usage_problem (what no engine could report in the record's usage, ``loadgen.core.wire.plausible``; or None).
     # ``burst`` is bool (False where absent), ``held_at_send`` pandas "boolean" (NA where absent),
     # ``background_held_at_send`` float (NaN where absent).

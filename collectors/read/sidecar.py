@@ -37,7 +37,6 @@ from collectors.read.columns import (
     FileRead,
     batch_others,
     file_read,
-    renamed,
     request_values,
     usage_values,
 )
@@ -53,6 +52,7 @@ from collectors.sidecar import FILES, columns_dir
 from loadgen.core.errors import RunFolderError
 from loadgen.core.record import SCHEMA
 from loadgen.core.runfiles import open_lines, open_regular
+from loadgen.core.steptrace import renamed
 
 # rows read at a time: a chunk's parsed heads and its sequences' working copies take about 27 KB a row beside
 # the matrices (220 MiB at 8,192 rows, the JSONL reader's chunk), and more rows a chunk buy no speed

@@ -18,7 +18,7 @@ import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Final, Literal
+from typing import Any, BinaryIO, Final, Literal
 
 import orjson
 
@@ -68,6 +68,16 @@ def record_key(engine_id: str) -> str | None:
     32 lowercase hex digits is the key; an id without one belongs to no record."""
     found = _KEY.search(engine_id)
     return found.group(0) if found else None
+
+
+def renamed(answer_id: Any, request_id: Any) -> Any:
+    """A record's ``answer_id`` as a report's frame keeps it: only where it does not hold the record's own
+    ``request_id`` (a router sent the engine an id of its own, and the answer's id is the one way to meet that record
+    in the trace); None where it does (``cmpl-<request_id>``: a million records would otherwise hold a million
+    redundant strings)."""
+    if type(answer_id) is str and type(request_id) is str and request_id in answer_id:
+        return None
+    return answer_id
 
 
 def file_name(source: Source, pid: int | None = None, host: str | None = None) -> str:
